@@ -1,0 +1,56 @@
+// swift-tools-version:6.0
+// libotsession: a real-time video session SDK for Linux with a stable C ABI.
+// One target per layer; dependencies point down the list (see docs/architecture.md).
+import PackageDescription
+
+let package = Package(
+    name: "libotsession",
+    products: [
+        // libotsession.so: the C ABI. Built for release by `make lib` (static stdlib, SONAME, ot_* only).
+        .library(name: "otsession", type: .dynamic, targets: ["OTCABI"]),
+        // The native Swift API.
+        .library(name: "OTSession", targets: ["OTSession"]),
+        .library(name: "OTServer", targets: ["OTServer"]),
+        .executable(name: "ot-server", targets: ["ot-server"]),
+        .executable(name: "ot-demo", targets: ["ot-demo"]),
+        .executable(name: "ot-bench", targets: ["ot-bench"]),
+    ],
+    targets: [
+        // C system libraries from Debian's -dev packages.
+        .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
+        .systemLibrary(name: "CVPX", pkgConfig: "vpx", providers: [.apt(["libvpx-dev"])]),
+        .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // C functions Swift cannot call directly (variadic ctl functions, macros).
+        .target(name: "COTShims", dependencies: ["COpus", "CVPX", "CSRTP", "COpenSSL"]),
+        // C types of the public ABI (handles, callback structs, status codes).
+        .target(name: "COTABI"),
+
+        // What every layer shares: logging, time, byte readers and writers.
+        .target(name: "OTBase"),
+        // Byte formats only: RTP/RTCP, STUN, SDP, VP8/Opus payloads, HTTP, WebSocket, JSON messages, tokens.
+        .target(name: "OTWire", dependencies: ["OTBase", "COTShims", "COpenSSL"]),
+        // Sans-IO protocol engines and the socket driver.
+        .target(name: "OTTransport", dependencies: ["OTWire", "COTShims", "CSRTP", "COpenSSL"]),
+        // Frames, converters, codecs, jitter buffers, capturers, audio devices.
+        .target(name: "OTMedia", dependencies: ["OTWire", "COTShims", "COpus", "CVPX"]),
+        // The Swift API users import: Session, Publisher, Subscriber.
+        .target(name: "OTSession", dependencies: ["OTTransport", "OTMedia", "OTWire"]),
+        // The session server: REST API, WebSocket signaling, media router.
+        .target(name: "OTServer", dependencies: ["OTTransport", "OTWire"]),
+        // The C ABI of libotsession.so: handle registry, argument checks, callback structs.
+        .target(name: "OTCABI", dependencies: ["COTABI", "OTSession", "OTServer"]),
+
+        .executableTarget(name: "ot-server", dependencies: ["OTServer"]),
+        .executableTarget(name: "ot-demo", dependencies: ["OTSession", "OTServer", "OTMedia"]),
+        .executableTarget(name: "ot-bench", dependencies: ["OTMedia", "OTTransport", "OTWire"]),
+
+        .testTarget(name: "OTBaseTests", dependencies: ["OTBase"]),
+        .testTarget(name: "OTWireTests", dependencies: ["OTWire"]),
+        .testTarget(name: "OTTransportTests", dependencies: ["OTTransport"]),
+        .testTarget(name: "OTMediaTests", dependencies: ["OTMedia", "OTTransport"]),
+        .testTarget(name: "OTServerTests", dependencies: ["OTServer", "OTSession"]),
+        .testTarget(name: "OTSessionTests", dependencies: ["OTSession", "OTServer"]),
+        .testTarget(name: "OTCABITests", dependencies: ["OTCABI", "COTABI"]),
+    ]
+)

@@ -1,0 +1,4 @@
+/* C helpers for what Swift cannot call directly. */
+#include "ot_shims_codec.h"
+#include "ot_shims_ssl.h"
+#include "ot_shims_net.h"

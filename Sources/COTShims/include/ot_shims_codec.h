@@ -1,0 +1,26 @@
+/* Non-variadic wrappers of opus_encoder_ctl / opus_decoder_ctl / vpx_codec_control. */
+#ifndef OT_SHIMS_CODEC_H
+#define OT_SHIMS_CODEC_H
+#include <opus/opus.h>
+#include <vpx/vpx_encoder.h>
+#include <vpx/vpx_decoder.h>
+#include <vpx/vp8cx.h>
+#include <vpx/vp8dx.h>
+
+/** opus_encoder_ctl(enc, request, value) for the integer-setting requests (OPUS_SET_*). */
+int ot_opus_encoder_set(OpusEncoder *enc, int request, int value);
+/** opus_encoder_ctl(enc, request, &out) for the integer-getting requests (OPUS_GET_*). */
+int ot_opus_encoder_get(OpusEncoder *enc, int request, int *out);
+/** opus_decoder_ctl(dec, request, &out) for the integer-getting requests (OPUS_GET_*). */
+int ot_opus_decoder_get(OpusDecoder *dec, int request, int *out);
+/** vpx_codec_control(ctx, id, value) for integer controls (VP8E_SET_*). */
+vpx_codec_err_t ot_vpx_control_int(vpx_codec_ctx_t *ctx, int id, int value);
+/** vpx_codec_control(ctx, VP8D_GET_FRAME_CORRUPTED, &out). */
+vpx_codec_err_t ot_vpx_frame_corrupted(vpx_codec_ctx_t *ctx, int *out);
+/** vpx_codec_enc_init / vpx_codec_dec_init are macros over *_ver functions. */
+vpx_codec_err_t ot_vpx_enc_init(vpx_codec_ctx_t *ctx, const vpx_codec_enc_cfg_t *cfg, vpx_codec_flags_t flags);
+vpx_codec_err_t ot_vpx_dec_init(vpx_codec_ctx_t *ctx, const vpx_codec_dec_cfg_t *cfg, vpx_codec_flags_t flags);
+/** The VP8 encoder and decoder interfaces. */
+vpx_codec_iface_t *ot_vpx_vp8_cx(void);
+vpx_codec_iface_t *ot_vpx_vp8_dx(void);
+#endif

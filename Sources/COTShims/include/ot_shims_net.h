@@ -1,0 +1,8 @@
+/* Socket helpers for the IO driver. */
+#ifndef OT_SHIMS_NET_H
+#define OT_SHIMS_NET_H
+#include <sys/types.h>
+
+/** fcntl(fd, F_SETFL, flags | O_NONBLOCK) (fcntl is variadic). Returns 0 or -1. */
+int ot_set_nonblocking(int fd);
+#endif

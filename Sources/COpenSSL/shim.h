@@ -1,0 +1,9 @@
+#include <openssl/ssl.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <openssl/x509.h>
+#include <openssl/ec.h>
+#include <openssl/bio.h>
+#include <openssl/sha.h>

@@ -1,0 +1,76 @@
+/// Error codes; numerically equal to OpenTok's where OpenTok has one, and to the C ABI's `ot_status_code`.
+public enum OTErrorCode: Int32, Sendable, CaseIterable {
+    case authorizationFailure = 1004
+    case invalidSession = 1005
+    case connectionFailed = 1006
+    case notConnected = 1010
+    case invalidParameter = 1011
+    case illegalState = 1015
+    case stateFailed = 1020
+    case connectionTimedOut = 1021
+    case connectionDropped = 1022
+    case connectionRefused = 1023
+    case connectionLimitExceeded = 1027
+    case subscriberNotFound = 1112
+    case publisherNotFound = 1113
+    case signalDataTooLong = 1413
+    case signalTypeTooLong = 1414
+    case invalidSignalType = 1461
+    case unableToPublish = 1500
+    case noMessagingServer = 1503
+    case forceUnpublishOrInvalidStream = 1535
+    case publisherTimedOut = 1541
+    case subscriberTimedOut = 1542
+    case subscriberWebRTC = 1600
+    case serverCannotFindStream = 1604
+    case streamLimitExceeded = 1605
+    case publisherWebRTC = 1610
+    case internalError = 2000
+    case invalidHandle = 9001
+    case bufferTooSmall = 9002
+
+    /// A short English description of the code.
+    public var summary: String {
+        switch self {
+        case .authorizationFailure: "authorization failure: the token was refused"
+        case .invalidSession: "invalid session id"
+        case .connectionFailed: "could not connect to the server"
+        case .notConnected: "the session is not connected"
+        case .invalidParameter: "a parameter is NULL or invalid"
+        case .illegalState: "the call is not allowed in the current state"
+        case .stateFailed: "the session is in the failed state"
+        case .connectionTimedOut: "connecting timed out"
+        case .connectionDropped: "the connection to the server dropped"
+        case .connectionRefused: "the connection was refused"
+        case .connectionLimitExceeded: "the session has reached its connection limit"
+        case .subscriberNotFound: "subscriber not found"
+        case .publisherNotFound: "publisher not found"
+        case .signalDataTooLong: "signal data is longer than 8192 bytes"
+        case .signalTypeTooLong: "signal type is longer than 128 characters"
+        case .invalidSignalType: "signal type has characters outside [A-Za-z0-9_~-]"
+        case .unableToPublish: "unable to publish"
+        case .noMessagingServer: "no messaging server"
+        case .forceUnpublishOrInvalidStream: "not allowed (role lacks the capability) or invalid stream"
+        case .publisherTimedOut: "publishing timed out"
+        case .subscriberTimedOut: "subscribing timed out"
+        case .subscriberWebRTC: "subscriber media connection failed"
+        case .serverCannotFindStream: "the server cannot find the stream"
+        case .streamLimitExceeded: "stream limit exceeded"
+        case .publisherWebRTC: "publisher media connection failed"
+        case .internalError: "internal error"
+        case .invalidHandle: "the handle was never issued, is deleted, or is of another type"
+        case .bufferTooSmall: "the buffer is too small"
+        }
+    }
+}
+
+/// An error carrying an OpenTok-compatible code and a specific message.
+public struct OTError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let code: OTErrorCode
+    public let message: String
+    public init(_ code: OTErrorCode, _ message: String? = nil) {
+        self.code = code
+        self.message = message ?? code.summary
+    }
+    public var description: String { "\(message) (\(code.rawValue))" }
+}

@@ -1,0 +1,1 @@
+// OTServer: see docs/architecture.md

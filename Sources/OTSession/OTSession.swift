@@ -1,0 +1,1 @@
+// OTSession: see docs/architecture.md

@@ -1,0 +1,1 @@
+// OTTransport: see docs/architecture.md

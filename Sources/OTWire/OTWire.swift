@@ -1,0 +1,1 @@
+// OTWire: see docs/architecture.md
