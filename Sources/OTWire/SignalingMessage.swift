@@ -95,6 +95,8 @@ public enum ClientMessage: Sendable, Equatable {
     case publish(id: Int, PublishRequest)
     case unpublish(id: Int, streamId: String)
     case updateStream(id: Int, streamId: String, hasAudio: Bool?, hasVideo: Bool?, width: Int?, height: Int?)
+    /// Asks to subscribe to a stream (role and stream checked; media is negotiated elsewhere).
+    case subscribe(id: Int, streamId: String)
     case forceMuteStream(id: Int, streamId: String)
     case forceMuteAll(id: Int, active: Bool, excludedStreams: [String])
     case forceDisconnect(id: Int, connectionId: String)
@@ -151,6 +153,7 @@ extension ClientMessage: Codable {
         case "updateStream":
             self = .updateStream(id: try c.req("id"), streamId: try c.req("streamId"), hasAudio: try c.opt("hasAudio"),
                                  hasVideo: try c.opt("hasVideo"), width: try c.opt("width"), height: try c.opt("height"))
+        case "subscribe": self = .subscribe(id: try c.req("id"), streamId: try c.req("streamId"))
         case "forceMuteStream": self = .forceMuteStream(id: try c.req("id"), streamId: try c.req("streamId"))
         case "forceMuteAll":
             self = .forceMuteAll(id: try c.req("id"), active: try c.req("active"), excludedStreams: try c.opt("excludedStreams") ?? [])
@@ -175,6 +178,8 @@ extension ClientMessage: Codable {
         case .updateStream(let id, let s, let a, let v, let w, let h):
             try c.put("type", "updateStream"); try c.put("id", id); try c.put("streamId", s)
             try c.put("hasAudio", a); try c.put("hasVideo", v); try c.put("width", w); try c.put("height", h)
+        case .subscribe(let id, let s):
+            try c.put("type", "subscribe"); try c.put("id", id); try c.put("streamId", s)
         case .forceMuteStream(let id, let s):
             try c.put("type", "forceMuteStream"); try c.put("id", id); try c.put("streamId", s)
         case .forceMuteAll(let id, let active, let ex):
