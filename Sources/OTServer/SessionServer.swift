@@ -72,7 +72,7 @@ public final class SessionServer: @unchecked Sendable {
 
     /// Creates a session (as the REST call does) and returns its id.
     public func createSession(apiKey: String, relayed: Bool = false, e2ee: Bool = false) throws -> String {
-        try onLoop { try router.createSession(apiKey: apiKey, relayed: relayed, e2ee: e2ee, nowMillis: wallClockMillis()) }
+        try onLoop { [self] in try router.createSession(apiKey: apiKey, relayed: relayed, e2ee: e2ee, nowMillis: wallClockMillis()) }
     }
 
     /// Mints a client token for a session of one of this server's projects.
@@ -88,27 +88,24 @@ public final class SessionServer: @unchecked Sendable {
     }
 
     /// Issues logged by `reportIssue`, oldest first.
-    public var reportedIssues: [IssueReport] { onLoop { router.issues } }
+    public var reportedIssues: [IssueReport] { (try? onLoop { [self] in router.issues }) ?? [] }
     /// Connections of a session (dropped ones included while resumable).
-    public func connections(in sessionId: String) -> [ConnectionInfo] { onLoop { router.connections(in: sessionId) } }
+    public func connections(in sessionId: String) -> [ConnectionInfo] { (try? onLoop { [self] in router.connections(in: sessionId) }) ?? [] }
     /// Streams published in a session.
-    public func streams(in sessionId: String) -> [StreamInfo] { onLoop { router.streams(in: sessionId) } }
+    public func streams(in sessionId: String) -> [StreamInfo] { (try? onLoop { [self] in router.streams(in: sessionId) }) ?? [] }
     /// Open sockets (HTTP and WebSocket).
-    public var openSockets: Int { onLoop { sockets.count } }
+    public var openSockets: Int { (try? onLoop { [self] in sockets.count }) ?? 0 }
 
-    private func onLoop<T>(_ body: () throws -> T) rethrows -> T {
+    private func onLoop<T>(_ body: @escaping () throws -> T) throws -> T {
         if loop.inLoop || !stateLock.withLock({ started && !stopped }) { return try body() }
-        return try withoutActuallyEscaping(body) { body in
-            var result: Result<T, Error>?
-            let done = DispatchSemaphore(value: 0)
-            nonisolated(unsafe) let b = body
-            loop.execute { result = Result { try b() }; done.signal() }
-            done.wait()
-            switch result {
-            case .success(let v): return v
-            case .failure(let e): throw e
-            case nil: fatalError("loop did not run the block")
-            }
+        let slot = ResultSlot<T>()
+        let done = DispatchSemaphore(value: 0)
+        loop.execute { slot.result = Result { try body() }; done.signal() }
+        done.wait()
+        switch slot.result {
+        case .success(let v): return v
+        case .failure(let e): throw e
+        case nil: throw OTError(.internalError, "server loop did not answer")
         }
     }
 
@@ -284,6 +281,9 @@ public final class SessionServer: @unchecked Sendable {
         }
     }
 }
+
+/// Carries a result from the loop thread back to a waiting caller.
+private final class ResultSlot<T>: @unchecked Sendable { var result: Result<T, Error>? }
 
 /// One accepted socket: HTTP until an upgrade, then WebSocket.
 private final class ServerSocket: TCPConnectionDelegate {
