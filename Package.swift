@@ -14,6 +14,7 @@ let package = Package(
         .executable(name: "ot-server", targets: ["ot-server"]),
         .executable(name: "ot-demo", targets: ["ot-demo"]),
         .executable(name: "ot-bench", targets: ["ot-bench"]),
+        .executable(name: "ot-loadtest", targets: ["ot-loadtest"]),
     ],
     targets: [
         // C system libraries from Debian's -dev packages.
@@ -47,6 +48,7 @@ let package = Package(
         .executableTarget(name: "ot-server", dependencies: ["OTServer"]),
         .executableTarget(name: "ot-demo", dependencies: ["OTSession", "OTServer", "OTMedia"]),
         .executableTarget(name: "ot-bench", dependencies: ["OTMedia", "OTTransport", "OTWire"]),
+        .executableTarget(name: "ot-loadtest", dependencies: ["OTSession", "OTServer"]),
 
         .testTarget(name: "OTBaseTests", dependencies: ["OTBase"]),
         .testTarget(name: "OTWireTests", dependencies: ["OTWire"]),
