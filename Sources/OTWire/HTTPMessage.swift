@@ -193,7 +193,7 @@ public struct HTTPParser: Sendable {
             length = n
         }
         let bodyStart = end + 4
-        guard buffer.count >= bodyStart + length else { scanFrom = buffer.count; return nil }
+        guard buffer.count >= bodyStart + length else { scanFrom = end; return nil }
         let body = Array(buffer[bodyStart..<bodyStart + length])
         buffer.removeFirst(bodyStart + length)
         scanFrom = 0

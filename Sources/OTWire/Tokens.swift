@@ -206,6 +206,9 @@ public enum ProjectAuth {
         let claims = try JWT.verify(token, secret: secret)
         guard claims["ist"] as? String == "project" else { throw WireError("ist must be project") }
         guard JWT.string(claims["iss"]) == apiKey else { throw WireError("iss is not this project") }
+        guard claims["session_id"] == nil, claims["scope"] as? String != "session.connect" else {
+            throw WireError("a client token is not a project token")
+        }
         guard let exp = JWT.number(claims["exp"]) else { throw WireError("no exp") }
         guard Int64(exp) + leeway > now else { throw WireError("expired") }
     }
