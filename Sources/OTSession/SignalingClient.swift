@@ -33,6 +33,7 @@ public struct MuteForcedInfo: Sendable, Equatable {
     public var active: Bool
     /// The one stream muted, or nil for the whole session.
     public var streamId: String?
+    public init(active: Bool, streamId: String?) { self.active = active; self.streamId = streamId }
 }
 
 /// Events the signaling client reports, in order.
@@ -53,6 +54,7 @@ public enum SessionEvent: Sendable, Equatable {
 public struct RequestReply: Sendable, Equatable {
     public var stream: StreamInfo?
     public var issueId: String?
+    public init(stream: StreamInfo? = nil, issueId: String? = nil) { self.stream = stream; self.issueId = issueId }
 }
 
 /// The sans-IO client side of docs/protocol.md: messages and time in, messages and events out.

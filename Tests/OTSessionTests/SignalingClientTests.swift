@@ -1,0 +1,129 @@
+import OTBase
+import OTSession
+import OTWire
+import XCTest
+
+/// The sans-IO client state machine, driven with messages and virtual time only.
+final class SignalingClientTests: XCTestCase {
+    let t0 = Instant(micros: 1_000_000)
+    let me = ConnectionInfo(id: "me", creationTime: 1, data: "d")
+    let other = ConnectionInfo(id: "other", creationTime: 2, data: "")
+    func stream(_ id: String, audio: Bool = true) -> StreamInfo {
+        StreamInfo(id: id, connectionId: "other", name: id, hasAudio: audio, hasVideo: true, videoType: "camera", width: 2, height: 2, creationTime: 3)
+    }
+    func connected(role: SessionRole = .publisher, connections: [ConnectionInfo] = [], streams: [StreamInfo] = []) -> ServerMessage {
+        .connected(ConnectedInfo(id: 1, connection: me, role: role, resumeToken: "rt", connections: connections, streams: streams,
+                                 muteForced: false, resumed: false, relayed: false, e2ee: false))
+    }
+    func events(_ out: [SignalingClient.Output]) -> [SessionEvent] { out.compactMap { if case .event(let e) = $0 { e } else { nil } } }
+
+    func connectedClient(role: SessionRole = .publisher) throws -> SignalingClient {
+        var c = SignalingClient(apiKey: "k", sessionId: "s")
+        try c.connect(token: "tok", now: t0)
+        _ = c.transportOpened(now: t0)
+        _ = c.receive(connected(role: role), now: t0)
+        return c
+    }
+
+    func testConnectSequenceAndRoster() throws {
+        var c = SignalingClient(apiKey: "k", sessionId: "s", eventsSuppressed: true)
+        XCTAssertEqual(c.status, .notConnected)
+        try c.connect(token: "tok", now: t0)
+        XCTAssertEqual(c.status, .connecting)
+        XCTAssertThrowsError(try c.connect(token: "tok", now: t0)) { XCTAssertEqual(($0 as? OTError)?.code, .illegalState) }
+        let out = c.transportOpened(now: t0)
+        XCTAssertEqual(out, [.send(.connect(ConnectRequest(id: 1, apiKey: "k", sessionId: "s", token: "tok", eventsSuppressed: true)))])
+        let ev = events(c.receive(connected(connections: [other], streams: [stream("s1")]), now: t0))
+        XCTAssertEqual(ev, [.connected(me), .connectionCreated(other), .streamCreated(stream("s1"))])
+        XCTAssertEqual(c.status, .connected)
+        XCTAssertEqual(c.capabilities, SessionCapabilities(role: .publisher))
+        XCTAssertEqual(c.streams.count, 1)
+        XCTAssertEqual(c.resumeRequest(), .connect(ConnectRequest(id: 2, apiKey: "k", sessionId: "s", token: "tok", eventsSuppressed: true,
+                                                                  resumeConnectionId: "me", resumeToken: "rt")))
+    }
+
+    func testConnectTimesOutWith1021() throws {
+        var c = SignalingClient(apiKey: "k", sessionId: "s", connectTimeout: .seconds(5))
+        try c.connect(token: "tok", now: t0)
+        XCTAssertEqual(c.nextDeadline, t0 + .seconds(5))
+        XCTAssertEqual(c.tick(now: t0 + .seconds(4)), [])
+        let out = c.tick(now: t0 + .seconds(5))
+        XCTAssertEqual(events(out), [.failed(OTError(.connectionTimedOut))])
+        XCTAssertTrue(out.contains(.closeTransport))
+        XCTAssertEqual(c.status, .failed)
+        // A failed session can connect again.
+        XCTAssertNoThrow(try c.connect(token: "tok", now: t0 + .seconds(6)))
+    }
+
+    func testRefusedConnectAndTransportFailure() throws {
+        var c = SignalingClient(apiKey: "k", sessionId: "s")
+        try c.connect(token: "tok", now: t0)
+        _ = c.transportOpened(now: t0)
+        XCTAssertEqual(events(c.receive(.error(code: 1004, message: "bad"), now: t0)), [.failed(OTError(.authorizationFailure, "bad"))])
+        XCTAssertEqual(c.status, .failed)
+        XCTAssertEqual(c.transportClosed(error: nil, now: t0), [], "one failure only")
+
+        var d = SignalingClient(apiKey: "k", sessionId: "s")
+        try d.connect(token: "tok", now: t0)
+        XCTAssertEqual(events(d.transportClosed(error: OTError(.connectionFailed, "refused"), now: t0)), [.failed(OTError(.connectionFailed, "refused"))])
+    }
+
+    func testDropWhileConnectedGivesErrorThenDisconnectAndFailsPending() throws {
+        var c = try connectedClient()
+        let (id, _) = try c.signal(type: "a", data: "b", to: nil)
+        let out = c.transportClosed(error: OTError(.connectionDropped, "reset"), now: t0)
+        XCTAssertEqual(out.first, .completed(id: id, .failure(OTError(.notConnected))))
+        XCTAssertEqual(events(out), [.failed(OTError(.connectionDropped, "reset")), .disconnected])
+        XCTAssertEqual(c.status, .notConnected)
+        XCTAssertTrue(c.connections.isEmpty)
+    }
+
+    func testOrderlyDisconnectAndTimeout() throws {
+        var c = try connectedClient()
+        XCTAssertEqual(try c.disconnect(now: t0), [.send(.disconnect)])
+        XCTAssertEqual(c.status, .disconnecting)
+        XCTAssertEqual(events(c.transportClosed(error: nil, now: t0)), [.disconnected])
+        XCTAssertEqual(c.status, .notConnected)
+        XCTAssertThrowsError(try c.disconnect(now: t0)) { XCTAssertEqual(($0 as? OTError)?.code, .notConnected) }
+
+        var d = try connectedClient()
+        _ = try d.disconnect(now: t0)
+        let out = d.tick(now: t0 + .seconds(3))
+        XCTAssertEqual(events(out), [.disconnected])
+        XCTAssertTrue(out.contains(.closeTransport))
+    }
+
+    func testSignalValidationAndRoles() throws {
+        var c = try connectedClient()
+        let (id, out) = try c.signal(type: "chat", data: "hi", to: "other")
+        XCTAssertEqual(out, [.send(.signal(id: id, type: "chat", data: "hi", to: "other"))])
+        XCTAssertEqual(c.receive(.reply(id: id, code: nil, message: nil, stream: nil, issueId: nil), now: t0),
+                       [.completed(id: id, .success(RequestReply()))])
+        XCTAssertEqual(c.receive(.reply(id: id, code: nil, message: nil, stream: nil, issueId: nil), now: t0), [], "duplicate reply ignored")
+        XCTAssertThrowsError(try c.signal(type: "a b", data: "", to: nil)) { XCTAssertEqual(($0 as? OTError)?.code, .invalidSignalType) }
+        var s = try connectedClient(role: .subscriber)
+        XCTAssertThrowsError(try s.signal(type: "a", data: "", to: nil)) { XCTAssertEqual(($0 as? OTError)?.code, .forceUnpublishOrInvalidStream) }
+        var n = SignalingClient(apiKey: "k", sessionId: "s")
+        XCTAssertThrowsError(try n.signal(type: "a", data: "", to: nil)) { XCTAssertEqual(($0 as? OTError)?.code, .notConnected) }
+    }
+
+    func testEventsFromServer() throws {
+        var c = try connectedClient()
+        XCTAssertEqual(events(c.receive(.connectionCreated(other), now: t0)), [.connectionCreated(other)])
+        XCTAssertEqual(events(c.receive(.connectionCreated(me), now: t0)), [], "own connection is not an event")
+        XCTAssertEqual(events(c.receive(.streamCreated(stream("s1")), now: t0)), [.streamCreated(stream("s1"))])
+        XCTAssertEqual(events(c.receive(.streamChanged(stream("s1", audio: false), property: "hasAudio"), now: t0)),
+                       [.streamChanged(stream("s1", audio: false), .hasAudio(false))])
+        XCTAssertEqual(c.streams["s1"]?.hasAudio, false)
+        XCTAssertEqual(events(c.receive(.streamChanged(stream("unknown"), property: "hasAudio"), now: t0)), [])
+        XCTAssertEqual(events(c.receive(.signal(type: "t", data: "d", from: "other"), now: t0)), [.signal(type: "t", data: "d", from: other)])
+        XCTAssertEqual(events(c.receive(.signal(type: "t", data: "d", from: nil), now: t0)), [.signal(type: "t", data: "d", from: nil)])
+        XCTAssertEqual(events(c.receive(.muteForced(active: true, streamId: nil), now: t0)), [.muteForced(MuteForcedInfo(active: true, streamId: nil))])
+        XCTAssertTrue(c.muteAllActive)
+        XCTAssertEqual(events(c.receive(.streamDestroyed(streamId: "s1", reason: "x"), now: t0)), [.streamDestroyed(stream("s1", audio: false))])
+        XCTAssertEqual(events(c.receive(.connectionDestroyed(connectionId: "other", reason: "x"), now: t0)), [.connectionDestroyed(other)])
+        XCTAssertEqual(events(c.receive(.connectionDestroyed(connectionId: "other", reason: "x"), now: t0)), [])
+        XCTAssertEqual(events(c.receive(.disconnected(reason: "forceDisconnected"), now: t0)), [.disconnected])
+        XCTAssertEqual(c.status, .notConnected)
+    }
+}
