@@ -90,6 +90,7 @@ public final class TCPEventLoop: @unchecked Sendable {
     private let lock = NSLock()
     private var pending: [() -> Void] = []
     private var running = true
+    private var stopRequested = false
     private let finished = DispatchSemaphore(value: 0)
     private var thread: Thread?
     // Loop-thread state.
@@ -190,6 +191,8 @@ public final class TCPEventLoop: @unchecked Sendable {
 
     /// Stops the loop: closes every socket and ends the thread. Blocks until done unless called on the loop.
     public func stop() {
+        let first = lock.withLock { () -> Bool in defer { stopRequested = true }; return !stopRequested }
+        guard first else { return }
         let onLoop = inLoop
         execute { [self] in
             for c in Array(connections.values) { closeConnection(c, error: OTError(.connectionDropped, "event loop stopped")) }

@@ -173,3 +173,41 @@ final class SessionServerTests: XCTestCase {
         for (_, r) in clients { r.waitFor(.disconnected) }
     }
 }
+
+final class KeepaliveTests: XCTestCase {
+    func testIdleClientsStayAndDeadSocketsAreDropped() throws {
+        let project = Project.generate()
+        var limits = ServerLimits()
+        limits.reconnectGrace = .milliseconds(100)
+        let server = SessionServer(.init(projects: [project], limits: limits, pingInterval: .milliseconds(100)))
+        try server.start()
+        defer { server.stop() }
+        let sid = try server.createSession(apiKey: project.apiKey)
+        // A live client answers pings (and pings itself) and stays connected while idle.
+        let rec = Recorder()
+        let live = Session(apiKey: project.apiKey, sessionId: sid, delegate: rec,
+                           settings: SessionSettings(serverURL: server.signalingURL, pingInterval: .milliseconds(100)))
+        try live.connect(token: server.token(sessionId: sid))
+        rec.waitFor(.connected)
+        // A dead client: completes the upgrade and connect, then never reads or answers again.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = server.port.bigEndian
+        inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr)
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        let key = WebSocketHandshake.makeKey()
+        var bytes = WebSocketHandshake.clientRequest(host: "x", path: SessionServer.signalingPath, key: key).serialized()
+        let hello = ClientMessage.connect(ConnectRequest(id: 1, apiKey: project.apiKey, sessionId: sid, token: try server.token(sessionId: sid)))
+        bytes += WebSocketFrame(opcode: .text, payload: Array(SignalingCodec.encode(hello).utf8)).encoded(maskKey: (1, 2, 3, 4))
+        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        rec.wait("dead client joins") { $0.contains { if case .connectionCreated = $0 { true } else { false } } }
+        guard case .connectionCreated(let deadId)? = rec.events.first(where: { if case .connectionCreated = $0 { true } else { false } }) else { return XCTFail() }
+        // Silent for three ping intervals: dropped, then expired after the grace period.
+        rec.waitFor(.connectionDestroyed(deadId))
+        XCTAssertEqual(live.status, .connected)
+        XCTAssertFalse(rec.events.contains(.disconnected))
+        XCTAssertEqual(server.connections(in: sid).map(\.id), [live.connection?.id ?? ""])
+    }
+}
