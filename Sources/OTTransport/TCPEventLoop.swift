@@ -28,6 +28,7 @@ public final class TCPConnection: @unchecked Sendable {
     fileprivate var outboxOffset = 0
     fileprivate var connecting: Bool
     fileprivate var wantsWrite = false
+    fileprivate var dirty = false
     public fileprivate(set) var isClosed = false
     /// Close once the outbox has drained.
     fileprivate var closeAfterFlush = false
@@ -39,21 +40,12 @@ public final class TCPConnection: @unchecked Sendable {
     /// Bytes queued but not yet written to the socket.
     public var pendingBytes: Int { outbox.count - outboxOffset }
 
-    /// Writes now as far as the socket takes, queueing the rest.
+    /// Queues bytes; the loop writes every connection's queue once per iteration (so many small
+    /// messages to one socket cost one system call).
     public func send(_ bytes: [UInt8]) {
         guard !isClosed, !closeAfterFlush, !bytes.isEmpty else { return }
-        if outbox.count == outboxOffset && !connecting {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n == bytes.count { return }
-            if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK {
-                loop.closeConnection(self, error: OTError(.connectionDropped, "send failed: errno \(errno)"))
-                return
-            }
-            outbox.append(contentsOf: bytes[max(0, n)...])
-        } else {
-            outbox.append(contentsOf: bytes)
-        }
-        loop.updateInterest(self)
+        outbox.append(contentsOf: bytes)
+        if !dirty { dirty = true; loop.markDirty(self) }
     }
 
     /// Closes after queued bytes are written.
@@ -99,6 +91,7 @@ public final class TCPEventLoop: @unchecked Sendable {
     private var timers: [(deadline: Instant, id: Int, block: () -> Void)] = []
     private var nextTimerId = 1
     private var threadId: pthread_t?
+    private var dirty: [TCPConnection] = []
 
     /// A loop shared by all clients of the process.
     public static let shared = TCPEventLoop(name: "otsession.io")
@@ -204,6 +197,20 @@ public final class TCPEventLoop: @unchecked Sendable {
         if !onLoop { finished.wait() }
     }
 
+    fileprivate func markDirty(_ c: TCPConnection) { dirty.append(c) }
+
+    /// Writes what every connection queued during this iteration.
+    private func flushDirty() {
+        while !dirty.isEmpty {
+            let batch = dirty
+            dirty = []
+            for c in batch {
+                c.dirty = false
+                if !c.isClosed && !c.connecting { c.flush() }
+            }
+        }
+    }
+
     fileprivate func updateInterest(_ c: TCPConnection) {
         guard !c.isClosed else { return }
         let want = c.connecting || c.pendingBytes > 0
@@ -270,6 +277,7 @@ public final class TCPEventLoop: @unchecked Sendable {
                     for t in due { t.block() }
                 }
             }
+            flushDirty()
         }
         Glibc.close(epfd); Glibc.close(wakeFd)
         finished.signal()
