@@ -113,14 +113,15 @@ default:
     } catch { fail("\(error)") }
     signal(SIGPIPE, SIG_IGN)
     let stop = DispatchSemaphore(value: 0)
+    var sources: [DispatchSourceSignal] = []
     for sig in [SIGINT, SIGTERM] {
         signal(sig, SIG_IGN)
         let src = DispatchSource.makeSignalSource(signal: sig, queue: .global())
         src.setEventHandler { stop.signal() }
         src.resume()
-        nonisolated(unsafe) let keep = src
-        _ = keep
+        sources.append(src)
     }
     stop.wait()
     server.stop()
+    sources.forEach { $0.cancel() }
 }

@@ -243,3 +243,41 @@ def test_report_issue(sdk, ot_server):
     r = a.reply(a.request({"type": "reportIssue", "issueId": "", "description": "no id"}))
     assert len(r["issueId"]) == 36
     a.close()
+
+
+def test_cli_keygen_token_and_config(ot_server, tmp_path):
+    import subprocess
+    out = subprocess.run([ot_server.binary, "keygen"], check=True, capture_output=True, text=True).stdout.strip()
+    key, secret = out.split(":")
+    assert key.isdigit() and len(secret) == 40 and all(c in "0123456789abcdef" for c in secret)
+    sid = Client(ot_server.key, ot_server.secret, api_url=ot_server.api_url).create_session().session_id
+    tok = subprocess.run([ot_server.binary, "token", "--project", f"{ot_server.key}:{ot_server.secret}", "--session", sid,
+                          "--role", "moderator", "--data", "cli"], check=True, capture_output=True, text=True).stdout.strip()
+    claims = pyjwt.decode(tok, ot_server.secret, algorithms=["HS256"])
+    assert (claims["session_id"], claims["role"], claims["connection_data"], claims["iss"]) == (sid, "moderator", "cli", ot_server.key)
+    c = join(ot_server, sid, tok)
+    assert c.info["role"] == "moderator"
+    c.close()
+    t1 = subprocess.run([ot_server.binary, "token", "--project", f"{ot_server.key}:{ot_server.secret}", "--session", sid, "--t1"],
+                        check=True, capture_output=True, text=True).stdout.strip()
+    assert t1.startswith("T1==")
+    join(ot_server, sid, t1).close()
+    bad = subprocess.run([ot_server.binary, "--project", "1:abc.key"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "Vonage" in bad.stderr
+    # A config file with two projects: both can create sessions.
+    import socket as s_
+    import time as t_
+    cfg = tmp_path / "projects.conf"
+    cfg.write_text(f"# projects\n{key}:{secret}\n\n{ot_server.key}:{ot_server.secret}\n")
+    with s_.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([ot_server.binary, "--listen", f"127.0.0.1:{port}", "--config", str(cfg)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert "listening" in proc.stdout.readline()
+        for k, sec in ((key, secret), (ot_server.key, ot_server.secret)):
+            assert Client(k, sec, api_url=f"http://127.0.0.1:{port}").create_session().session_id.startswith("1_")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
