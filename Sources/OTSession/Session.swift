@@ -258,7 +258,13 @@ public final class Session: @unchecked Sendable {
         }
     }
 
+    /// Socket events are decoded and applied on the session's queue, keeping the shared IO
+    /// thread free of JSON work (sessions decode in parallel, each in order).
     private func socketEvent(_ ev: WebSocketClient.Event, _ gen: Int) {
+        delegateQueue.async { [self] in handleSocketEvent(ev, gen) }
+    }
+
+    private func handleSocketEvent(_ ev: WebSocketClient.Event, _ gen: Int) {
         lock.withLock {
             guard gen == generation else { return }
             let now = MonotonicClock.now()

@@ -38,7 +38,7 @@ public struct ServerEndpoint: Sendable, Equatable {
 /// Callbacks run on the loop thread; `send`/`close` may be called from any thread.
 public final class WebSocketClient: TCPConnectionDelegate, @unchecked Sendable {
     public typealias Handler = (Event) -> Void
-    public enum Event {
+    public enum Event: Sendable {
         case open
         case text(String)
         /// The connection ended; nil error for an orderly close.
