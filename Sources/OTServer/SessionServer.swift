@@ -141,6 +141,12 @@ public final class SessionServer: @unchecked Sendable {
         if s.ws != nil { apply(router.socketClosed(s.id, now: MonotonicClock.now())) }
     }
 
+    fileprivate func leave(_ s: ServerSocket) {
+        apply(router.receive(socket: s.id, .disconnect, now: MonotonicClock.now(), nowMillis: wallClockMillis()).filter {
+            if case .send([s.id], .error) = $0 { false } else { true }
+        })
+    }
+
     fileprivate func received(_ s: ServerSocket, _ text: String) {
         let msg: ClientMessage
         do { msg = try SignalingCodec.decodeClient(text) } catch {
@@ -355,7 +361,10 @@ private final class ServerSocket: TCPConnectionDelegate {
             case .binary: closeWebSocket(code: 1003)
             case .ping(let p): conn.send(WebSocketFrame(opcode: .pong, payload: p).encoded())
             case .pong: break
-            case .close: closeWebSocket(code: 1000)
+            case .close:
+                // A close frame is a deliberate leave, unlike a socket that just drops.
+                server.leave(self)
+                closeWebSocket(code: 1000)
             }
         }
     }

@@ -98,7 +98,11 @@ public final class Session: @unchecked Sendable {
                                   connectTimeout: settings.connectTimeout)
     }
 
-    deinit { socket?.close() }
+    /// A session released while connected leaves the session properly.
+    deinit {
+        if machine.status == .connected { socket?.send(SignalingCodec.encode(ClientMessage.disconnect)) }
+        socket?.close()
+    }
 
     public var delegate: SessionDelegate? {
         get { lock.withLock { _delegate } }

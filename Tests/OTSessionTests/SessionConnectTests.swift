@@ -129,11 +129,11 @@ final class SessionConnectTests: XCTestCase {
         limits.maxConnectionsPerSession = 2
         let ts = try TestServer(limits: limits)
         let sid = try ts.session()
-        _ = try ts.client(sid)
-        _ = try ts.client(sid)
+        let first = try ts.client(sid), second = try ts.client(sid)
         let rec = Recorder()
         let s = Session(apiKey: ts.project.apiKey, sessionId: sid, delegate: rec, settings: SessionSettings(serverURL: ts.server.signalingURL))
         try s.connect(token: ts.server.token(sessionId: sid))
         rec.waitFor(.failed(1027))
+        XCTAssertEqual([first.0.status, second.0.status], [.connected, .connected])
     }
 }

@@ -222,3 +222,21 @@ final class SessionEventsTests: XCTestCase {
         XCTAssertEqual(logged.first?.sessionId, sid)
     }
 }
+
+final class SessionLifetimeTests: XCTestCase {
+    func testReleasingAConnectedSessionLeavesPromptly() throws {
+        var limits = ServerLimits()
+        limits.reconnectGrace = .seconds(120)
+        let ts = try TestServer(limits: limits)
+        let sid = try ts.session()
+        let (a, ra) = try ts.client(sid)
+        var b: Session? = try ts.client(sid).0
+        guard let bid = b?.connection?.id else { return XCTFail() }
+        ra.waitFor(.connectionCreated(bid))
+        b = nil
+        // Long before the resume grace period ends: the leave is explicit, not a drop.
+        ra.waitFor(.connectionDestroyed(bid))
+        XCTAssertEqual(ts.server.connections(in: sid).map(\.id), [a.connection?.id ?? ""])
+        _ = b
+    }
+}
