@@ -115,7 +115,6 @@ public final class HeadlessAudioDevice: AudioDevice {
         var rendering = false
         var tone: ToneGenerator?
         var captureChunk: [Int16]
-        var renderChunk: [Int16]
         var recorded: [Int16] = []
         var renderedSamples = 0
         var capturedSamples = 0
@@ -148,8 +147,7 @@ public final class HeadlessAudioDevice: AudioDevice {
             tone = ToneGenerator(frequency: f, amplitude: a, settings: captureSettings)
         }
         state = Mutex(State(tone: tone,
-                            captureChunk: [Int16](repeating: 0, count: captureSettings.samples(millis: chunkMillis)),
-                            renderChunk: [Int16](repeating: 0, count: renderSettings.samples(millis: chunkMillis))))
+                            captureChunk: [Int16](repeating: 0, count: captureSettings.samples(millis: chunkMillis))))
         queue.setSpecific(key: onQueue, value: true)
     }
 
@@ -170,32 +168,35 @@ public final class HeadlessAudioDevice: AudioDevice {
     public func recordedSamples() -> [Int16] { state.withLock { $0.recorded } }
 
     /// Runs one chunk: captures into the sink if capturing, renders from the source if rendering.
-    /// The timer calls it in `.timer` mode; callers call it in `.manual` mode.
+    /// The timer calls it in `.timer` mode; callers call it in `.manual` mode (from one thread).
+    /// The sink and source are called without the device's lock held.
     public func tick() {
-        // The sink and source are called under the device lock: they must not call back into the device.
-        state.withLock { s in
+        let work = state.withLock { s -> (capture: [Int16]?, sink: (any AudioCaptureSink)?, render: (any AudioRenderSource)??) in
+            var captured: [Int16]?
             if s.capturing {
                 if var tone = s.tone {
                     s.captureChunk.withUnsafeMutableBufferPointer { tone.fill($0) }
                     s.tone = tone
                 }
-                if let sink = s.sink {
-                    s.captureChunk.withUnsafeBufferPointer { sink.audioCaptured($0, settings: captureSettings) }
-                }
+                captured = s.captureChunk
                 s.capturedSamples += s.captureChunk.count
             }
-            if s.rendering {
-                let settings = renderSettings
-                let source = s.source
-                s.renderChunk.withUnsafeMutableBufferPointer { buf in
-                    buf.update(repeating: 0)
-                    _ = source?.renderAudio(into: buf, settings: settings)
-                }
-                s.renderedSamples += s.renderChunk.count
-                if case .record(let maxSamples) = renderMode {
-                    s.recorded.append(contentsOf: s.renderChunk)
-                    if s.recorded.count > maxSamples { s.recorded.removeFirst(s.recorded.count - maxSamples) }
-                }
+            return (captured, s.sink, s.rendering ? .some(s.source) : .none)
+        }
+        if let chunk = work.capture, let sink = work.sink {
+            chunk.withUnsafeBufferPointer { sink.audioCaptured($0, settings: captureSettings) }
+        }
+        guard case .some(let source) = work.render else { return }
+        var out = [Int16](repeating: 0, count: renderSettings.samples(millis: chunkMillis))
+        if let source {
+            let settings = renderSettings
+            _ = out.withUnsafeMutableBufferPointer { source.renderAudio(into: $0, settings: settings) }
+        }
+        state.withLock { s in
+            s.renderedSamples += out.count
+            if case .record(let maxSamples) = renderMode {
+                s.recorded.append(contentsOf: out)
+                if s.recorded.count > maxSamples { s.recorded.removeFirst(s.recorded.count - maxSamples) }
             }
         }
     }
@@ -307,7 +308,9 @@ public final class CustomAudioDevice: AudioDevice {
     }
 
     /// Hands captured interleaved samples to the library. Returns how many were taken:
-    /// all of them while capturing with a sink attached, otherwise 0.
+    /// all of them while capturing with a sink attached, otherwise 0. The sink runs under the
+    /// device's lock (so nothing is delivered after `stopCapture` returns) and must not call back
+    /// into the device.
     @discardableResult
     public func writeCaptureData(_ samples: UnsafeBufferPointer<Int16>) -> Int {
         state.withLock { s in

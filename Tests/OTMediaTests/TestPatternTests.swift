@@ -63,26 +63,44 @@ final class TestPatternTests: XCTestCase {
         }
     }
 
-    func testReadsEveryFrameAfterVP8At300kbps() throws {
-        let w = 640, h = 480, fps = 30, count = 90
-        let loop = try PipelineVP8Loop(width: w, height: h, kbps: 300, fps: Int32(fps))
+    /// Renders `count` frames, round-trips them through VP8 and reads every decoded one back.
+    private func vp8RoundTrip(width w: Int, height h: Int, kbps target: UInt32, count: Int = 90,
+                              file: StaticString = #filePath, line: UInt = #line) throws -> Double {
+        let fps = 30
+        let loop = try PipelineVP8Loop(width: w, height: h, kbps: target, fps: Int32(fps))
         let source = try TestPatternSource(width: w, height: h)
         var decoded = 0
-        var worstFrame: Int?
+        var renderMicros: Int64 = 0, readMicros: Int64 = 0
         for n in 0..<count {
             let ts = 987_654_321 + Int64(n) * 33_333
-            for out in try loop.roundTrip(source.render(frameNumber: UInt32(n), timestampMicros: ts), pts: Int64(n)) {
+            let t0 = MonotonicClock.now()
+            let frame = source.render(frameNumber: UInt32(n), timestampMicros: ts)
+            renderMicros += (MonotonicClock.now() - t0).microseconds
+            for out in try loop.roundTrip(frame, pts: Int64(n)) {
                 decoded += 1
+                let t1 = MonotonicClock.now()
                 let stamp = TestPatternReader.read(out)
-                XCTAssertEqual(stamp, TestPatternStamp(frameNumber: UInt32(n), timestampMicros: ts), "decoded frame \(n)")
-                if stamp == nil && worstFrame == nil { worstFrame = n }
+                readMicros += (MonotonicClock.now() - t1).microseconds
+                XCTAssertEqual(stamp, TestPatternStamp(frameNumber: UInt32(n), timestampMicros: ts),
+                               "\(w)x\(h) at \(target) kbit/s: decoded frame \(n)", file: file, line: line)
             }
         }
-        XCTAssertEqual(decoded, count, "no frame dropped by the encoder")
+        XCTAssertEqual(decoded, count, "no frame dropped by the encoder", file: file, line: line)
         let kbps = Double(loop.encodedBytes * 8) * Double(fps) / Double(count) / 1000
-        print("test pattern VP8 640x480@\(fps): \(loop.encodedBytes) bytes for \(count) frames = \(Int(kbps)) kbit/s")
+        print("test pattern VP8 \(w)x\(h)@\(fps) target \(target) kbit/s: \(loop.encodedBytes) bytes for \(count) frames = \(Int(kbps)) kbit/s;"
+              + " render \(renderMicros / Int64(count)) µs/frame, read \(readMicros / Int64(max(decoded, 1))) µs/frame (this build)")
+        return kbps
+    }
+
+    func testReadsEveryFrameAfterVP8At300kbps() throws {
+        let kbps = try vp8RoundTrip(width: 640, height: 480, kbps: 300)
         // The encoder really ran at a low rate (the keyframe costs extra in 3 s).
         XCTAssertLessThan(kbps, 450)
+    }
+
+    func testReadsEveryFrameAfterVP8AtStarvationRates() throws {
+        XCTAssertLessThan(try vp8RoundTrip(width: 640, height: 480, kbps: 100), 200)
+        XCTAssertLessThan(try vp8RoundTrip(width: 320, height: 240, kbps: 60), 120)
     }
 
     func testCapturerStampsIncreasingFramesAndStops() throws {
