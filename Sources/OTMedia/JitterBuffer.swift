@@ -64,7 +64,7 @@ public enum AudioJitterInsertResult: Sendable, Equatable {
     case duplicate
     /// Arrived after its playout time had passed (it was concealed); discarded.
     case late
-    /// Rejected: its duration is not positive.
+    /// Rejected: its duration is not within 1 sample … 1 second.
     case invalid
 }
 
@@ -146,7 +146,15 @@ public struct AudioJitterBuffer<Payload> {
     private var pullsSinceAdjust = 0
     private var consecutiveLate = 0
 
+    /// The config's clock rate, delays, capacity and history are raised to sane minimums.
     public init(config: AudioJitterConfig = AudioJitterConfig()) {
+        var config = config
+        config.clockRate = max(config.clockRate, 1000)
+        config.minDelayMillis = max(config.minDelayMillis, 0)
+        config.maxDelayMillis = max(config.maxDelayMillis, config.minDelayMillis)
+        config.capacity = max(config.capacity, 2)
+        config.historyPackets = max(config.historyPackets, 1)
+        config.percentile = min(max(config.percentile, 0), 1)
         self.config = config
         lastDuration = config.clockRate / 50
         targetMicros = Int64(config.minDelayMillis) * 1000
@@ -163,7 +171,7 @@ public struct AudioJitterBuffer<Payload> {
     /// Adds a packet that arrived at `now`.
     @discardableResult
     public mutating func insert(_ packet: AudioJitterPacket<Payload>, now: Instant) -> AudioJitterInsertResult {
-        guard packet.duration > 0 else { return .invalid }
+        guard packet.duration > 0, packet.duration <= config.clockRate else { return .invalid }
         var ts = tsUnwrapper.unwrap(packet.timestamp)
         var seq = seqUnwrapper.unwrap(UInt32(packet.sequence))
         if let next = nextTimestamp, abs(ts - next) > Int64(config.clockRate) * 10 {

@@ -121,6 +121,7 @@ final class JitterBufferTests: XCTestCase {
         guard case .packet(let p2) = jb.pull(now: ms(81)) else { return XCTFail("packet 2") }
         XCTAssertEqual(p2.payload, 2)
         XCTAssertEqual(jb.insert(AudioJitterPacket(sequence: 9, timestamp: 0, duration: 0, payload: 9), now: ms(90)), .invalid)
+        XCTAssertEqual(jb.insert(AudioJitterPacket(sequence: 9, timestamp: 0, duration: .max, payload: 9), now: ms(90)), .invalid)
         XCTAssertEqual(jb.stats.late, 1); XCTAssertEqual(jb.stats.duplicates, 1)
     }
 
@@ -320,5 +321,31 @@ final class JitterBufferTests: XCTestCase {
         }
         XCTAssertEqual(delivered, expected)
         XCTAssertEqual(jb.stats.framesReceived, arrivals.count)
+    }
+
+    func testRandomGarbageNeverTrapsAndStaysBounded() {
+        var rng = PipelineRandom(seed: 0xBAD)
+        var audio = AudioJitterBuffer<Int>(config: AudioJitterConfig(capacity: 50))
+        var video = VideoJitterBuffer<Int>(config: VideoJitterConfig(capacity: 30))
+        var t: Int64 = 0
+        var accepted = 0, played = 0
+        for i in 0..<20_000 {
+            t += Int64.random(in: -5...30, using: &rng)  // time may even step back
+            let p = AudioJitterPacket(sequence: UInt16.random(in: 0...UInt16.max, using: &rng),
+                                      timestamp: UInt32.random(in: 0...UInt32.max, using: &rng),
+                                      duration: Int.random(in: -10...100_000, using: &rng), payload: i)
+            if audio.insert(p, now: ms(t)) == .accepted { accepted += 1 }
+            if case .packet = audio.pull(now: ms(t)) { played += 1 }
+            XCTAssertLessThanOrEqual(audio.count, 50)
+            let first = UInt16.random(in: 0...UInt16.max, using: &rng)
+            let f = VideoJitterFrame(firstSequence: first, lastSequence: first &+ UInt16.random(in: 0...UInt16.max, using: &rng),
+                                     timestamp: UInt32.random(in: 0...UInt32.max, using: &rng), isKeyframe: Bool.random(using: &rng),
+                                     pictureId: Bool.random(using: &rng) ? UInt16.random(in: 0...UInt16.max, using: &rng) : nil, payload: i)
+            _ = video.insert(f, now: ms(t))
+            _ = video.poll(now: ms(t))
+            XCTAssertLessThanOrEqual(video.count, 30)
+        }
+        XCTAssertLessThanOrEqual(played, accepted)
+        XCTAssertEqual(audio.stats.played, played)
     }
 }
