@@ -171,4 +171,24 @@ final class AudioDeviceTests: XCTestCase {
         XCTAssertEqual(fifo.counters.dropped, 2 + 2)
         XCTAssertEqual(fifo.counters.underrun, 2)
     }
+
+    func testChunkerRegroupsArbitraryWritesIntoFixedChunks() {
+        var chunker = PCMChunker(chunkSamples: 960)
+        var chunks: [[Int16]] = []
+        var rng = PipelineRandom(seed: 11)
+        var written: [Int16] = []
+        var next: Int16 = 0
+        for _ in 0..<200 {
+            let n = Int.random(in: 0...2000, using: &rng)
+            let block = (0..<n).map { _ -> Int16 in next &+= 1; return next }
+            written += block
+            block.withUnsafeBufferPointer { chunker.append($0) { chunks.append(Array($0)) } }
+        }
+        XCTAssertTrue(chunks.allSatisfy { $0.count == 960 })
+        XCTAssertEqual(chunks.count, written.count / 960)
+        XCTAssertEqual(chunker.pendingCount, written.count % 960)
+        XCTAssertEqual(chunks.flatMap { $0 }, Array(written.prefix(chunks.count * 960)))
+        chunker.reset()
+        XCTAssertEqual(chunker.pendingCount, 0)
+    }
 }

@@ -126,4 +126,32 @@ final class VideoCapturerTests: XCTestCase {
             XCTAssertEqual(TestPatternReader.read(f)?.frameNumber, UInt32(i % 4))
         }
     }
+
+    func testCallbackCapturerForwardsPushedFramesOnlyWhileStarted() throws {
+        let calls = Mutex<[String]>([])
+        let refuseStart = Mutex(true)
+        let capturer = try CallbackVideoCapturer(
+            settings: VideoCaptureSettings(format: .nv12, width: 4, height: 2, fps: 15),
+            callbacks: .init(initCapture: { calls.withLock { $0.append("init") }; return true },
+                             releaseCapture: { calls.withLock { $0.append("release") }; return true },
+                             startCapture: { calls.withLock { $0.append("start") }; return !refuseStart.withLock { $0 } },
+                             stopCapture: { calls.withLock { $0.append("stop") }; return true }))
+        let got = Mutex(0)
+        let sink = CaptureSink(converter: NV12Splitter()) { _ in got.withLock { $0 += 1 } }
+        let nv12 = CapturedFrame(format: .nv12, width: 4, height: 2, planes: [[UInt8](repeating: 1, count: 8), [1, 2, 3, 4]],
+                                 strides: [4, 4], timestampMicros: 0)
+        XCTAssertThrowsError(try capturer.startCapture(), "before init")
+        try capturer.initCapture(consumer: sink)
+        XCTAssertFalse(capturer.provideFrame(nv12), "not started")
+        XCTAssertThrowsError(try capturer.startCapture(), "refused by the user")
+        refuseStart.withLock { $0 = false }
+        try capturer.startCapture()
+        DispatchQueue.concurrentPerform(iterations: 50) { _ in capturer.provideFrame(nv12) }
+        XCTAssertEqual(got.withLock { $0 }, 50)
+        capturer.releaseCapture()
+        capturer.releaseCapture()
+        XCTAssertFalse(capturer.provideFrame(nv12))
+        XCTAssertEqual(calls.withLock { $0 }, ["init", "start", "start", "stop", "release"])
+        XCTAssertThrowsError(try CallbackVideoCapturer(settings: VideoCaptureSettings(width: 0)))
+    }
 }
