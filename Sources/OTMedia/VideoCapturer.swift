@@ -4,6 +4,10 @@ import Synchronization
 
 /// Pixel layouts a capturer may deliver. Raw values equal the C ABI's frame format numbers
 /// (OpenTok's `otc_video_frame_format`: YUV420P 1 … RGBA32 11; 10 is MJPEG, which is not accepted).
+///
+/// Packed RGB names follow libyuv and WebRTC, which OpenTok's native SDKs feed these formats to:
+/// a name spells a little-endian 32-bit word from its high byte down, so `.argb` is B, G, R, A
+/// at increasing addresses. `packedRGBLayout` gives the byte offsets.
 public enum PixelFormat: Int32, Sendable, CaseIterable, CustomStringConvertible {
     /// Planar Y, U, V (4:2:0): the library's internal format.
     case i420 = 1
@@ -15,16 +19,29 @@ public enum PixelFormat: Int32, Sendable, CaseIterable, CustomStringConvertible 
     case yuy2 = 4
     /// Packed U Y0 V Y1 (4:2:2).
     case uyvy = 5
-    /// 32-bit pixels, bytes in memory A R G B.
+    /// 32-bit pixels; bytes in memory B G R A.
     case argb = 6
-    /// 32-bit pixels, bytes in memory B G R A.
+    /// 32-bit pixels; bytes in memory A R G B.
     case bgra = 7
-    /// 24-bit pixels, bytes in memory R G B.
+    /// 24-bit pixels; bytes in memory B G R.
     case rgb24 = 8
-    /// 32-bit pixels, bytes in memory A B G R.
+    /// 32-bit pixels; bytes in memory R G B A.
     case abgr = 9
-    /// 32-bit pixels, bytes in memory R G B A.
+    /// 32-bit pixels; bytes in memory A B G R.
     case rgba = 11
+
+    /// For packed RGB formats: bytes per pixel and the byte offsets of red, green and blue within
+    /// a pixel; nil for YUV formats.
+    public var packedRGBLayout: (bytesPerPixel: Int, r: Int, g: Int, b: Int)? {
+        switch self {
+        case .argb: (4, 2, 1, 0)
+        case .bgra: (4, 1, 2, 3)
+        case .rgb24: (3, 2, 1, 0)
+        case .abgr: (4, 0, 1, 2)
+        case .rgba: (4, 3, 2, 1)
+        case .i420, .nv12, .nv21, .yuy2, .uyvy: nil
+        }
+    }
 
     /// How many planes a frame of this format carries.
     public var planeCount: Int {

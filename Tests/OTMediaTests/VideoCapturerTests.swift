@@ -22,6 +22,21 @@ final class VideoCapturerTests: XCTestCase {
         XCTAssertEqual(PixelFormat(rawValue: 10), nil, "MJPEG is not accepted")
     }
 
+    func testPackedRGBLayoutsFollowLibyuvNaming() {
+        // Red at each format's red offset: libyuv's ARGB is B,G,R,A in memory, its RGB24 is B,G,R.
+        XCTAssertEqual(PixelFormat.argb.packedRGBLayout?.r, 2)
+        XCTAssertEqual(PixelFormat.bgra.packedRGBLayout?.r, 1)
+        XCTAssertEqual(PixelFormat.abgr.packedRGBLayout?.r, 0)
+        XCTAssertEqual(PixelFormat.rgba.packedRGBLayout?.r, 3)
+        XCTAssertEqual(PixelFormat.rgb24.packedRGBLayout?.bytesPerPixel, 3)
+        for f in PixelFormat.allCases {
+            guard let l = f.packedRGBLayout else { XCTAssertTrue([.i420, .nv12, .nv21, .yuy2, .uyvy].contains(f)); continue }
+            XCTAssertEqual(Set([l.r, l.g, l.b]).count, 3, "\(f)")
+            XCTAssertTrue([l.r, l.g, l.b].allSatisfy { $0 < l.bytesPerPixel })
+            XCTAssertEqual(f.planeGeometry(width: 7, height: 1)[0].minStride, 7 * l.bytesPerPixel)
+        }
+    }
+
     func testPlaneGeometryOfEveryFormat() {
         // 5×3: chroma is 3×2.
         XCTAssertEqual(PixelFormat.i420.planeGeometry(width: 5, height: 3).map(\.minStride), [5, 3, 3])
