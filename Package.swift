@@ -21,6 +21,7 @@ let package = Package(
         .systemLibrary(name: "CVPX", pkgConfig: "vpx", providers: [.apt(["libvpx-dev"])]),
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         // C functions Swift cannot call directly (variadic ctl functions, macros).
         .target(name: "COTShims", dependencies: ["COpus", "CVPX", "CSRTP", "COpenSSL"]),
         // C types of the public ABI (handles, callback structs, status codes).
@@ -33,7 +34,8 @@ let package = Package(
         // Sans-IO protocol engines and the socket driver.
         .target(name: "OTTransport", dependencies: ["OTWire", "COTShims", "CSRTP", "COpenSSL"]),
         // Frames, converters, codecs, jitter buffers, capturers, audio devices.
-        .target(name: "OTMedia", dependencies: ["OTWire", "COTShims", "COpus", "CVPX"]),
+        .target(name: "OTMedia", dependencies: ["OTWire", "COTShims", "COpus", "CVPX",
+                                               "CPNG"]),
         // The Swift API users import: Session, Publisher, Subscriber.
         .target(name: "OTSession", dependencies: ["OTTransport", "OTMedia", "OTWire"]),
         // The session server: REST API, WebSocket signaling, media router.
