@@ -22,6 +22,8 @@ let package = Package(
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
+        // Linux epoll/eventfd headers for the TCP event loop.
+        .systemLibrary(name: "CEpoll"),
         // C functions Swift cannot call directly (variadic ctl functions, macros).
         .target(name: "COTShims", dependencies: ["COpus", "CVPX", "CSRTP", "COpenSSL"]),
         // C types of the public ABI (handles, callback structs, status codes).
@@ -32,7 +34,8 @@ let package = Package(
         // Byte formats only: RTP/RTCP, STUN, SDP, VP8/Opus payloads, HTTP, WebSocket, JSON messages, tokens.
         .target(name: "OTWire", dependencies: ["OTBase", "COTShims", "COpenSSL"]),
         // Sans-IO protocol engines and the socket driver.
-        .target(name: "OTTransport", dependencies: ["OTWire", "COTShims", "CSRTP", "COpenSSL"]),
+        .target(name: "OTTransport", dependencies: ["OTWire", "COTShims", "CSRTP", "COpenSSL",
+                                                  "CEpoll"]),
         // Frames, converters, codecs, jitter buffers, capturers, audio devices.
         .target(name: "OTMedia", dependencies: ["OTWire", "COTShims", "COpus", "CVPX",
                                                "CPNG"]),
