@@ -29,6 +29,36 @@ enum ot_video_type {
     OT_VIDEO_TYPE_CUSTOM = 2
 };
 
+/** Sizes of the buffers that ids and tokens are copied into. */
+#define OT_ID_BUFFER_SIZE 256
+#define OT_TOKEN_BUFFER_SIZE 4096
+
+/** A stream's properties. The strings belong to the ot_stream they were read
+ * from and live as long as it does. */
+typedef struct ot_stream_info {
+    const char *id;
+    const char *name;
+    const char *connection_id;
+    ot_bool has_audio;
+    ot_bool has_video;
+    /** One of ot_video_type. */
+    int video_type;
+    int width;
+    int height;
+    /** Milliseconds since 1970. */
+    int64_t creation_time;
+} ot_stream_info;
+
+/** A connection's properties. The strings belong to the ot_connection they
+ * were read from and live as long as it does. */
+typedef struct ot_connection_info {
+    const char *id;
+    /** The token's connection data ("" when none). */
+    const char *data;
+    /** Milliseconds since 1970. */
+    int64_t creation_time;
+} ot_connection_info;
+
 /** Options for ot_session_new_with_settings; start from ot_session_settings_default(). */
 typedef struct ot_session_settings {
     /** The session server: "ws://host:port" or "http://host:port". NULL means ws://127.0.0.1:8080. */
@@ -37,8 +67,6 @@ typedef struct ot_session_settings {
     ot_bool connection_events_suppressed;
     /** ICE: send media through TURN relays only. */
     ot_bool ice_relay_only;
-    /** ICE: leave LAN (private-range) host candidates out. */
-    ot_bool ice_filter_out_lan_candidates;
 } ot_session_settings;
 
 /** What the token's role allows (OTSessionCapabilities). */
