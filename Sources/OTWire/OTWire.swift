@@ -1,1 +1,0 @@
-// OTWire: see docs/architecture.md
