@@ -23,8 +23,14 @@ int ot_ssl_ctx_dtls12_only(SSL_CTX *ctx) {
     return SSL_CTX_set_min_proto_version(ctx, DTLS1_2_VERSION) == 1 && SSL_CTX_set_max_proto_version(ctx, DTLS1_2_VERSION) == 1;
 }
 
-/* Fifty minutes: OpenSSL never retransmits by itself; the sans-IO endpoint does. */
-static unsigned int ot_dtls_timer_cb(SSL *s, unsigned int timer_us) { (void)s; (void)timer_us; return 3000000000u; }
+/* A fixed short real-time timer for endpoints driven by a virtual clock (see ot_dtls_prepare). */
+static CRYPTO_ONCE ot_timer_once = CRYPTO_ONCE_STATIC_INIT;
+static int ot_timer_index = -1;
+static void ot_timer_init(void) { ot_timer_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL); }
+static unsigned int ot_dtls_timer_cb(SSL *s, unsigned int timer_us) {
+    (void)timer_us;
+    return (unsigned int)(size_t)SSL_get_ex_data(s, ot_timer_index);
+}
 
 static CRYPTO_ONCE ot_fp_once = CRYPTO_ONCE_STATIC_INIT;
 static int ot_fp_index = -1;
@@ -52,9 +58,13 @@ static int ot_verify_cb(int preverify_ok, X509_STORE_CTX *store) {
     return 1;
 }
 
-int ot_dtls_prepare(SSL *ssl) {
+int ot_dtls_prepare(SSL *ssl, unsigned int fixed_timer_us) {
     if (!CRYPTO_THREAD_run_once(&ot_fp_once, ot_fp_init) || ot_fp_index < 0) return 0;
-    DTLS_set_timer_cb(ssl, ot_dtls_timer_cb);
+    if (fixed_timer_us > 0) {
+        if (!CRYPTO_THREAD_run_once(&ot_timer_once, ot_timer_init) || ot_timer_index < 0) return 0;
+        if (!SSL_set_ex_data(ssl, ot_timer_index, (void *)(size_t)fixed_timer_us)) return 0;
+        DTLS_set_timer_cb(ssl, ot_dtls_timer_cb);
+    }
     SSL_set_verify(ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, ot_verify_cb);
     return 1;
 }

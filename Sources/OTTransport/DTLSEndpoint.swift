@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import COTShims
 import COpenSSL
 import OTBase
@@ -81,12 +84,21 @@ public enum DTLSEvent: Sendable, Equatable {
     case closed
 }
 
-/// A sans-IO DTLS 1.2 endpoint on OpenSSL memory BIOs. Retransmissions run on the caller's clock: OpenSSL's
-/// own timer is disabled, and the last flight is re-sent as it was (records the peer already has are
-/// dropped by its replay window; missing ones complete the flight). A peer that repeats its final flight
-/// after we finished gets ours again.
+/// A sans-IO DTLS 1.2 endpoint on OpenSSL memory BIOs: datagrams and time in, datagrams, events and the next
+/// retransmission deadline out. OpenSSL itself builds retransmitted flights (fresh record numbers), since a
+/// DTLS peer may drop a repeated record it already saw.
 public final class DTLSEndpoint {
     public enum Role: Sendable { case client, server }
+
+    /// Which clock drives retransmissions.
+    public enum TimerMode: Sendable {
+        /// The caller's `now` is the real monotonic clock: OpenSSL's timer (1 s, doubling) is used as is.
+        case wallClock
+        /// The caller's `now` is virtual (tests): this endpoint schedules retransmissions at `initialRTO`, doubling,
+        /// on the virtual clock, and arms OpenSSL's timer with `realTimer` of real time so it is due by then
+        /// (waiting out at most that much real time when a retransmission comes due sooner).
+        case virtualClock(realTimer: Duration)
+    }
 
     public let role: Role
     public private(set) var isConnected = false
@@ -105,7 +117,7 @@ public final class DTLSEndpoint {
     private let certificate: DTLSCertificate
     private var remoteFingerprint: SDPFingerprint?
     private var started = false
-    private var lastFlight: [[UInt8]] = []
+    private let timerMode: TimerMode
     private var retransmitAt: Instant?
     private var rto: Duration = .seconds(1)
     private var retransmissions = 0
@@ -120,8 +132,9 @@ public final class DTLSEndpoint {
     ///   - mtu: largest datagram OpenSSL may write.
     ///   - srtpProfiles: offered/accepted use_srtp profiles in preference order.
     public init(role: Role, certificate: DTLSCertificate, remoteFingerprint: SDPFingerprint? = nil, mtu: Int = 1200,
-                srtpProfiles: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmHmacSha1_80]) throws {
+                srtpProfiles: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmHmacSha1_80], timerMode: TimerMode = .wallClock) throws {
         self.role = role
+        self.timerMode = timerMode
         self.certificate = certificate
         self.mtu = mtu
         guard let ctx = SSL_CTX_new(DTLS_method()) else { throw OTError(.internalError, "DTLS: SSL_CTX_new failed") }
@@ -146,7 +159,9 @@ public final class DTLSEndpoint {
         SSL_set_bio(ssl, r, w)
         _ = SSL_set_options(ssl, UInt64(1) << 12)  // SSL_OP_NO_QUERY_MTU (a macro Swift cannot import)
         _ = ot_ssl_set_mtu(ssl, mtu)
-        guard ot_dtls_prepare(ssl) == 1 else {
+        var realTimerUS: UInt32 = 0
+        if case .virtualClock(let real) = timerMode { realTimerUS = UInt32(clamping: max(real.microseconds, 16_000)) }
+        guard ot_dtls_prepare(ssl, realTimerUS) == 1 else {
             SSL_free(ssl); SSL_CTX_free(ctx)
             throw OTError(.internalError, "DTLS: setup failed")
         }
@@ -176,10 +191,6 @@ public final class DTLSEndpoint {
     public func handleReceive(_ datagram: [UInt8], now: Instant) {
         guard !isFailed, !datagram.isEmpty else { return }
         started = true
-        if isConnected && containsHandshakeRecord(datagram) && !lastFlight.isEmpty {
-            // The peer repeats its last flight: ours was lost.
-            transmits.append(contentsOf: lastFlight)
-        }
         _ = datagram.withUnsafeBufferPointer { BIO_write(rbio, $0.baseAddress, Int32($0.count)) }
         drive(now: now)
     }
@@ -208,9 +219,32 @@ public final class DTLSEndpoint {
             fail(OTError(.connectionTimedOut, "DTLS: handshake timed out after \(maxRetransmissions) retransmissions"))
             return
         }
-        transmits.append(contentsOf: lastFlight)
+        if case .virtualClock = timerMode {
+            // OpenSSL's real-time timer is short; wait out what is left of it (bounded by `realTimer`).
+            var usec: Int64 = 0
+            var waits = 0
+            while ot_dtls_get_timeout_usec(ssl, &usec) == 1 && usec > 0 && waits < 100 {
+                waits += 1
+                usleep(UInt32(clamping: min(usec, 100_000)))
+            }
+        }
+        if ot_dtls_handle_timeout(ssl) < 0 {
+            _ = collectOutput()
+            fail(OTError(.connectionTimedOut, "DTLS: handshake timed out (\(openSSLErrorString()))"))
+            return
+        }
+        _ = collectOutput()
         rto = min(rto * 2, maxRTO)
-        retransmitAt = now + rto
+        scheduleTimer(now: now, newFlight: false)
+    }
+
+    private func scheduleTimer(now: Instant, newFlight: Bool) {
+        var usec: Int64 = 0
+        guard !isConnected, !isFailed, ot_dtls_get_timeout_usec(ssl, &usec) == 1 else { retransmitAt = nil; return }
+        switch timerMode {
+        case .wallClock: retransmitAt = now + .microseconds(usec)
+        case .virtualClock: if newFlight || retransmitAt == nil || retransmitAt.map({ $0 <= now }) == true { retransmitAt = now + rto }
+        }
     }
 
     public func pollTransmit() -> [UInt8]? { transmits.isEmpty ? nil : transmits.removeFirst() }
@@ -218,15 +252,6 @@ public final class DTLSEndpoint {
     public func pollTimeout() -> Instant? { retransmitAt }
 
     // MARK: internals
-
-    private func containsHandshakeRecord(_ d: [UInt8]) -> Bool {
-        var i = 0
-        while i + 13 <= d.count {
-            if d[i] == 22 || d[i] == 20 { return true }
-            i += 13 + (Int(d[i + 11]) << 8 | Int(d[i + 12]))
-        }
-        return false
-    }
 
     private func fail(_ e: OTError) {
         guard !isFailed else { return }
@@ -241,8 +266,7 @@ public final class DTLSEndpoint {
         if !isConnected {
             let ret = SSL_do_handshake(ssl)
             if ret == 1 {
-                let flight = collectOutput()
-                if !flight.isEmpty { lastFlight = flight }
+                collectOutput()
                 retransmitAt = nil
                 finishHandshake()
             } else {
@@ -258,17 +282,10 @@ public final class DTLSEndpoint {
                     return
                 }
                 if !flight.isEmpty {
-                    lastFlight = flight
                     rto = initialRTO
                     retransmissions = 0
                 }
-                var usec: Int64 = 0
-                let timerRunning = ot_dtls_get_timeout_usec(ssl, &usec) == 1
-                if !timerRunning {
-                    retransmitAt = nil
-                } else if !flight.isEmpty || retransmitAt == nil {
-                    retransmitAt = now + rto
-                }
+                scheduleTimer(now: now, newFlight: !flight.isEmpty)
             }
         }
         guard isConnected else { return }
@@ -290,8 +307,7 @@ public final class DTLSEndpoint {
             }
             break
         }
-        let extra = collectOutput()
-        if !extra.isEmpty { lastFlight = extra }  // e.g. a repeated final flight
+        collectOutput()  // e.g. our final flight again, when the peer repeated its own
     }
 
     private func finishHandshake() {

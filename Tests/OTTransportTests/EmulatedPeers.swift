@@ -10,6 +10,9 @@ final class EmulatedPeer {
     var iceEvents: [ICEEvent] = []
     var dtlsEvents: [DTLSEvent] = []
     var received: [[UInt8]] = []
+    var dtlsStarted = false
+    /// Drops outgoing DTLS datagrams while this returns true (for targeted loss).
+    var dropDTLS: ([UInt8]) -> Bool = { _ in false }
 
     init(name: String, agent: ICEAgent) { self.name = name; self.agent = agent }
 
@@ -28,7 +31,7 @@ final class EmulatedPeer {
     func receive(_ d: EmulatedDatagram, now: Instant) {
         switch DemuxKind.classify(d.bytes) {
         case .stun: agent.handleReceive(d.bytes, from: d.from, local: d.to, now: now)
-        case .dtls: try? dtls?.handleReceive(d.bytes, now: now)
+        case .dtls: dtls?.handleReceive(d.bytes, now: now)
         default: received.append(d.bytes)
         }
     }
@@ -36,8 +39,9 @@ final class EmulatedPeer {
     func drain(into net: inout NetworkEmulator, now: Instant) {
         while let t = agent.pollTransmit() { net.send(t.bytes, from: t.source, to: t.destination, now: now) }
         while let e = agent.pollEvent() { iceEvents.append(e) }
+        if agent.selectedPair != nil, let dtls, !dtlsStarted { dtlsStarted = true; dtls.start(now: now) }
         if let route = agent.selectedPair, let dtls {
-            while let b = dtls.pollTransmit() { net.send(b, from: route.local.address, to: route.remote.address, now: now) }
+            while let b = dtls.pollTransmit() { if !dropDTLS(b) { net.send(b, from: route.local.address, to: route.remote.address, now: now) } }
         }
         while let e = dtls?.pollEvent() { dtlsEvents.append(e) }
     }

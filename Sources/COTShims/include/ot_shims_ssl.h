@@ -18,10 +18,10 @@ size_t ot_bio_pending(BIO *bio);
 EVP_PKEY *ot_ec_p256_keygen(void);
 /** Restricts a context to DTLS 1.2 (SSL_CTX_set_min/max_proto_version are macros). Returns 1 on success. */
 int ot_ssl_ctx_dtls12_only(SSL_CTX *ctx);
-/** Prepares a DTLS SSL for a sans-IO driver: OpenSSL's own retransmission timer is set so long that it never
- *  fires (the driver retransmits on its own clock), and peer certificates are checked by
- *  `ot_dtls_expect_peer_sha256` (any certificate is accepted while no fingerprint is set). Returns 1 on success. */
-int ot_dtls_prepare(SSL *ssl);
+/** Prepares a DTLS SSL for a sans-IO driver: peer certificates are checked by `ot_dtls_expect_peer_sha256`
+ *  (any certificate is accepted while no fingerprint is set), and with fixed_timer_us > 0 OpenSSL's
+ *  retransmission timer always runs for that long (for drivers on a virtual clock). Returns 1 on success. */
+int ot_dtls_prepare(SSL *ssl, unsigned int fixed_timer_us);
 /** Sets the SHA-256 fingerprint (32 bytes) the peer's certificate must have; a mismatch fails the handshake
  *  with a bad_certificate alert. Returns 1 on success. */
 int ot_dtls_expect_peer_sha256(SSL *ssl, const unsigned char *sha256);
