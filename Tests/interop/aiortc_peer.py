@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""aiortc peer for libotsession's interop test (driven by OTTransportTests.AiortcInteropTests).
+
+Protocol on stdin/stdout, one JSON object per line:
+  -> {"type": "offer", "sdp": ...}                 our offer (audio sendrecv, Opus), candidates on 127.0.0.1 only
+  <- {"type": "answer", "sdp": ...}                from the test
+  -> {"event": "connected", "ms": <offer->connected>}
+  -> {"event": "stats", "packetsReceived": n, "packetsSent": n, "framesDecoded": n, "ssrc": n}
+Exits after reporting stats, or after a timeout.
+"""
+import asyncio
+import fractions
+import json
+import sys
+import time
+
+import aioice.ice
+from aiortc import RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamTrack
+import av
+
+# Loopback only: aioice leaves 127.0.0.1 out of host candidates by default.
+aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: ["127.0.0.1"]
+
+
+class ToneTrack(MediaStreamTrack):
+    """20 ms frames of a 440 Hz-ish square wave, 48 kHz mono s16."""
+    kind = "audio"
+
+    def __init__(self):
+        super().__init__()
+        self.pts = 0
+        self.start = None
+
+    async def recv(self):
+        if self.start is None:
+            self.start = time.monotonic()
+        target = self.start + self.pts / 48000
+        delay = target - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        frame = av.AudioFrame(format="s16", layout="mono", samples=960)
+        samples = bytes(((i // 55) % 2) * 0x20 for i in range(960 * 2))
+        frame.planes[0].update(samples)
+        frame.sample_rate = 48000
+        frame.pts = self.pts
+        frame.time_base = fractions.Fraction(1, 48000)
+        self.pts += 960
+        return frame
+
+
+def emit(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+async def main():
+    duration = float(sys.argv[1]) if len(sys.argv) > 1 else 3.0
+    pc = RTCPeerConnection()
+    decoded = {"frames": 0}
+    connected = asyncio.Event()
+
+    @pc.on("track")
+    def on_track(track):
+        async def consume():
+            while True:
+                try:
+                    await track.recv()
+                except Exception:
+                    return
+                decoded["frames"] += 1
+        asyncio.ensure_future(consume())
+
+    @pc.on("connectionstatechange")
+    def on_state():
+        if pc.connectionState == "connected":
+            connected.set()
+
+    pc.addTransceiver(ToneTrack(), direction="sendrecv")
+    t0 = time.monotonic()
+    await pc.setLocalDescription(await pc.createOffer())
+    emit({"type": "offer", "sdp": pc.localDescription.sdp})
+
+    line = await asyncio.get_event_loop().run_in_executor(None, sys.stdin.readline)
+    answer = json.loads(line)
+    await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type="answer"))
+    await asyncio.wait_for(connected.wait(), timeout=20)
+    emit({"event": "connected", "ms": (time.monotonic() - t0) * 1000})
+
+    await asyncio.sleep(duration)
+    received = sent = 0
+    ssrc = 0
+    stats = await pc.getStats()
+    for s in stats.values():
+        if s.type == "inbound-rtp":
+            received += s.packetsReceived
+        if s.type == "outbound-rtp":
+            sent += s.packetsSent
+            ssrc = s.ssrc
+    emit({"event": "stats", "packetsReceived": received, "packetsSent": sent, "framesDecoded": decoded["frames"], "ssrc": ssrc})
+    await pc.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
