@@ -354,8 +354,16 @@ public final class ICEAgent {
             if t.useCandidate {
                 pairs[p].nominated = true
                 select(p, now: now)
-            } else if selectedPairIndex == nil && nominationAt == nil {
-                nominationAt = now + (remoteIsLite ? .zero : config.nominationDelay)
+            } else if selectedPairIndex == nil {
+                // Nominate at once when no better pair can still succeed; otherwise give them `nominationDelay`.
+                let betterPending = pairs.contains {
+                    $0.priority > pairs[p].priority && ($0.state == .waiting || $0.state == .inProgress || $0.state == .frozen)
+                }
+                if !betterPending || remoteIsLite {
+                    nominationAt = now
+                } else if nominationAt == nil {
+                    nominationAt = now + config.nominationDelay
+                }
             }
         } else if pairs[p].nominateOnSuccess {
             pairs[p].nominated = true
@@ -417,8 +425,9 @@ public final class ICEAgent {
             }
             return
         }
-        if let at = nominationAt, at <= now, config.role == .controlling, selectedPairIndex == nil {
-            nominationAt = nil
+        let nominationDue = nominationAt.map { $0 <= now } ?? false
+        if nominationDue { nominationAt = nil }
+        if nominationDue, config.role == .controlling, selectedPairIndex == nil {
             let best = pairs.indices.filter { pairs[$0].state == .succeeded }.max { pairs[$0].priority < pairs[$1].priority }
             if let best { sendCheck(best, useCandidate: true, now: now) }
         }
@@ -490,7 +499,7 @@ public final class ICEAgent {
         func merge(_ x: Instant?) { if let x { t = t.map { min($0, x) } ?? x } }
         if !config.lite {
             if remotePwd != nil { merge(nextCheckAt) }
-            merge(nominationAt)
+            if selectedPairIndex == nil { merge(nominationAt) }
             merge(nextConsentAt)
         }
         if let last = lastConsentAt, selectedPairIndex != nil, state != .failed {

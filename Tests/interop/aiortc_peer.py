@@ -54,7 +54,32 @@ def emit(obj):
     sys.stdout.flush()
 
 
+async def pair():
+    """Two aiortc peers in one process: offer -> both connected, audio sendrecv (the same setup as ours)."""
+    a, b = RTCPeerConnection(), RTCPeerConnection()
+    done = {"a": asyncio.Event(), "b": asyncio.Event()}
+    for name, pc in (("a", a), ("b", b)):
+        def handler(pc=pc, name=name):
+            if pc.connectionState == "connected":
+                done[name].set()
+        pc.on("connectionstatechange", handler)
+    a.addTransceiver(ToneTrack(), direction="sendrecv")
+    b.addTransceiver(ToneTrack(), direction="sendrecv")
+    t0 = time.monotonic()
+    await a.setLocalDescription(await a.createOffer())
+    await b.setRemoteDescription(a.localDescription)
+    await b.setLocalDescription(await b.createAnswer())
+    await a.setRemoteDescription(b.localDescription)
+    await asyncio.wait_for(asyncio.gather(done["a"].wait(), done["b"].wait()), timeout=20)
+    emit({"event": "pair", "ms": (time.monotonic() - t0) * 1000})
+    await a.close()
+    await b.close()
+
+
 async def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "pair":
+        await pair()
+        return
     duration = float(sys.argv[1]) if len(sys.argv) > 1 else 3.0
     pc = RTCPeerConnection()
     decoded = {"frames": 0}
