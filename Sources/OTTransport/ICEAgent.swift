@@ -29,6 +29,8 @@ public struct ICEConfig: Sendable {
     public var role: ICERole
     /// ICE-lite (RFC 8445 §2.5): answers checks, never sends them; always controlled.
     public var lite = false
+    /// Relay-only transport policy: local candidates other than relayed ones are not used.
+    public var relayOnly = false
     public var localUfrag: String
     public var localPwd: String
     public var tieBreaker: UInt64
@@ -129,7 +131,8 @@ public final class ICEAgent {
 
     /// Adds a local host (or relayed) candidate bound at `address`; returns it for signalling (trickle).
     @discardableResult
-    public func addLocalCandidate(_ address: TransportAddress, kind: SDPCandidate.Kind = .host, localPreference: UInt16? = nil) -> SDPCandidate {
+    public func addLocalCandidate(_ address: TransportAddress, kind: SDPCandidate.Kind = .host, localPreference: UInt16? = nil) -> SDPCandidate? {
+        guard !config.relayOnly || kind == .relay else { return nil }
         let key = "\(kind.rawValue) \(address.ip)"
         let foundation = foundations[key] ?? String(foundations.count + 1)
         foundations[key] = foundation

@@ -68,7 +68,7 @@ final class AiortcInteropTests: XCTestCase {
         let cred = ICEConfig.randomCredentials(using: &rng)
         let ice = ICEAgent(config: ICEConfig(role: .controlled, localUfrag: cred.ufrag, localPwd: cred.pwd, tieBreaker: .random(in: 0 ... .max), seed: 7))
         var local = SDPLocalParameters(iceUfrag: cred.ufrag, icePwd: cred.pwd, fingerprint: cert.fingerprint)
-        local.candidates = [ice.addLocalCandidate(peer.address)]
+        local.candidates = [try XCTUnwrap(ice.addLocalCandidate(peer.address))]
         local.endOfCandidates = true
         local.video = false
         let ourSSRC: UInt32 = 0x4242_0001

@@ -65,14 +65,14 @@ final class LoopbackTransportTests: XCTestCase {
         let iceA = ICEAgent(config: ICEConfig(role: .controlling, localUfrag: credA.ufrag, localPwd: credA.pwd, tieBreaker: .random(in: 0 ... .max), seed: 1))
         let candA = iceA.addLocalCandidate(a.address)
         var localA = SDPLocalParameters(iceUfrag: credA.ufrag, icePwd: credA.pwd, fingerprint: certA.fingerprint)
-        localA.candidates = [candA]
+        localA.candidates = candA.map { [$0] } ?? []
         localA.audioTrack = SDPLocalTrack(ssrc: 11, streamID: "a", trackID: "a-audio", cname: "a")
         let offer = SDPNegotiation.offer(localA).serialized()
 
         let iceB = ICEAgent(config: ICEConfig(role: .controlled, localUfrag: credB.ufrag, localPwd: credB.pwd, tieBreaker: .random(in: 0 ... .max), seed: 2))
         let candB = iceB.addLocalCandidate(b.address)
         var localB = SDPLocalParameters(iceUfrag: credB.ufrag, icePwd: credB.pwd, fingerprint: certB.fingerprint)
-        localB.candidates = [candB]
+        localB.candidates = candB.map { [$0] } ?? []
         let (answerSD, negB) = try SDPNegotiation.answer(to: try SessionDescription.parse(offer), local: localB)
         let answer = answerSD.serialized()
         iceB.setRemoteCredentials(ufrag: negB.remoteIceUfrag, pwd: negB.remoteIcePwd)
