@@ -24,7 +24,7 @@ public struct RTPReceiveStatistics: Sendable {
         if baseSeq == nil { baseSeq = ext; maxSeq = ext }
         maxSeq = max(maxSeq, ext)
         received += 1
-        let arrival = now.micros * Int64(clockRate) / 1_000_000
+        let arrival = Int64(Double(now.micros) * Double(clockRate) / 1_000_000)
         let transit = arrival - Int64(rtpTimestamp)
         if let last = lastTransit {
             let d = Double(abs(transit - last))
@@ -55,7 +55,7 @@ public struct RTPReceiveStatistics: Sendable {
         let dlsr: UInt32 = lastSRArrival.map { UInt32(clamping: (now - $0).microseconds * 65536 / 1_000_000) } ?? 0
         return RTCPReportBlock(ssrc: ssrc, fractionLost: fraction,
                                cumulativeLost: Int32(clamping: min(max(cumulativeLost, -0x80_0000), 0x7F_FFFF)),
-                               extendedHighestSequence: UInt32(truncatingIfNeeded: maxSeq), jitter: UInt32(jitter),
+                               extendedHighestSequence: UInt32(truncatingIfNeeded: maxSeq), jitter: UInt32(min(jitter, Double(UInt32.max))),
                                lastSR: lastSR, delaySinceLastSR: dlsr)
     }
 }

@@ -124,7 +124,7 @@ public final class TURNClient {
     /// Sends data to a peer through the relay: ChannelData when a channel is bound, else a Send indication
     /// once the peer's permission is installed (data waits for it; a channel is requested as well).
     public func send(_ data: [UInt8], to peer: TransportAddress, now: Instant) {
-        guard relayedAddress != nil, !isFailed else { return }
+        guard relayedAddress != nil, !isFailed, data.count <= 65_000 else { return }
         if let c = channels[peer], c.bound {
             var w = ByteWriter(capacity: data.count + 4)
             w.u16(c.number); w.u16(UInt16(data.count)); w.append(data)

@@ -249,7 +249,7 @@ public enum RTCP {
     private static func finish(_ w: inout ByteWriter, _ start: Int) {
         let pad = (4 - (w.count - start) % 4) % 4
         w.zeros(pad)
-        w.set16(at: start + 2, UInt16((w.count - start) / 4 - 1))
+        w.set16(at: start + 2, UInt16(truncatingIfNeeded: (w.count - start) / 4 - 1))
     }
 
     private static func writeBlocks(_ w: inout ByteWriter, _ blocks: [RTCPReportBlock]) {

@@ -45,7 +45,7 @@ public struct SDPCodec: Equatable, Sendable {
     public var fmtpParameters: [String: String] {
         var d: [String: String] = [:]
         for kv in (fmtp ?? "").split(separator: ";") {
-            let p = kv.split(separator: "=", maxSplits: 1)
+            let p = kv.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             d[p[0].trimmingSpaces] = p.count > 1 ? p[1].trimmingSpaces : ""
         }
         return d

@@ -41,7 +41,7 @@ extension SessionDescription {
                 if let m = current { sd.media.append(m) }
                 let f = value.split(separator: " ")
                 guard f.count >= 3 else { throw fail("m= needs at least 3 fields, got \(f.count)") }
-                guard let port = UInt16(f[1].split(separator: "/")[0]) else { throw fail("m= bad port \"\(f[1])\"") }
+                guard let port = f[1].split(separator: "/").first.flatMap({ UInt16($0) }) else { throw fail("m= bad port \"\(f[1])\"") }
                 var m = SDPMedia(kind: String(f[0]), port: port, proto: String(f[2]), formats: f.dropFirst(3).map(String.init))
                 if m.proto.contains("RTP") {
                     for fmt in m.formats {
@@ -172,7 +172,7 @@ extension SessionDescription {
         case "extmap":
             let f = (v ?? "").split(separator: " ", maxSplits: 2)
             guard f.count >= 2 else { throw fail("a=extmap needs \"<id> <uri>\"") }
-            let idDir = f[0].split(separator: "/")
+            let idDir = f[0].split(separator: "/", omittingEmptySubsequences: false)
             guard let id = UInt16(idDir[0]), (1...255).contains(id) else { throw fail("a=extmap id \"\(idDir[0])\" is not 1-255") }
             var dir: SDPDirection?
             if idDir.count > 1 {
@@ -185,7 +185,7 @@ extension SessionDescription {
             let f = (v ?? "").split(separator: " ", maxSplits: 1)
             guard let ssrc = f.first.flatMap({ UInt32($0) }) else { throw fail("a=ssrc needs a 32-bit ssrc") }
             guard f.count == 2 else { throw fail("a=ssrc:\(ssrc) needs an attribute") }
-            let kv = f[1].split(separator: ":", maxSplits: 1)
+            let kv = f[1].split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
             m.ssrcs.append(SDPSSRC(ssrc: ssrc, attribute: String(kv[0]), value: kv.count > 1 ? String(kv[1]) : nil))
         case "ssrc-group":
             let f = (v ?? "").split(separator: " ")

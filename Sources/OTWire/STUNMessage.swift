@@ -175,16 +175,16 @@ public struct STUNMessage: Sendable {
         w.append(transactionID.bytes)
         for a in attributes { encodeAttribute(a, into: &w) }
         if let key = integrityKey {
-            w.set16(at: 2, UInt16(w.count - Self.headerSize + 24))
+            w.set16(at: 2, UInt16(truncatingIfNeeded: w.count - Self.headerSize + 24))
             let mac = STUNCrypto.hmacSHA1(key: key, w.bytes[...])
             w.u16(STUNAttributeType.messageIntegrity); w.u16(20); w.append(mac)
         }
         if fingerprint {
-            w.set16(at: 2, UInt16(w.count - Self.headerSize + 8))
+            w.set16(at: 2, UInt16(truncatingIfNeeded: w.count - Self.headerSize + 8))
             let crc = STUNCrypto.crc32(w.bytes[...]) ^ 0x5354_554E
             w.u16(STUNAttributeType.fingerprint); w.u16(4); w.u32(crc)
         }
-        w.set16(at: 2, UInt16(w.count - Self.headerSize))
+        w.set16(at: 2, UInt16(truncatingIfNeeded: w.count - Self.headerSize))
         return w.bytes
     }
 
@@ -196,7 +196,7 @@ public struct STUNMessage: Sendable {
             encodeAddress(addr, xor: true, into: &v)
         case .username(let s), .realm(let s), .nonce(let s), .software(let s): v.append(Array(s.utf8))
         case .errorCode(let code, let reason):
-            v.u16(0); v.u8(UInt8(code / 100)); v.u8(UInt8(code % 100)); v.append(Array(reason.utf8))
+            v.u16(0); v.u8(UInt8(truncatingIfNeeded: code / 100) & 0x07); v.u8(UInt8(code % 100)); v.append(Array(reason.utf8))
         case .unknownAttributes(let types): for t in types { v.u16(t) }
         case .priority(let p): v.u32(p)
         case .useCandidate: break
@@ -208,7 +208,7 @@ public struct STUNMessage: Sendable {
         case .other(_, let value): v.append(value)
         }
         w.u16(a.type)
-        w.u16(UInt16(v.count))
+        w.u16(UInt16(truncatingIfNeeded: v.count))
         w.append(v.bytes)
         let pad = (4 - v.count % 4) % 4
         w.zeros(pad)

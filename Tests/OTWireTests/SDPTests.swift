@@ -132,6 +132,11 @@ final class SDPTests: XCTestCase {
         XCTAssertEqual(err(head + "m=video 9 RTP/AVP 96\na=rtpmap:96 VP8/90000\na=extmap:0 urn:x\n"), "SDP line 7: a=extmap id \"0\" is not 1-255")
         XCTAssertEqual(err(head + "garbage\n"), "SDP line 5: expected \"<type>=<value>\", got \"garbage\"")
         XCTAssertEqual(err(head + "x=1\n"), "SDP line 5: unknown line type \"x\"")
+        // Degenerate separators never trap.
+        XCTAssertEqual(err(head + "m=audio / RTP/AVP 0\n"), "SDP line 5: m= bad port \"/\"")
+        XCTAssertEqual(err(head + "m=video 9 RTP/AVP 96\na=rtpmap:96 VP8/90000\na=extmap:/ urn:x\n"), "SDP line 7: a=extmap id \"\" is not 1-255")
+        XCTAssertEqual(err(head + "m=video 9 RTP/AVP 96\na=rtpmap:96 VP8/90000\na=fmtp:96 =;==;a\na=ssrc:1 :\n"), "parsed")
+        XCTAssertEqual(try SessionDescription.parse(head + "m=video 9 RTP/AVP 96\na=rtpmap:96 VP8/90000\na=fmtp:96 =;==;a\n").media[0].codecs[0].fmtpParameters["a"], "")
     }
 
     func testCandidateParseAndPriority() throws {

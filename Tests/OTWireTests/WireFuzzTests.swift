@@ -28,7 +28,7 @@ final class WireFuzzTests: XCTestCase {
             case 2: b.insert(UInt8(truncatingIfNeeded: rng.next(256)), at: rng.next(b.count + 1))
             case 3 where !b.isEmpty: b.remove(at: rng.next(b.count))
             case 4: b = Array(b.prefix(rng.next(b.count + 1)))
-            case 5 where !b.isEmpty: b[rng.next(b.count)] = [0, 0xFF, 0x7F, 0x80, 0x3A, 0x20, 0x0A][rng.next(7)]
+            case 5 where !b.isEmpty: b[rng.next(b.count)] = [0, 0xFF, 0x7F, 0x80, 0x3A, 0x20, 0x0A, 0x2F, 0x3D, 0x3B][rng.next(10)]
             default:
                 let other = pool[rng.next(pool.count)]
                 let cut = rng.next(b.count + 1), from = rng.next(other.count + 1)
