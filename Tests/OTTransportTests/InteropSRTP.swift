@@ -4,6 +4,7 @@ import OTTransport
 /// A minimal libsrtp2 session for the interop tests only (the product's SRTP context lives in the codec layer).
 final class InteropSRTP {
     private var session: srtp_t?
+    private(set) var lastError = srtp_err_status_ok
     private static let initialized: Bool = srtp_init() == srtp_err_status_ok
 
     /// - Parameter outbound: protect with the local key (true) or unprotect with the remote key (false).
@@ -40,10 +41,18 @@ final class InteropSRTP {
         return s == srtp_err_status_ok ? Array(buf[0..<Int(len)]) : nil
     }
 
+    func protectRTCP(_ rtcp: [UInt8]) -> [UInt8]? {
+        var buf = rtcp + [UInt8](repeating: 0, count: 48)
+        var len = Int32(rtcp.count)
+        let s = buf.withUnsafeMutableBytes { srtp_protect_rtcp(session, $0.baseAddress, &len) }
+        return s == srtp_err_status_ok ? Array(buf[0..<Int(len)]) : nil
+    }
+
     func unprotect(_ srtp: [UInt8], rtcp: Bool) -> [UInt8]? {
         var buf = srtp
         var len = Int32(srtp.count)
         let s = buf.withUnsafeMutableBytes { rtcp ? srtp_unprotect_rtcp(session, $0.baseAddress, &len) : srtp_unprotect(session, $0.baseAddress, &len) }
+        lastError = s
         return s == srtp_err_status_ok ? Array(buf[0..<Int(len)]) : nil
     }
 }

@@ -167,3 +167,33 @@ final class RTPSessionTests: XCTestCase {
         XCTAssertThrowsError(try s.handleRTCP([0x81, 200, 0, 50], now: .zero))
     }
 }
+
+final class TransportCCRecorderTests: XCTestCase {
+    func testFeedbackReportsArrivalsAndLosses() throws {
+        var r = TransportCCRecorder()
+        let t0 = Instant(micros: 10_000_000)  // a multiple of 64 ms plus 16 ms
+        r.record(sequence: 65534, arrival: t0)
+        r.record(sequence: 65535, arrival: t0 + .microseconds(1000))
+        r.record(sequence: 1, arrival: t0 + .microseconds(500))   // reordered, 0 lost
+        r.record(sequence: 2, arrival: t0 + .milliseconds(100))
+        let fb = try XCTUnwrap(r.feedback(senderSSRC: 1, mediaSSRC: 2))
+        XCTAssertEqual(fb.baseSequence, 65534)
+        XCTAssertEqual(fb.referenceTime, Int32(10_000_000 / 64_000))
+        XCTAssertEqual(fb.deltas.count, 5)
+        XCTAssertNil(fb.deltas[2])  // sequence 0 never arrived
+        // Deltas add back up to each arrival time.
+        var clock = Int64(fb.referenceTime) * 64_000
+        var arrivals: [Int64] = []
+        for d in fb.deltas { if let d { clock += Int64(d) * 250; arrivals.append(clock) } }
+        XCTAssertEqual(arrivals, [10_000_000, 10_001_000, 10_000_500, 10_100_000])
+        XCTAssertEqual(fb.deltas[3], -2)  // negative delta for the reordered packet
+        // It survives the wire, and the next feedback starts after it.
+        XCTAssertEqual(try RTCP.parse(RTCP.serialize([.transportCC(fb)])), [.transportCC(fb)])
+        XCTAssertNil(r.feedback(senderSSRC: 1, mediaSSRC: 2))
+        r.record(sequence: 1, arrival: t0)  // late duplicate of a reported one: ignored
+        r.record(sequence: 3, arrival: t0 + .milliseconds(120))
+        let next = try XCTUnwrap(r.feedback(senderSSRC: 1, mediaSSRC: 2))
+        XCTAssertEqual(next.baseSequence, 3)
+        XCTAssertEqual(next.feedbackCount, 1)
+    }
+}
