@@ -22,6 +22,8 @@ public enum ICEEvent: Sendable, Equatable {
     /// The pair media should use from now on.
     case selectedPairChanged(local: SDPCandidate, remote: SDPCandidate)
     case roleChanged(ICERole)
+    /// A server-reflexive candidate was gathered: signal it to the peer (it is not paired itself; its base is).
+    case localCandidate(SDPCandidate)
 }
 
 /// Settings of an ICE agent. Durations are the engine's timers; tests may shorten them.
@@ -91,6 +93,8 @@ public final class ICEAgent {
         var consent: Bool
         var useCandidate: Bool
         var role: ICERole
+        /// For a Binding request to a STUN server: the local socket whose reflexive address we ask for.
+        var gatherBase: TransportAddress?
     }
 
     public private(set) var config: ICEConfig
@@ -117,6 +121,8 @@ public final class ICEAgent {
     private var transmits: [ICETransmit] = []
     private var events: [ICEEvent] = []
     private var foundations: [String: String] = [:]
+    /// Server-reflexive candidates gathered from STUN servers (signalled, not paired).
+    public private(set) var serverReflexiveCandidates: [SDPCandidate] = []
 
     public init(config: ICEConfig) {
         self.config = config
@@ -144,6 +150,32 @@ public final class ICEAgent {
         localCandidates.append(c)
         for r in remoteCandidates.indices { formPair(local: localCandidates.count - 1, remote: r) }
         return c
+    }
+
+    /// Asks the STUN server `server` (RFC 8489 Binding, no credentials) for our address as seen from local socket `base`;
+    /// a different mapped address becomes a server-reflexive candidate (`.localCandidate` event).
+    public func gatherServerReflexive(server: TransportAddress, base: TransportAddress, now: Instant) {
+        guard !config.relayOnly, server.ip.isIPv6 == base.ip.isIPv6 else { return }
+        let id = STUNTransactionID.random(using: &rng)
+        let bytes = STUNMessage(method: .binding, messageClass: .request, transactionID: id).encode()
+        transactions[id] = Transaction(pair: -1, bytes: bytes, source: base, destination: server, transmissions: 1,
+                                       rto: config.initialRTO, retransmitAt: now + config.initialRTO, consent: false,
+                                       useCandidate: false, role: config.role, gatherBase: base)
+        transmits.append(ICETransmit(source: base, destination: server, bytes: bytes))
+    }
+
+    private func gathered(_ msg: STUNMessage, base: TransportAddress) {
+        guard msg.messageClass == .success, let mapped = msg.xorMappedAddress, mapped != base,
+              !serverReflexiveCandidates.contains(where: { $0.address == mapped }),
+              let baseCandidate = localCandidates.first(where: { $0.address == base }) else { return }
+        let key = "srflx \(mapped.ip)"
+        let foundation = foundations[key] ?? String(foundations.count + 1)
+        foundations[key] = foundation
+        let pref = UInt16((baseCandidate.priority >> 8) & 0xFFFF)
+        let c = SDPCandidate(foundation: foundation, priority: SDPCandidate.priority(kind: .srflx, localPreference: pref),
+                             address: mapped, kind: .srflx, relatedAddress: base)
+        serverReflexiveCandidates.append(c)
+        events.append(.localCandidate(c))
     }
 
     /// Sets the remote ufrag and password (from the remote description).
@@ -195,6 +227,7 @@ public final class ICEAgent {
         localCandidates[i].priority = 0
         for p in pairs.indices where pairs[p].local == i { pairs[p].state = .failed }
         transactions = transactions.filter { $0.value.source != address }
+        serverReflexiveCandidates.removeAll { $0.relatedAddress == address }
     }
 
     private func pairPriority(_ l: SDPCandidate, _ r: SDPCandidate) -> UInt64 {
@@ -325,6 +358,12 @@ public final class ICEAgent {
 
     private func handleResponse(_ msg: STUNMessage, from: TransportAddress, local: TransportAddress, now: Instant) {
         guard let t = transactions[msg.transactionID] else { return }
+        if let base = t.gatherBase {
+            guard from == t.destination else { return }
+            transactions[msg.transactionID] = nil
+            gathered(msg, base: base)
+            return
+        }
         guard let pwd = remotePwd, msg.verifyIntegrity(key: Array(pwd.utf8)) else { return }
         transactions[msg.transactionID] = nil
         let p = t.pair
@@ -409,7 +448,7 @@ public final class ICEAgent {
         for (id, t) in transactions where t.retransmitAt <= now {
             if t.consent || t.transmissions >= config.maxTransmissions {
                 transactions[id] = nil
-                if !t.consent, t.pair < pairs.count, pairs[t.pair].state == .inProgress {
+                if !t.consent, t.pair >= 0, t.pair < pairs.count, pairs[t.pair].state == .inProgress {
                     pairs[t.pair].state = .failed
                     checkFailure()
                 }
@@ -486,7 +525,7 @@ public final class ICEAgent {
         let rto = consent ? config.consentInterval : config.initialRTO
         transactions[id] = Transaction(pair: p, bytes: bytes, source: lc.address, destination: rc.address, transmissions: 1,
                                        rto: rto, retransmitAt: now + rto, consent: consent, useCandidate: useCandidate,
-                                       role: config.role)
+                                       role: config.role, gatherBase: nil)
         transmits.append(ICETransmit(source: lc.address, destination: rc.address, bytes: bytes))
     }
 

@@ -189,4 +189,33 @@ final class ICEAgentTests: XCTestCase {
         // Non-STUN is passed on.
         XCTAssertFalse(agent.handleReceive([22, 0xFE, 0xFD], from: TransportAddress("10.0.0.2:1")!, local: TransportAddress("10.0.0.1:5000")!, now: .zero))
     }
+
+    func testGathersServerReflexiveCandidate() throws {
+        let agent = ICEAgent(config: ICEConfig(role: .controlling, localUfrag: "loca", localPwd: "local-password-0123456789", tieBreaker: 1, seed: 1))
+        let base = TransportAddress("10.0.0.1:5000")!, server = TransportAddress("192.0.2.1:3478")!
+        agent.addLocalCandidate(base)
+        agent.gatherServerReflexive(server: server, base: base, now: .zero)
+        let req = try XCTUnwrap(agent.pollTransmit())
+        XCTAssertEqual(req.destination, server)
+        XCTAssertEqual(req.source, base)
+        let m = try STUNMessage.parse(req.bytes)
+        XCTAssertNil(m.username)
+        // Retransmitted until answered.
+        agent.handleTimeout(now: .zero + .milliseconds(250))
+        XCTAssertEqual(agent.pollTransmit()?.bytes, req.bytes)
+        let mapped = TransportAddress("203.0.113.9:40000")!
+        let resp = STUNMessage(method: .binding, messageClass: .success, transactionID: m.transactionID, attributes: [.xorMappedAddress(mapped)])
+        // A response from elsewhere is ignored.
+        agent.handleReceive(resp.encode(), from: TransportAddress("192.0.2.2:3478")!, local: base, now: .zero)
+        XCTAssertNil(agent.pollEvent())
+        agent.handleReceive(resp.encode(), from: server, local: base, now: .zero)
+        guard case .localCandidate(let c)? = agent.pollEvent() else { return XCTFail("no srflx candidate") }
+        XCTAssertEqual(c.kind, .srflx)
+        XCTAssertEqual(c.address, mapped)
+        XCTAssertEqual(c.relatedAddress, base)
+        XCTAssertLessThan(c.priority, agent.localCandidates[0].priority)
+        XCTAssertEqual(agent.serverReflexiveCandidates, [c])
+        XCTAssertEqual(agent.localCandidates.count, 1, "srflx is signalled, its base is what gets paired")
+        XCTAssertNil(agent.pollTimeout())
+    }
 }
