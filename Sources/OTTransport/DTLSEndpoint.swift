@@ -121,8 +121,8 @@ public final class DTLSEndpoint {
     private var retransmitAt: Instant?
     private var rto: Duration = .seconds(1)
     private var retransmissions = 0
-    private var transmits: [[UInt8]] = []
-    private var events: [DTLSEvent] = []
+    private var transmits = FIFO<[UInt8]>()
+    private var events = FIFO<DTLSEvent>()
     private var readBuffer = [UInt8](repeating: 0, count: 2048)
     private var closed = false
     private let mtu: Int
@@ -247,8 +247,8 @@ public final class DTLSEndpoint {
         }
     }
 
-    public func pollTransmit() -> [UInt8]? { transmits.isEmpty ? nil : transmits.removeFirst() }
-    public func pollEvent() -> DTLSEvent? { events.isEmpty ? nil : events.removeFirst() }
+    public func pollTransmit() -> [UInt8]? { transmits.pop() }
+    public func pollEvent() -> DTLSEvent? { events.pop() }
     public func pollTimeout() -> Instant? { retransmitAt }
 
     // MARK: internals
@@ -257,7 +257,7 @@ public final class DTLSEndpoint {
         guard !isFailed else { return }
         isFailed = true
         retransmitAt = nil
-        events.append(.failed(e))
+        events.push(.failed(e))
     }
 
     private func sslError(_ ret: Int32) -> Int32 { SSL_get_error(ssl, ret) }
@@ -296,12 +296,12 @@ public final class DTLSEndpoint {
         while true {
             let n = readBuffer.withUnsafeMutableBufferPointer { SSL_read(ssl, $0.baseAddress, Int32($0.count)) }
             if n > 0 {
-                events.append(.applicationData(Array(readBuffer[0..<Int(n)])))
+                events.push(.applicationData(Array(readBuffer[0..<Int(n)])))
                 continue
             }
             let err = sslError(n)
             if err == SSL_ERROR_ZERO_RETURN {
-                if !closed { closed = true; events.append(.closed) }
+                if !closed { closed = true; events.push(.closed) }
             } else if err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE {
                 ERR_clear_error()
             }
@@ -339,7 +339,7 @@ public final class DTLSEndpoint {
             }
         }
         keyingMaterial = material
-        events.append(.connected(material))
+        events.push(.connected(material))
     }
 
     /// Moves every datagram OpenSSL wrote into the transmit queue; returns them.
@@ -354,7 +354,7 @@ public final class DTLSEndpoint {
             all.append(contentsOf: buf[0..<Int(r)])
         }
         let out = Self.packRecords(all, mtu: mtu)
-        transmits.append(contentsOf: out)
+        transmits.push(contentsOf: out)
         return out
     }
 

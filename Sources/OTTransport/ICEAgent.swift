@@ -118,8 +118,8 @@ public final class ICEAgent {
     private var nextConsentAt: Instant?
     private var remoteCandidatesComplete = false
     private var rng: SeededRandom
-    private var transmits: [ICETransmit] = []
-    private var events: [ICEEvent] = []
+    private var transmits = FIFO<ICETransmit>()
+    private var events = FIFO<ICEEvent>()
     private var foundations: [String: String] = [:]
     /// Server-reflexive candidates gathered from STUN servers (signalled, not paired).
     public private(set) var serverReflexiveCandidates: [SDPCandidate] = []
@@ -161,7 +161,7 @@ public final class ICEAgent {
         transactions[id] = Transaction(pair: -1, bytes: bytes, source: base, destination: server, transmissions: 1,
                                        rto: config.initialRTO, retransmitAt: now + config.initialRTO, consent: false,
                                        useCandidate: false, role: config.role, gatherBase: base)
-        transmits.append(ICETransmit(source: base, destination: server, bytes: bytes))
+        transmits.push(ICETransmit(source: base, destination: server, bytes: bytes))
     }
 
     private func gathered(_ msg: STUNMessage, base: TransportAddress) {
@@ -175,7 +175,7 @@ public final class ICEAgent {
         let c = SDPCandidate(foundation: foundation, priority: SDPCandidate.priority(kind: .srflx, localPreference: pref),
                              address: mapped, kind: .srflx, relatedAddress: base)
         serverReflexiveCandidates.append(c)
-        events.append(.localCandidate(c))
+        events.push(.localCandidate(c))
     }
 
     /// Sets the remote ufrag and password (from the remote description).
@@ -266,7 +266,7 @@ public final class ICEAgent {
     }
 
     private func respond(_ m: STUNMessage, key: [UInt8]?, from local: TransportAddress, to: TransportAddress) {
-        transmits.append(ICETransmit(source: local, destination: to, bytes: m.encode(integrityKey: key)))
+        transmits.push(ICETransmit(source: local, destination: to, bytes: m.encode(integrityKey: key)))
     }
 
     private func handleRequest(_ msg: STUNMessage, from: TransportAddress, local: TransportAddress, now: Instant) {
@@ -353,7 +353,7 @@ public final class ICEAgent {
         guard config.role != r else { return }
         config.role = r
         for i in pairs.indices { pairs[i].priority = pairPriority(localCandidates[pairs[i].local], remoteCandidates[pairs[i].remote]) }
-        events.append(.roleChanged(r))
+        events.push(.roleChanged(r))
     }
 
     private func handleResponse(_ msg: STUNMessage, from: TransportAddress, local: TransportAddress, now: Instant) {
@@ -421,7 +421,7 @@ public final class ICEAgent {
         selected = (lc, rc)
         lastConsentAt = now
         if nextConsentAt == nil && !config.lite { nextConsentAt = now + jittered(config.consentInterval) }
-        if changed { events.append(.selectedPairChanged(local: lc, remote: rc)) }
+        if changed { events.push(.selectedPairChanged(local: lc, remote: rc)) }
         setState(.connected)
     }
 
@@ -432,7 +432,7 @@ public final class ICEAgent {
     private func setState(_ s: ICEConnectionState) {
         guard s != state else { return }
         state = s
-        events.append(.stateChanged(s))
+        events.push(.stateChanged(s))
     }
 
     private func checkFailure() {
@@ -459,7 +459,7 @@ public final class ICEAgent {
             u.rto = min(u.rto * 2, config.maxRTO)
             u.retransmitAt = now + u.rto
             transactions[id] = u
-            transmits.append(ICETransmit(source: t.source, destination: t.destination, bytes: t.bytes))
+            transmits.push(ICETransmit(source: t.source, destination: t.destination, bytes: t.bytes))
         }
         guard !config.lite else {
             if selectedPairIndex != nil, let last = lastConsentAt {
@@ -526,15 +526,15 @@ public final class ICEAgent {
         transactions[id] = Transaction(pair: p, bytes: bytes, source: lc.address, destination: rc.address, transmissions: 1,
                                        rto: rto, retransmitAt: now + rto, consent: consent, useCandidate: useCandidate,
                                        role: config.role, gatherBase: nil)
-        transmits.append(ICETransmit(source: lc.address, destination: rc.address, bytes: bytes))
+        transmits.push(ICETransmit(source: lc.address, destination: rc.address, bytes: bytes))
     }
 
     // MARK: output
 
     /// The next datagram to send, if any.
-    public func pollTransmit() -> ICETransmit? { transmits.isEmpty ? nil : transmits.removeFirst() }
+    public func pollTransmit() -> ICETransmit? { transmits.pop() }
     /// The next event, if any.
-    public func pollEvent() -> ICEEvent? { events.isEmpty ? nil : events.removeFirst() }
+    public func pollEvent() -> ICEEvent? { events.pop() }
     /// When `handleTimeout` must next be called.
     public func pollTimeout() -> Instant? {
         var t: Instant? = transactions.values.lazy.map(\.retransmitAt).min()

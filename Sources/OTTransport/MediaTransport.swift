@@ -21,8 +21,8 @@ public final class MediaTransport {
     public let dtls: DTLSEndpoint
     /// TURN clients and the local socket each uses to reach its server.
     public private(set) var turns: [(client: TURNClient, socket: TransportAddress)] = []
-    private var transmits: [ICETransmit] = []
-    private var events: [MediaTransportEvent] = []
+    private var transmits = FIFO<ICETransmit>()
+    private var events = FIFO<MediaTransportEvent>()
     private var dtlsStarted = false
 
     public init(ice: ICEAgent, dtls: DTLSEndpoint) {
@@ -62,8 +62,8 @@ public final class MediaTransport {
         switch DemuxKind.classify(bytes) {
         case .stun: ice.handleReceive(bytes, from: from, local: local, now: now)
         case .dtls: dtls.handleReceive(bytes, now: now)
-        case .rtp: events.append(.srtp(bytes, rtcp: false))
-        case .rtcp: events.append(.srtp(bytes, rtcp: true))
+        case .rtp: events.push(.srtp(bytes, rtcp: false))
+        case .rtcp: events.push(.srtp(bytes, rtcp: true))
         case .zrtp, .turnChannel, .unknown: break
         }
     }
@@ -79,7 +79,7 @@ public final class MediaTransport {
     @discardableResult
     public func sendMedia(_ bytes: [UInt8]) -> Bool {
         guard let route = ice.selectedPair else { return false }
-        transmits.append(ICETransmit(source: route.local.address, destination: route.remote.address, bytes: bytes))
+        transmits.push(ICETransmit(source: route.local.address, destination: route.remote.address, bytes: bytes))
         routeRelayed(now: nil)
         return true
     }
@@ -87,17 +87,16 @@ public final class MediaTransport {
     /// Moves transmits whose source is a relayed address into their TURN client.
     private func routeRelayed(now: Instant?) {
         guard !turns.isEmpty else { return }
-        var direct: [ICETransmit] = []
-        for x in transmits {
+        var relayed = false
+        for x in transmits.elements {
             if let t = turns.first(where: { $0.client.relayedAddress == x.source }) {
                 t.client.send(x.bytes, to: x.destination, now: now ?? lastNow)
-            } else {
-                direct.append(x)
+                relayed = true
             }
         }
-        transmits = direct
+        if relayed { transmits.filter { x in !turns.contains { $0.client.relayedAddress == x.source } } }
         for t in turns {
-            while let b = t.client.pollTransmit() { transmits.append(ICETransmit(source: t.socket, destination: t.client.config.server, bytes: b)) }
+            while let b = t.client.pollTransmit() { transmits.push(ICETransmit(source: t.socket, destination: t.client.config.server, bytes: b)) }
         }
     }
 
@@ -113,32 +112,32 @@ public final class MediaTransport {
                 switch e {
                 case .allocated(let relayed, _):
                     for r in ice.remoteCandidates { t.client.createPermission(r.address.ip, now: now) }
-                    if let c = ice.addLocalCandidate(relayed, kind: .relay) { events.append(.localCandidate(c)) }
+                    if let c = ice.addLocalCandidate(relayed, kind: .relay) { events.push(.localCandidate(c)) }
                 case .data(let peer, let bytes):
                     if let relayed = t.client.relayedAddress { demux(bytes, from: peer, local: relayed, now: now) }
                     continue
                 case .failed: break
                 }
-                events.append(.turn(e))
+                events.push(.turn(e))
             }
         }
-        while let t = ice.pollTransmit() { transmits.append(t) }
-        while let e = ice.pollEvent() { events.append(.ice(e)) }
+        while let t = ice.pollTransmit() { transmits.push(t) }
+        while let e = ice.pollEvent() { events.push(.ice(e)) }
         if !dtlsStarted, ice.selectedPair != nil {
             dtlsStarted = true
             dtls.start(now: now)
         }
         if let route = ice.selectedPair {
             while let d = dtls.pollTransmit() {
-                transmits.append(ICETransmit(source: route.local.address, destination: route.remote.address, bytes: d))
+                transmits.push(ICETransmit(source: route.local.address, destination: route.remote.address, bytes: d))
             }
         }
-        while let e = dtls.pollEvent() { events.append(.dtls(e)) }
+        while let e = dtls.pollEvent() { events.push(.dtls(e)) }
         routeRelayed(now: now)
     }
 
-    public func pollTransmit() -> ICETransmit? { transmits.isEmpty ? nil : transmits.removeFirst() }
-    public func pollEvent() -> MediaTransportEvent? { events.isEmpty ? nil : events.removeFirst() }
+    public func pollTransmit() -> ICETransmit? { transmits.pop() }
+    public func pollEvent() -> MediaTransportEvent? { events.pop() }
     public func pollTimeout() -> Instant? {
         ([ice.pollTimeout(), dtls.pollTimeout()] + turns.map { $0.client.pollTimeout() }).compactMap { $0 }.min()
     }

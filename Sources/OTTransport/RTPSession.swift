@@ -110,9 +110,9 @@ public final class RTPSession {
     private var receive: [UInt32: ReceiveState] = [:]
     private var sentSR: [(lsr: UInt32, at: Instant)] = []
     private var nextReportAt: Instant?
-    private var rtcpOut: [[UInt8]] = []
-    private var retransmissions: [[UInt8]] = []
-    private var events: [RTPSessionEvent] = []
+    private var rtcpOut = FIFO<[UInt8]>()
+    private var retransmissions = FIFO<[UInt8]>()
+    private var events = FIFO<RTPSessionEvent>()
     private var rng: SeededRandom
     private var firSequence: UInt8 = 0
     /// Microseconds from `Instant` zero to the NTP epoch (1900), so SR timestamps are wall-clock NTP.
@@ -159,14 +159,14 @@ public final class RTPSession {
     public func requestKeyframe(ssrc: UInt32, useFIR: Bool = false) {
         if useFIR {
             firSequence &+= 1
-            rtcpOut.append(RTCP.serialize([.fir(senderSSRC: senderSSRC, entries: [.init(ssrc: ssrc, sequence: firSequence)])]))
+            rtcpOut.push(RTCP.serialize([.fir(senderSSRC: senderSSRC, entries: [.init(ssrc: ssrc, sequence: firSequence)])]))
         } else {
-            rtcpOut.append(RTCP.serialize([.pli(senderSSRC: senderSSRC, mediaSSRC: ssrc)]))
+            rtcpOut.push(RTCP.serialize([.pli(senderSSRC: senderSSRC, mediaSSRC: ssrc)]))
         }
     }
 
     /// Queues transport-wide congestion control feedback built by the caller.
-    public func sendTransportFeedback(_ fb: TransportCCFeedback) { rtcpOut.append(RTCP.serialize([.transportCC(fb)])) }
+    public func sendTransportFeedback(_ fb: TransportCCFeedback) { rtcpOut.push(RTCP.serialize([.transportCC(fb)])) }
 
     /// Handles a received (already unprotected) RTCP compound packet.
     public func handleRTCP(_ bytes: [UInt8], now: Instant) throws {
@@ -179,16 +179,16 @@ public final class RTPSession {
                 reportBlocks(reports, now: now)
             case .nack(_, let media, let lost):
                 guard var s = send[media] else { continue }
-                retransmissions.append(contentsOf: s.cache.packets(for: lost, now: now, rtt: rtt))
+                retransmissions.push(contentsOf: s.cache.packets(for: lost, now: now, rtt: rtt))
                 send[media] = s
             case .pli(_, let media):
-                if send[media] != nil || config.localSSRCs.contains(media) { events.append(.keyframeRequested(ssrc: media)) }
+                if send[media] != nil || config.localSSRCs.contains(media) { events.push(.keyframeRequested(ssrc: media)) }
             case .fir(_, let entries):
-                for e in entries where send[e.ssrc] != nil || config.localSSRCs.contains(e.ssrc) { events.append(.keyframeRequested(ssrc: e.ssrc)) }
+                for e in entries where send[e.ssrc] != nil || config.localSSRCs.contains(e.ssrc) { events.push(.keyframeRequested(ssrc: e.ssrc)) }
             case .bye(let ssrcs, _):
-                for s in ssrcs { receive[s] = nil; events.append(.bye(ssrc: s)) }
+                for s in ssrcs { receive[s] = nil; events.push(.bye(ssrc: s)) }
             case .transportCC(let fb):
-                events.append(.transportFeedback(fb))
+                events.push(.transportFeedback(fb))
             case .sourceDescription, .other:
                 break
             }
@@ -197,13 +197,13 @@ public final class RTPSession {
 
     private func reportBlocks(_ blocks: [RTCPReportBlock], now: Instant) {
         for b in blocks where send[b.ssrc] != nil {
-            events.append(.receiverReport(b))
+            events.push(.receiverReport(b))
             guard b.lastSR != 0, let sent = sentSR.last(where: { $0.lsr == b.lastSR }) else { continue }
             let dlsr = Duration.microseconds(Int64(b.delaySinceLastSR) * 1_000_000 / 65536)
             let measured = now - sent.at - dlsr
             guard measured >= .zero else { continue }
             rtt = measured
-            events.append(.roundTripTime(measured))
+            events.push(.roundTripTime(measured))
         }
     }
 
@@ -213,7 +213,7 @@ public final class RTPSession {
             receive[ssrc] = r
             guard !lost.isEmpty else { continue }
             // One FCI list per packet keeps each NACK small.
-            rtcpOut.append(RTCP.serialize([.nack(senderSSRC: senderSSRC, mediaSSRC: ssrc, lost: lost)]))
+            rtcpOut.push(RTCP.serialize([.nack(senderSSRC: senderSSRC, mediaSSRC: ssrc, lost: lost)]))
         }
     }
 
@@ -245,16 +245,16 @@ public final class RTPSession {
             packets.append(.receiverReport(ssrc: senderSSRC, reports: Array(blocks.prefix(31))))
         }
         packets.append(.sourceDescription([RTCPSDESChunk(ssrc: senderSSRC, items: [(1, config.cname)])]))
-        rtcpOut.append(RTCP.serialize(packets))
+        rtcpOut.push(RTCP.serialize(packets))
         let interval = Double(config.reportInterval.microseconds) * (0.5 + rng.unit())
         nextReportAt = now + .microseconds(Int64(interval))
     }
 
     /// The next RTCP compound packet to protect and send.
-    public func pollRTCP() -> [UInt8]? { rtcpOut.isEmpty ? nil : rtcpOut.removeFirst() }
+    public func pollRTCP() -> [UInt8]? { rtcpOut.pop() }
     /// The next RTP packet to resend (as stored by `sent`), in answer to a NACK.
-    public func pollRetransmission() -> [UInt8]? { retransmissions.isEmpty ? nil : retransmissions.removeFirst() }
-    public func pollEvent() -> RTPSessionEvent? { events.isEmpty ? nil : events.removeFirst() }
+    public func pollRetransmission() -> [UInt8]? { retransmissions.pop() }
+    public func pollEvent() -> RTPSessionEvent? { events.pop() }
     public func pollTimeout() -> Instant? {
         let nacks = receive.values.compactMap { $0.nack.nextPoll(rtt: rtt) }.min()
         return [nextReportAt, nacks].compactMap { $0 }.min()

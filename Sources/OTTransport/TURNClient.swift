@@ -49,8 +49,8 @@ public final class TURNClient {
     private var key: [UInt8] = []
     private var rng: SeededRandom
     private var transactions: [STUNTransactionID: Transaction] = [:]
-    private var transmits: [[UInt8]] = []
-    private var events: [TURNEvent] = []
+    private var transmits = FIFO<[UInt8]>()
+    private var events = FIFO<TURNEvent>()
     private var refreshAt: Instant?
     /// Installed permissions and when to refresh them (permissions last 300 s).
     private var permissions: [IPAddress: Instant] = [:]
@@ -102,7 +102,7 @@ public final class TURNClient {
         let bytes = m.encode(integrityKey: integrity, fingerprint: true)
         transactions[m.transactionID] = Transaction(purpose: purpose, bytes: bytes, transmissions: 1, rto: config.initialRTO,
                                                     retransmitAt: now + config.initialRTO)
-        transmits.append(bytes)
+        transmits.push(bytes)
     }
 
     /// Installs a permission so `ip` may send to our relayed address (ICE does this for every remote candidate).
@@ -128,13 +128,13 @@ public final class TURNClient {
         if let c = channels[peer], c.bound {
             var w = ByteWriter(capacity: data.count + 4)
             w.u16(c.number); w.u16(UInt16(data.count)); w.append(data)
-            transmits.append(w.bytes)
+            transmits.push(w.bytes)
             return
         }
         if permissions[peer.ip] != nil {
             let m = STUNMessage(method: .send, messageClass: .indication, transactionID: .random(using: &rng),
                                 attributes: [.xorPeerAddress(peer), .data(data)])
-            transmits.append(m.encode(fingerprint: false))
+            transmits.push(m.encode(fingerprint: false))
         } else {
             if queued.count < 64 { queued.append((peer, data)) }
             createPermission(peer.ip, now: now)
@@ -160,7 +160,7 @@ public final class TURNClient {
             var r = ByteReader(bytes)
             guard let ch = try? r.u16(), let len = try? r.u16(), let payload = try? r.take(Int(len)),
                   let peer = peersByChannel[ch] else { return true }
-            events.append(.data(from: peer, Array(payload)))
+            events.push(.data(from: peer, Array(payload)))
             return true
         }
         guard STUNMessage.isSTUN(bytes[...]), let m = try? STUNMessage.parse(bytes) else { return false }
@@ -168,7 +168,7 @@ public final class TURNClient {
             if m.method == STUNMethod.data.rawValue,
                case .xorPeerAddress(let peer)? = m.attribute(STUNAttributeType.xorPeerAddress),
                case .data(let d)? = m.attribute(STUNAttributeType.data) {
-                events.append(.data(from: peer, d))
+                events.push(.data(from: peer, d))
             }
             return true
         }
@@ -224,7 +224,7 @@ public final class TURNClient {
             var lifetime: UInt32 = 600
             if case .lifetime(let l)? = m.attribute(STUNAttributeType.lifetime) { lifetime = l }
             refreshAt = now + .seconds(Int64(max(30, Int(lifetime) - 60)))
-            events.append(.allocated(relayed: relayed, mapped: mappedAddress))
+            events.push(.allocated(relayed: relayed, mapped: mappedAddress))
         case .refresh(let lifetime):
             if lifetime > 0 { refreshAt = now + .seconds(Int64(max(30, Int(lifetime) - 60))) }
         case .permission(let ip):
@@ -258,7 +258,7 @@ public final class TURNClient {
         isFailed = true
         transactions = [:]
         refreshAt = nil
-        events.append(.failed(e))
+        events.push(.failed(e))
     }
 
     // MARK: timers and output
@@ -276,7 +276,7 @@ public final class TURNClient {
             u.rto = u.rto * 2
             u.retransmitAt = now + u.rto
             transactions[id] = u
-            transmits.append(t.bytes)
+            transmits.push(t.bytes)
         }
         if let at = refreshAt, at <= now {
             refreshAt = now + .seconds(60)
@@ -298,8 +298,8 @@ public final class TURNClient {
     }
 
     /// The next datagram for the TURN server.
-    public func pollTransmit() -> [UInt8]? { transmits.isEmpty ? nil : transmits.removeFirst() }
-    public func pollEvent() -> TURNEvent? { events.isEmpty ? nil : events.removeFirst() }
+    public func pollTransmit() -> [UInt8]? { transmits.pop() }
+    public func pollEvent() -> TURNEvent? { events.pop() }
     public func pollTimeout() -> Instant? {
         var t = transactions.values.map(\.retransmitAt).min()
         for x in [refreshAt, permissions.values.min(), channels.values.filter(\.bound).map(\.refreshAt).min()] {

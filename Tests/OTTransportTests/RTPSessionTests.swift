@@ -197,3 +197,19 @@ final class TransportCCRecorderTests: XCTestCase {
         XCTAssertEqual(next.feedbackCount, 1)
     }
 }
+
+final class FIFOTests: XCTestCase {
+    func testOrderAcrossCompaction() {
+        var q = FIFO<Int>()
+        var out: [Int] = []
+        for i in 0..<500 {
+            q.push(i)
+            if i % 3 == 0, let x = q.pop() { out.append(x) }
+        }
+        q.filter { $0 % 2 == 0 || $0 < 200 }
+        while let x = q.pop() { out.append(x) }
+        XCTAssertTrue(q.isEmpty)
+        XCTAssertEqual(out, out.sorted())
+        XCTAssertEqual(out.count, 167 + (200 - 167) + (300 / 2))
+    }
+}
