@@ -43,27 +43,6 @@ public final class DTLSCertificate: @unchecked Sendable {
     }
 }
 
-/// SRTP protection profiles negotiated by use_srtp (RFC 5764, RFC 7714).
-public enum SRTPProfile: UInt16, Sendable {
-    case aes128CmHmacSha1_80 = 0x0001
-    case aes128CmHmacSha1_32 = 0x0002
-    case aeadAes128Gcm = 0x0007
-    case aeadAes256Gcm = 0x0008
-
-    /// Master key and salt lengths in bytes.
-    public var keyLength: Int { self == .aeadAes256Gcm ? 32 : 16 }
-    public var saltLength: Int { self == .aeadAes128Gcm || self == .aeadAes256Gcm ? 12 : 14 }
-    /// The OpenSSL use_srtp profile name.
-    public var openSSLName: String {
-        switch self {
-        case .aes128CmHmacSha1_80: "SRTP_AES128_CM_SHA1_80"
-        case .aes128CmHmacSha1_32: "SRTP_AES128_CM_SHA1_32"
-        case .aeadAes128Gcm: "SRTP_AEAD_AES_128_GCM"
-        case .aeadAes256Gcm: "SRTP_AEAD_AES_256_GCM"
-        }
-    }
-}
-
 /// SRTP master keys and salts exported from DTLS (RFC 5764 §4.2), split into what this side sends with and receives with.
 public struct SRTPKeyingMaterial: Sendable, Equatable {
     public var profile: SRTPProfile

@@ -8,6 +8,13 @@ public enum SRTPProfile: UInt16, Sendable, CaseIterable {
     /// AEAD_AES_128_GCM (0x0007): preferred.
     case aeadAes128Gcm = 0x0007
 
+    /// The OpenSSL use_srtp profile name (DTLS-SRTP negotiation, RFC 5764 / RFC 7714).
+    public var openSSLName: String {
+        switch self {
+        case .aes128CmHmacSha1_80: "SRTP_AES128_CM_SHA1_80"
+        case .aeadAes128Gcm: "SRTP_AEAD_AES_128_GCM"
+        }
+    }
     /// Master key length in bytes.
     public var keyLength: Int { 16 }
     /// Master salt length in bytes.
@@ -121,7 +128,8 @@ public final class SRTPContext {
         guard st == srtp_err_status_ok else { throw SRTPError(st, "policy rtcp") }
         policy.ssrc = srtp_ssrc_t(type: direction, value: 0)
         policy.window_size = 1024
-        policy.allow_repeat_tx = 0
+        // NACK answers resend a packet with the same SSRC and sequence number (no RTX), as libwebrtc allows.
+        policy.allow_repeat_tx = 1
         policy.next = nil
         var keyCopy = key
         var session: srtp_t?
