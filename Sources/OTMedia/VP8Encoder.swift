@@ -193,7 +193,8 @@ public final class VP8Encoder {
         keyframeRequested = false
         let period = config.temporalLayers == 3 ? 4 : config.temporalLayers
         if key { patternIndex = 0 }
-        var (tid, sync, nonRef, flags) = layerPlan(patternIndex % period)
+        // Without temporal layers libvpx picks references freely (no per-frame flags).
+        var (tid, sync, nonRef, flags) = config.temporalLayers > 1 ? layerPlan(patternIndex % period) : (0, false, false, 0)
         patternIndex = (patternIndex + 1) % period
         if key { flags = Int(VPX_EFLAG_FORCE_KF); tid = 0; sync = true; nonRef = false }
         if config.temporalLayers > 1 {
