@@ -67,9 +67,18 @@ extension VideoFrame {
                 for row in 0..<c.height {
                     let s = src + row * strideUV
                     let ou = pu + row * cw, ov = pv + row * cw
-                    for x in 0..<cw {
+                    var x = 0
+                    // 16 chroma pairs at a time: split even (U) and odd (V) bytes.
+                    while x + 16 <= cw {
+                        let pair = UnsafeRawPointer(s + 2 * x).loadUnaligned(as: SIMD32<UInt8>.self)
+                        UnsafeMutableRawPointer(ou + x).storeBytes(of: pair.evenHalf, as: SIMD16<UInt8>.self)
+                        UnsafeMutableRawPointer(ov + x).storeBytes(of: pair.oddHalf, as: SIMD16<UInt8>.self)
+                        x += 16
+                    }
+                    while x < cw {
                         ou[x] = s[2 * x]
                         ov[x] = s[2 * x + 1]
+                        x += 1
                     }
                 }
             }

@@ -15,7 +15,7 @@ func runCodecBenchmark(_ args: [String]) throws {
     print("ot-bench codec: medians over rounds; rates from thread CPU time (wall-clock in brackets)")
     print("VP8: realtime deadline, cpu-used -6, CBR, no lag, error resilient, 1 thread, frame dropping off")
     print("whole video path = NV12 -> I420 -> VP8 encode -> RTP/VP8 packetize (MTU 1200) -> SRTP protect (AEAD-AES-128-GCM)")
-    print("                   -> SRTP unprotect -> RTP parse -> depacketize -> VP8 decode (copied into a VideoFrame)\n")
+    print("                   -> SRTP unprotect -> RTP parse -> depacketize -> VP8 decode (picture lent, not copied, as in the raw loop)\n")
 
     // Many short rounds, raw and whole back to back over the same frames, so load from other processes hits both alike.
     let videoRounds = quick ? 4 : 24
@@ -51,7 +51,14 @@ func runCodecBenchmark(_ args: [String]) throws {
         print("VP8 \(w)x\(h) @ \(kbps) kbit/s, \(videoRounds) rounds of \(frames) frames; B/frame raw \(fmt(rawBytes, 0)), whole \(fmt(wholeBytes, 0)); \(fmt(packetsPerFrame)) packets/frame")
         print("  raw libvpx encode+decode  \(pad(fmt(median(raw)), 8)) fps  [\(fmt(median(rawWall))) wall]   allocs/frame \(fmt(rawAllocs, 2))")
         print("  whole path                \(pad(fmt(median(whole)), 8)) fps  [\(fmt(median(wholeWall))) wall]   allocs/frame \(fmt(wholeAllocsPerFrame, 2)), allocs/packet \(fmt(wholeAllocsPerPacket, 2))")
-        print("  ratio whole/raw           \(pad(fmt(median(pairRatios), 3), 8))       (median of \(videoRounds) paired rounds; ratio of medians \(fmt(median(whole) / median(raw), 3)), wall \(fmt(median(wholeWall) / median(rawWall), 3)))\n")
+        print("  ratio whole/raw           \(pad(fmt(median(pairRatios), 3), 8))       (median of \(videoRounds) paired rounds; ratio of medians \(fmt(median(whole) / median(raw), 3)), wall \(fmt(median(wholeWall) / median(rawWall), 3)))")
+        var stages: WholeVideoPipeline.Stages? = WholeVideoPipeline.Stages()
+        let n = quick ? 30 : 120
+        _ = try wholePipe.run(frames: n, stages: &stages)
+        if let st = stages {
+            let ms = { (x: Double) in fmt(x * 1000 / Double(n), 3) }
+            print("  whole path per frame, ms (monotonic clock, \(n) frames): convert \(ms(st.convert)), VP8 encode \(ms(st.encode)), packetize+RTP \(ms(st.packetize)), SRTP both ways \(ms(st.srtp)), RTP parse+depacketize \(ms(st.depacketize)), VP8 decode \(ms(st.decode - st.copy)); copying the decoded picture into a VideoFrame would add \(ms(st.copy))\n")
+        }
     }
 
     try conversionCosts(quick: quick)
@@ -166,45 +173,87 @@ final class WholeVideoPipeline {
         wire.reserveCapacity(2048)
     }
 
+    /// Time per stage, seconds (filled when `run(frames:stages:)` is asked to profile).
+    struct Stages {
+        var convert = 0.0, encode = 0.0, packetize = 0.0, srtp = 0.0, depacketize = 0.0, decode = 0.0, copy = 0.0
+    }
+
     func run(frames: Int) throws -> RoundResult {
+        var unused: Stages?
+        return try run(frames: frames, stages: &unused)
+    }
+
+    /// Runs `frames` frames through the path; with `stages` non-nil, also splits the time by stage
+    /// (monotonic clock, nested stages subtracted from the enclosing one).
+    func run(frames: Int, stages: inout Stages?) throws -> RoundResult {
         var packets = 0, decodedFrames = 0, problems = 0, bytes = 0
         let uvStride = ((clip.width + 1) / 2) * 2
+        let profile = stages != nil
+        var st = Stages()
         let a0 = allocations()
         let sw = Stopwatch()
         for _ in 0..<frames {
             let i = index
             index += 1
             let src = clip.nv12[i % clip.nv12.count]
+            var t0 = profile ? monotonicSeconds() : 0
             try src.y.withUnsafeBytes { y in
                 try src.uv.withUnsafeBytes { uv in
                     try captured.convertFromNV12(width: clip.width, height: clip.height, y: y, strideY: clip.width,
                                                  uv: uv, strideUV: uvStride, timestampMicros: Int64(i) * 33_333)
                 }
             }
+            if profile { let t = monotonicSeconds(); st.convert += t - t0; t0 = t }
+            let nestedBeforeEncode = st.packetize + st.srtp + st.depacketize + st.decode
             try enc.encode(captured) { frame in
                 bytes += frame.data.count
+                let p0 = profile ? monotonicSeconds() : 0
+                let nestedBeforePacketize = st.srtp + st.depacketize + st.decode
                 try packetizer.packetize(frame.data, nonReference: frame.nonReference, layer: frame.layer) { payload, last in
                     wire.removeAll(keepingCapacity: true)
                     RTPPacket(marker: last, payloadType: 96, sequenceNumber: seq, timestamp: UInt32(truncatingIfNeeded: i * 3000),
                               ssrc: 0x5EED, payload: payload).write(into: &wire)
                     seq &+= 1
                     packets += 1
+                    let s0 = profile ? monotonicSeconds() : 0
                     try tx.protectRTP(&wire)
                     try rx.unprotectRTP(&wire)
+                    let d0 = profile ? monotonicSeconds() : 0
+                    if profile { st.srtp += d0 - s0 }
+                    let decodeBefore = st.decode
                     let packet = try RTPPacket(parsing: wire[...])
                     depacketizer.insert(packet) { event in
                         switch event {
                         case .frame(let f):
-                            do { try dec.decode(f.data, into: &decoded); decodedFrames += 1 } catch { problems += 1 }
+                            let c0 = profile ? monotonicSeconds() : 0
+                            do {
+                                // The picture is lent to the renderer without a copy (as raw libvpx's is);
+                                // the profiling run copies it into a VideoFrame and times that separately.
+                                try dec.decode(f.data) { view in
+                                    if profile {
+                                        let k0 = monotonicSeconds()
+                                        try view.copy(into: &decoded)
+                                        st.copy += monotonicSeconds() - k0
+                                    }
+                                }
+                                decodedFrames += 1
+                            } catch { problems += 1 }
+                            if profile { st.decode += monotonicSeconds() - c0 }
                         case .keyframeRequest: problems += 1
                         }
                     }
+                    if profile { st.depacketize += monotonicSeconds() - d0 - (st.decode - decodeBefore) }
                 }
+                if profile { st.packetize += monotonicSeconds() - p0 - (st.srtp + st.depacketize + st.decode - nestedBeforePacketize) }
+            }
+            if profile {
+                st.encode += monotonicSeconds() - t0 - (st.packetize + st.srtp + st.depacketize + st.decode - nestedBeforeEncode)
             }
         }
         let t = sw.elapsed()
         let allocs = allocations() - a0
         guard problems == 0, decodedFrames == frames else { throw BenchError("whole path decoded \(decodedFrames)/\(frames), \(problems) problems") }
+        if profile { stages = st }
         return RoundResult(wall: t.wall, cpu: t.cpu, allocs: allocs, packets: packets, bytes: bytes)
     }
 }
