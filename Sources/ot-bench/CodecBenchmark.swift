@@ -62,7 +62,7 @@ func runCodecBenchmark(_ args: [String]) throws {
     }
 
     try conversionCosts(quick: quick)
-    try opusComparison(rounds: rounds, frames: quick ? 250 : 1000)
+    try opusComparison(rounds: quick ? 4 : 24, frames: 100)
     try srtpThroughput(packets: quick ? 5_000 : 50_000, rounds: rounds)
 }
 
@@ -291,79 +291,117 @@ func opusComparison(rounds: Int, frames: Int) throws {
     print("whole audio path = Opus encode -> RTP -> SRTP protect (GCM) -> unprotect -> RTP parse -> TOC check -> Opus decode")
     for channels in [1, 2] {
         let audio = syntheticAudio(channels: channels, frames: 50)
-        var raw: [Double] = [], whole: [Double] = [], allocsPerPacket = 0.0
+        let rawPipe = try RawOpusPipeline(audio: audio, channels: channels)
+        let wholePipe = try WholeOpusPipeline(audio: audio, channels: channels)
+        _ = try rawPipe.run(frames: frames); _ = try wholePipe.run(frames: frames)  // warm-up
+        var raw: [Double] = [], whole: [Double] = [], ratios: [Double] = [], allocsPerPacket = 0.0
         for r in 0..<rounds {
             for order in (r % 2 == 0 ? [0, 1] : [1, 0]) {
                 if order == 0 {
-                    raw.append(Double(frames) / (try rawOpusRound(audio: audio, channels: channels, frames: frames)))
+                    raw.append(Double(frames) / (try rawPipe.run(frames: frames)))
                 } else {
-                    let (cpu, allocs) = try wholeOpusRound(audio: audio, channels: channels, frames: frames)
+                    let (cpu, allocs) = try wholePipe.run(frames: frames)
                     whole.append(Double(frames) / cpu)
                     allocsPerPacket = Double(allocs) / Double(frames)
                 }
             }
+            ratios.append(whole[r] / raw[r])
         }
-        print("  \(channels == 1 ? "mono  " : "stereo") raw libopus \(pad(fmt(median(raw)), 8)) frames/s   whole path \(pad(fmt(median(whole)), 8)) frames/s   ratio \(fmt(median(whole) / median(raw), 3))   allocs/packet \(fmt(allocsPerPacket, 2))")
+        print("  \(channels == 1 ? "mono  " : "stereo") raw libopus \(pad(fmt(median(raw)), 8)) frames/s   whole path \(pad(fmt(median(whole)), 8)) frames/s   ratio \(fmt(median(ratios), 3)) (\(rounds) paired rounds of \(frames))   allocs/packet \(fmt(allocsPerPacket, 2))")
     }
     print("")
 }
 
 private func opusSettings(_ channels: Int) -> (bitrate: Int32, complexity: Int32) { (channels == 1 ? 32_000 : 64_000, 9) }
 
-func rawOpusRound(audio: [[Int16]], channels: Int, frames: Int) throws -> Double {
-    var err: Int32 = 0
-    guard let enc = opus_encoder_create(48_000, Int32(channels), OPUS_APPLICATION_VOIP, &err),
-          let dec = opus_decoder_create(48_000, Int32(channels), &err) else { throw BenchError("opus create") }
-    defer { opus_encoder_destroy(enc); opus_decoder_destroy(dec) }
-    let s = opusSettings(channels)
-    _ = ot_opus_encoder_set(enc, OPUS_SET_BITRATE_REQUEST, s.bitrate)
-    _ = ot_opus_encoder_set(enc, OPUS_SET_COMPLEXITY_REQUEST, s.complexity)
-    _ = ot_opus_encoder_set(enc, OPUS_SET_SIGNAL_REQUEST, OPUS_SIGNAL_VOICE)
+/// libopus called directly, with the same settings as the library's encoder.
+final class RawOpusPipeline {
+    let audio: [[Int16]]
+    let enc: OpaquePointer, dec: OpaquePointer
     let packet = UnsafeMutablePointer<UInt8>.allocate(capacity: 1500)
-    let pcm = UnsafeMutablePointer<Int16>.allocate(capacity: 5760 * channels)
-    defer { packet.deallocate(); pcm.deallocate() }
-    var failed = false
-    let sw = Stopwatch()
-    for i in 0..<frames {
-        let n = audio[i % audio.count].withUnsafeBufferPointer { src -> Int32 in
-            guard let base = src.baseAddress else { return -1 }
-            return opus_encode(enc, base, 960, packet, 1500)
-        }
-        let d = opus_decode(dec, packet, n, pcm, 5760, 0)
-        if n <= 0 || d != 960 { failed = true }
+    let pcm: UnsafeMutablePointer<Int16>
+    var index = 0
+
+    init(audio: [[Int16]], channels: Int) throws {
+        self.audio = audio
+        var err: Int32 = 0
+        guard let e = opus_encoder_create(48_000, Int32(channels), OPUS_APPLICATION_VOIP, &err) else { throw BenchError("opus create") }
+        guard let d = opus_decoder_create(48_000, Int32(channels), &err) else { opus_encoder_destroy(e); throw BenchError("opus create") }
+        enc = e; dec = d
+        pcm = .allocate(capacity: 5760 * channels)
+        let s = opusSettings(channels)
+        _ = ot_opus_encoder_set(enc, OPUS_SET_BITRATE_REQUEST, s.bitrate)
+        _ = ot_opus_encoder_set(enc, OPUS_SET_COMPLEXITY_REQUEST, s.complexity)
+        _ = ot_opus_encoder_set(enc, OPUS_SET_INBAND_FEC_REQUEST, 0)
+        _ = ot_opus_encoder_set(enc, OPUS_SET_PACKET_LOSS_PERC_REQUEST, 0)
+        _ = ot_opus_encoder_set(enc, OPUS_SET_DTX_REQUEST, 0)
+        _ = ot_opus_encoder_set(enc, OPUS_SET_SIGNAL_REQUEST, OPUS_SIGNAL_VOICE)
     }
-    let t = sw.elapsed()
-    if failed { throw BenchError("raw libopus failed") }
-    return t.cpu
+
+    deinit { opus_encoder_destroy(enc); opus_decoder_destroy(dec); packet.deallocate(); pcm.deallocate() }
+
+    /// CPU seconds for `frames` encode+decode pairs.
+    func run(frames: Int) throws -> Double {
+        var failed = false
+        let sw = Stopwatch()
+        for _ in 0..<frames {
+            let n = audio[index % audio.count].withUnsafeBufferPointer { src -> Int32 in
+                guard let base = src.baseAddress else { return -1 }
+                return opus_encode(enc, base, 960, packet, 1500)
+            }
+            index += 1
+            let d = opus_decode(dec, packet, n, pcm, 5760, 0)
+            if n <= 0 || d != 960 { failed = true }
+        }
+        let t = sw.elapsed()
+        if failed { throw BenchError("raw libopus failed") }
+        return t.cpu
+    }
 }
 
-func wholeOpusRound(audio: [[Int16]], channels: Int, frames: Int) throws -> (Double, UInt64) {
-    let s = opusSettings(channels)
-    let enc = try OpusAudioEncoder(config: OpusEncoderConfig(channels: channels, bitrateBps: Int(s.bitrate), complexity: Int(s.complexity)))
-    let dec = try OpusAudioDecoder(channels: channels)
-    let (tx, rx) = try srtpPair(.aeadAes128Gcm)
+/// The library's audio path.
+final class WholeOpusPipeline {
+    let audio: [[Int16]]
+    let enc: OpusAudioEncoder
+    let dec: OpusAudioDecoder
+    let tx: SRTPContext, rx: SRTPContext
     var packet: [UInt8] = [], wire: [UInt8] = [], pcm: [Int16] = []
-    packet.reserveCapacity(1500); wire.reserveCapacity(1500); pcm.reserveCapacity(5760 * channels)
     var tracker = RTPSequenceTracker()
-    var bad = 0
-    let a0 = allocations()
-    let sw = Stopwatch()
-    for i in 0..<frames {
-        _ = try audio[i % audio.count].withUnsafeBufferPointer { try enc.encode($0, into: &packet) }
-        wire.removeAll(keepingCapacity: true)
-        RTPPacket(payloadType: 111, sequenceNumber: UInt16(truncatingIfNeeded: i), timestamp: UInt32(i * 960), ssrc: 0xA0D10,
-                  payload: packet[...]).write(into: &wire)
-        try tx.protectRTP(&wire)
-        try rx.unprotectRTP(&wire)
-        let rtp = try RTPPacket(parsing: wire[...])
-        switch tracker.record(rtp.sequenceNumber) { case .first, .inOrder: break; default: bad += 1 }
-        let info = try OpusPayload.packetInfo(rtp.payload)
-        if try dec.decode(rtp.payload, into: &pcm) != info.samples { bad += 1 }
+    var index = 0
+
+    init(audio: [[Int16]], channels: Int) throws {
+        self.audio = audio
+        let s = opusSettings(channels)
+        enc = try OpusAudioEncoder(config: OpusEncoderConfig(channels: channels, bitrateBps: Int(s.bitrate), complexity: Int(s.complexity)))
+        dec = try OpusAudioDecoder(channels: channels)
+        (tx, rx) = try srtpPair(.aeadAes128Gcm)
+        packet.reserveCapacity(1500); wire.reserveCapacity(1500); pcm.reserveCapacity(5760 * channels)
     }
-    let t = sw.elapsed()
-    let allocs = allocations() - a0
-    if bad > 0 { throw BenchError("whole Opus path: \(bad) problems") }
-    return (t.cpu, allocs)
+
+    /// CPU seconds and allocations for `frames` packets.
+    func run(frames: Int) throws -> (Double, UInt64) {
+        var bad = 0
+        let a0 = allocations()
+        let sw = Stopwatch()
+        for _ in 0..<frames {
+            let i = index
+            index += 1
+            _ = try audio[i % audio.count].withUnsafeBufferPointer { try enc.encode($0, into: &packet) }
+            wire.removeAll(keepingCapacity: true)
+            RTPPacket(payloadType: 111, sequenceNumber: UInt16(truncatingIfNeeded: i), timestamp: UInt32(truncatingIfNeeded: i * 960),
+                      ssrc: 0xA0D10, payload: packet[...]).write(into: &wire)
+            try tx.protectRTP(&wire)
+            try rx.unprotectRTP(&wire)
+            let rtp = try RTPPacket(parsing: wire[...])
+            switch tracker.record(rtp.sequenceNumber) { case .first, .inOrder: break; default: bad += 1 }
+            let info = try OpusPayload.packetInfo(rtp.payload)
+            if try dec.decode(rtp.payload, into: &pcm) != info.samples { bad += 1 }
+        }
+        let t = sw.elapsed()
+        let allocs = allocations() - a0
+        if bad > 0 { throw BenchError("whole Opus path: \(bad) problems") }
+        return (t.cpu, allocs)
+    }
 }
 
 // MARK: - SRTP

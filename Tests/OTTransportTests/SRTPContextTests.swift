@@ -81,6 +81,18 @@ final class SRTPContextTests: XCTestCase {
         }
     }
 
+    func testKeyingMaterialLayoutFollowsRFC5764() throws {
+        // client_write_key | server_write_key | client_write_salt | server_write_salt
+        let m = (0..<60).map { UInt8($0) }
+        let client = try SRTPKeys(keyingMaterial: m, profile: .aes128CmHmacSha1_80, isDTLSClient: true)
+        XCTAssertEqual(client.local, Array(0..<16) + Array(32..<46))
+        XCTAssertEqual(client.remote, Array(16..<32) + Array(46..<60))
+        let g = (0..<56).map { UInt8($0) }
+        let server = try SRTPKeys(keyingMaterial: g, profile: .aeadAes128Gcm, isDTLSClient: false)
+        XCTAssertEqual(server.local, Array(16..<32) + Array(44..<56))
+        XCTAssertEqual(server.remote, Array(0..<16) + Array(32..<44))
+    }
+
     func testWrongKeysAndBadInputs() throws {
         let (client, _) = try pair(.aeadAes128Gcm)
         let other = try SRTPContext(profile: .aeadAes128Gcm,
