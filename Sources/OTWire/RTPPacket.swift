@@ -177,6 +177,18 @@ public struct RTPHeaderExtensions: Sendable, Equatable {
         return found
     }
 
+    /// Replaces the value of element `id` in place with one of the same length (e.g. a new abs-send-time or
+    /// transport-wide sequence number in a block built once per stream): no allocation when the block's
+    /// storage is not shared. Throws when the element is absent or the length differs.
+    public mutating func overwrite<C: Collection>(id: UInt8, with value: C) throws where C.Element == UInt8 {
+        guard let old = self.value(id: id) else { throw WireError("RTP extension id \(id) not present") }
+        guard old.count == value.count else {
+            throw WireError("RTP extension id \(id) holds \(old.count) bytes, new value has \(value.count)")
+        }
+        var i = old.startIndex
+        for b in value { data[i] = b; i += 1 }
+    }
+
     /// All elements in order.
     public var elements: [RTPHeaderExtensionElement] {
         guard isOneByte || isTwoByte else { return [] }

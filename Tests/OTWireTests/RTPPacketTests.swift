@@ -48,6 +48,25 @@ final class RTPPacketTests: XCTestCase {
         XCTAssertEqual(Array(q.payload), [0xAA])
     }
 
+    func testExtensionValuesCanBeRewrittenPerPacket() throws {
+        var ext = try RTPHeaderExtensions([
+            RTPHeaderExtensionElement(id: 2, value: AbsSendTime.encode(micros: 0)[...]),
+            RTPHeaderExtensionElement(id: 4, value: TransportWideSequenceNumber.encode(0)[...]),
+        ])
+        var wire: [UInt8] = []
+        for seq in UInt16(1)...3 {
+            try ext.overwrite(id: 4, with: TransportWideSequenceNumber.encode(seq * 100))
+            try ext.overwrite(id: 2, with: AbsSendTime.encode(micros: Int64(seq) * 250_000))
+            wire.removeAll(keepingCapacity: true)
+            RTPPacket(payloadType: 96, sequenceNumber: seq, timestamp: 0, ssrc: 1, extensions: ext, payload: [7][...]).write(into: &wire)
+            let p = try RTPPacket(parsing: wire)
+            XCTAssertEqual(try TransportWideSequenceNumber.decode(XCTUnwrap(p.extensions.value(id: 4))), seq * 100)
+            XCTAssertEqual(try AbsSendTime.decode(XCTUnwrap(p.extensions.value(id: 2))), UInt32(seq) << 16)
+        }
+        XCTAssertThrowsError(try ext.overwrite(id: 4, with: [1, 2, 3]), "length differs")
+        XCTAssertThrowsError(try ext.overwrite(id: 9, with: [1]), "absent")
+    }
+
     func testMalformedPacketsThrow() {
         XCTAssertThrowsError(try RTPPacket(parsing: [0x80, 0x60, 0, 1]))  // truncated
         XCTAssertThrowsError(try RTPPacket(parsing: [UInt8](repeating: 0, count: 12)))  // version 0
