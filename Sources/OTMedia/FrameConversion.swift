@@ -36,9 +36,17 @@ extension VideoFrame {
         if v.count != c.width * c.height { v = [UInt8](repeating: 0, count: c.width * c.height) }
     }
 
+    /// Bytes a plane of `rows` rows at `stride` spans, or nil when that overflows.
+    static func planeSpan(stride: Int, rowBytes: Int, rows: Int) -> Int? {
+        guard stride >= rowBytes, rowBytes > 0, rows > 0 else { return nil }
+        let (full, o1) = stride.multipliedReportingOverflow(by: rows - 1)
+        let (span, o2) = full.addingReportingOverflow(rowBytes)
+        return o1 || o2 ? nil : span
+    }
+
     private static func check(_ buffer: UnsafeRawBufferPointer, stride: Int, rowBytes: Int, rows: Int, _ what: String) throws {
-        guard buffer.baseAddress != nil, stride >= rowBytes, rows > 0,
-              buffer.count >= stride * (rows - 1) + rowBytes else {
+        guard buffer.baseAddress != nil, let span = planeSpan(stride: stride, rowBytes: rowBytes, rows: rows),
+              buffer.count >= span else {
             throw OTError(.invalidParameter, "\(what) buffer of \(buffer.count) bytes too small for stride \(stride) × \(rows) rows")
         }
     }

@@ -238,9 +238,10 @@ public struct RTPHeaderExtensions: Sendable, Equatable {
 /// abs-send-time (http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time): 24-bit 6.18 fixed-point seconds.
 public enum AbsSendTime {
     public static let uri = "http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time"
-    /// Encodes a time in microseconds (wraps every 64 s).
+    /// Encodes a time in microseconds (the field wraps every 64 s).
     public static func encode(micros: Int64) -> [UInt8] {
-        let v = UInt32(truncatingIfNeeded: ((micros << 18) / 1_000_000)) & 0xFF_FFFF
+        let m = ((micros % 64_000_000) + 64_000_000) % 64_000_000
+        let v = UInt32(truncatingIfNeeded: (m << 18) / 1_000_000) & 0xFF_FFFF
         return [UInt8(v >> 16), UInt8(truncatingIfNeeded: v >> 8), UInt8(truncatingIfNeeded: v)]
     }
     /// The 24-bit value (units of 2^-18 s).

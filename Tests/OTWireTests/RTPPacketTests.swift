@@ -33,6 +33,8 @@ final class RTPPacketTests: XCTestCase {
         XCTAssertTrue(level.voiceActivity); XCTAssertEqual(level.levelDBov, 30)
         XCTAssertEqual(try MidExtension.decode(XCTUnwrap(q.extensions.value(id: 9))), "audio0")
         XCTAssertNil(q.extensions.value(id: 4))
+        XCTAssertEqual(AbsSendTime.encode(micros: 65_500_000), AbsSendTime.encode(micros: 1_500_000), "wraps every 64 s")
+        XCTAssertEqual(AbsSendTime.encode(micros: Int64.max).count, 3)
         XCTAssertEqual(q.serialized(), bytes)
     }
 
