@@ -36,9 +36,17 @@ extension VideoFrame {
         if v.count != c.width * c.height { v = [UInt8](repeating: 0, count: c.width * c.height) }
     }
 
+    /// Bytes a plane of `rows` rows at `stride` spans, or nil when that overflows.
+    static func planeSpan(stride: Int, rowBytes: Int, rows: Int) -> Int? {
+        guard stride >= rowBytes, rowBytes > 0, rows > 0 else { return nil }
+        let (full, o1) = stride.multipliedReportingOverflow(by: rows - 1)
+        let (span, o2) = full.addingReportingOverflow(rowBytes)
+        return o1 || o2 ? nil : span
+    }
+
     private static func check(_ buffer: UnsafeRawBufferPointer, stride: Int, rowBytes: Int, rows: Int, _ what: String) throws {
-        guard buffer.baseAddress != nil, stride >= rowBytes, rows > 0,
-              buffer.count >= stride * (rows - 1) + rowBytes else {
+        guard buffer.baseAddress != nil, let span = planeSpan(stride: stride, rowBytes: rowBytes, rows: rows),
+              buffer.count >= span else {
             throw OTError(.invalidParameter, "\(what) buffer of \(buffer.count) bytes too small for stride \(stride) × \(rows) rows")
         }
     }
@@ -67,9 +75,18 @@ extension VideoFrame {
                 for row in 0..<c.height {
                     let s = src + row * strideUV
                     let ou = pu + row * cw, ov = pv + row * cw
-                    for x in 0..<cw {
+                    var x = 0
+                    // 16 chroma pairs at a time: split even (U) and odd (V) bytes.
+                    while x + 16 <= cw {
+                        let pair = UnsafeRawPointer(s + 2 * x).loadUnaligned(as: SIMD32<UInt8>.self)
+                        UnsafeMutableRawPointer(ou + x).storeBytes(of: pair.evenHalf, as: SIMD16<UInt8>.self)
+                        UnsafeMutableRawPointer(ov + x).storeBytes(of: pair.oddHalf, as: SIMD16<UInt8>.self)
+                        x += 16
+                    }
+                    while x < cw {
                         ou[x] = s[2 * x]
                         ov[x] = s[2 * x + 1]
+                        x += 1
                     }
                 }
             }

@@ -26,6 +26,20 @@ public enum SRTPProfile: UInt16, Sendable, CaseIterable {
     /// Bytes of keying material to export from DTLS: client and server key and salt.
     public var keyingMaterialLength: Int { 2 * (keyLength + saltLength) }
 
+    /// The profile's name in OpenSSL's `SSL_CTX_set_tlsext_use_srtp` list.
+    public var opensslName: String {
+        self == .aeadAes128Gcm ? "SRTP_AEAD_AES_128_GCM" : "SRTP_AES128_CM_SHA1_80"
+    }
+
+    /// The profile for an OpenSSL name (as `SSL_get_selected_srtp_profile` reports it).
+    public init?(opensslName: String) {
+        guard let p = Self.allCases.first(where: { $0.opensslName == opensslName }) else { return nil }
+        self = p
+    }
+
+    /// Profiles in order of preference, for offering in DTLS: GCM first.
+    public static let preferred: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmHmacSha1_80]
+
     var libsrtpProfile: srtp_profile_t {
         self == .aeadAes128Gcm ? srtp_profile_aead_aes_128_gcm : srtp_profile_aes128_cm_sha1_80
     }

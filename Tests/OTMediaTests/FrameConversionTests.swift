@@ -78,5 +78,7 @@ final class FrameConversionTests: XCTestCase {
         XCTAssertThrowsError(try small.withUnsafeBytes { try f.convertFromYUY2(width: 4, height: 4, data: $0, stride: 4, timestampMicros: 0) },
                              "stride below the row size")
         XCTAssertThrowsError(try small.withUnsafeBytes { try f.convertFromRGB(.rgb24, width: 0, height: 4, data: $0, stride: 0, timestampMicros: 0) })
+        XCTAssertThrowsError(try small.withUnsafeBytes { try f.convertFromRGB(.rgb24, width: 4, height: 4, data: $0, stride: Int.max / 2, timestampMicros: 0) },
+                             "an overflowing stride is rejected, not trapped on")
     }
 }
