@@ -67,7 +67,8 @@ public struct VideoReceiveStats: Sendable, Equatable {
     public var framesReceived = 0
     public var framesDecoded = 0
     public var keyFramesDecoded = 0
-    /// Frames not decoded: undecodable after a loss, too late, rejected by the decoder or the transform.
+    /// Frames not decoded (some of their packets arrived, but a later frame was decoded first, or the decoder
+    /// or transform rejected them): undecodable after a loss, or too late.
     public var framesDropped = 0
     public var decodeErrors = 0
     public var transformErrors = 0
@@ -109,6 +110,10 @@ public final class VideoReceivePipeline {
     private var lastTimestamp: UInt32 = 0
     private var extendedTimestamp: Int64 = 0
     private var received: [VP8Depacketizer.Event] = []
+    /// RTP timestamps of frames with packets here that are newer than the last decoded frame: those a later
+    /// decoded frame overtakes were dropped.
+    private var undecoded: [UInt32] = []
+    private var lastDecodedTimestamp: UInt32?
 
     public init(config: VideoReceiveConfig = VideoReceiveConfig(), transform: any FrameTransform = IdentityFrameTransform()) throws {
         self.config = config
@@ -144,6 +149,7 @@ public final class VideoReceivePipeline {
             counters.packetsDiscarded += 1
             return events
         }
+        noteFrame(packet.timestamp)
         if config.nackEnabled, !nack.packetArrived(packet.sequenceNumber, now: now) {
             giveUp(now: now, &events)
         }
@@ -196,6 +202,8 @@ public final class VideoReceivePipeline {
         jitterBuffer.reset()
         nack.reset()
         firstTimestamp = nil
+        undecoded.removeAll(keepingCapacity: true)
+        lastDecodedTimestamp = nil
     }
 
     /// The receive counters now.
@@ -210,7 +218,6 @@ public final class VideoReceivePipeline {
         let d = depacketizer.stats, j = jitterBuffer.stats
         s.packetsDiscarded += d.malformedPackets + d.latePackets + d.duplicatePackets + retired.discarded
         s.framesReceived = d.framesDelivered + d.framesDropped + retired.framesDelivered + retired.framesDropped
-        s.framesDropped += d.framesDropped + retired.framesDropped + j.framesDropped
         s.freezeCount = j.freezeCount
         s.totalFreezesDuration = j.totalFreezeDuration.seconds
         s.packetsRepaired = nack.recovered
@@ -218,6 +225,25 @@ public final class VideoReceivePipeline {
     }
 
     // MARK: private
+
+    private func noteFrame(_ ts: UInt32) {
+        if let last = lastDecodedTimestamp, Int32(bitPattern: ts &- last) <= 0 { return }
+        guard !undecoded.contains(ts) else { return }
+        if undecoded.count >= 256 { undecoded.removeFirst(); counters.framesDropped += 1 }
+        undecoded.append(ts)
+    }
+
+    /// The frame with `ts` was decoded (or failed to): undecoded frames before it were dropped.
+    private func frameDone(_ ts: UInt32) {
+        lastDecodedTimestamp = ts
+        var overtaken = 0
+        undecoded.removeAll { e in
+            guard Int32(bitPattern: e &- ts) <= 0 else { return false }
+            if e != ts { overtaken += 1 }
+            return true
+        }
+        counters.framesDropped += overtaken
+    }
 
     private func retire() {
         let d = depacketizer.stats
@@ -270,6 +296,7 @@ public final class VideoReceivePipeline {
             extendedTimestamp += Int64(Int32(bitPattern: f.timestamp &- lastTimestamp))
         }
         lastTimestamp = f.timestamp
+        frameDone(f.timestamp)
         let micros = extendedTimestamp * 100 / 9
         do {
             let produced: Bool

@@ -56,6 +56,8 @@ final class VideoLink {
     private(set) var nackLists: [[UInt16]] = []
     private(set) var droppedSequences: [UInt16] = []
     private(set) var sentPackets: [RTPPacket] = []
+    /// Frames at least one packet of which got through.
+    private(set) var framesWithArrivals: Set<Int> = []
 
     init(width: Int = 320, height: Int = 240, path: SeededLossyPath, sendConfig: VideoSendConfig? = nil,
          receiveConfig: VideoReceiveConfig = VideoReceiveConfig(),
@@ -89,7 +91,12 @@ final class VideoLink {
                 let seq = UInt16(bytes[2]) << 8 | UInt16(bytes[3])
                 try srtpSend.protectRTP(&bytes)
                 if dropFrames.contains(k) { droppedSequences.append(seq); return }
-                if let at = path.arrival(sentAt: capture) { schedule(.arrive(bytes, protected: true), at: at) } else { droppedSequences.append(seq) }
+                if let at = path.arrival(sentAt: capture) {
+                    schedule(.arrive(bytes, protected: true), at: at)
+                    framesWithArrivals.insert(k)
+                } else {
+                    droppedSequences.append(seq)
+                }
             }
         }
         try advance(to: now + drain)
@@ -203,6 +210,7 @@ final class VideoPipelineTests: XCTestCase {
         let s = link.receiver.stats
         XCTAssertGreaterThan(s.packetsLost, 0)
         XCTAssertGreaterThan(s.framesDropped, 0)
+        XCTAssertEqual(s.framesDropped, link.framesWithArrivals.count - counters.count, "every frame that arrived in part and was not shown")
         XCTAssertEqual(s.pliCount, link.keyframeRequests.count)
         XCTAssertEqual(s.framesDecoded, counters.count)
         // Keyframe requests are rate-limited.
