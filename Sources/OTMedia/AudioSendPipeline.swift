@@ -51,7 +51,7 @@ public final class AudioSendPipeline {
     private var encoder: OpusAudioEncoder
     private var chunker: PCMChunker
     private let transform: any FrameTransform
-    private let extensions: RTPExtensionWriter
+    private var extensions: RTPExtensionWriter
     private var sequence: UInt16
     private var timestamp: UInt32
     private var encoded: [UInt8] = []

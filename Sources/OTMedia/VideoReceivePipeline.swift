@@ -109,7 +109,8 @@ public final class VideoReceivePipeline {
     private var firstTimestamp: UInt32?
     private var lastTimestamp: UInt32 = 0
     private var extendedTimestamp: Int64 = 0
-    private var received: [VP8Depacketizer.Event] = []
+    private var received: [(frame: VP8ReceivedFrame, data: [UInt8])] = []
+    private var depacketizerRequests: [VP8KeyframeRequestReason] = []
     /// RTP timestamps of frames with packets here that are newer than the last decoded frame: those a later
     /// decoded frame overtakes were dropped.
     private var undecoded: [UInt32] = []
@@ -154,25 +155,25 @@ public final class VideoReceivePipeline {
             giveUp(now: now, &events)
         }
         received.removeAll(keepingCapacity: true)
+        depacketizerRequests.removeAll(keepingCapacity: true)
         depacketizer.insert(packet) { event in
             switch event {
             case .frame(var f):
-                f.data = ArraySlice(Array(f.data))  // the depacketizer reuses its buffer
-                received.append(.frame(f))
-            case .keyframeRequest: received.append(event)
+                let data = Array(f.data)  // the depacketizer reuses its buffer: copy, and hold no reference to it
+                f.data = []
+                received.append((f, data))
+            case .keyframeRequest(let reason): depacketizerRequests.append(reason)
             }
         }
-        for event in received {
-            switch event {
-            case .frame(let f):
-                let frame = VideoJitterFrame(firstSequence: UInt16(truncatingIfNeeded: f.firstSequence),
-                                             lastSequence: UInt16(truncatingIfNeeded: f.lastSequence), timestamp: f.rtpTimestamp,
-                                             isKeyframe: f.isKeyframe, pictureId: f.pictureId, payload: Array(f.data))
-                handle(jitterBuffer.insert(frame, now: now), now: now, &events)
-            case .keyframeRequest(let reason):
-                if case .packetLoss = reason { nack.clear() }  // the depacketizer gave up on the missing packets
-                requestKeyframe(now: now, &events)
-            }
+        for reason in depacketizerRequests {
+            if case .packetLoss = reason { nack.clear() }  // the depacketizer gave up on the missing packets
+            requestKeyframe(now: now, &events)
+        }
+        for (f, data) in received {
+            let frame = VideoJitterFrame(firstSequence: UInt16(truncatingIfNeeded: f.firstSequence),
+                                         lastSequence: UInt16(truncatingIfNeeded: f.lastSequence), timestamp: f.rtpTimestamp,
+                                         isKeyframe: f.isKeyframe, pictureId: f.pictureId, payload: data)
+            handle(jitterBuffer.insert(frame, now: now), now: now, &events)
         }
         runTimers(now: now, &events)
         return events

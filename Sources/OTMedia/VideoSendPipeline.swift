@@ -75,7 +75,7 @@ public final class VideoSendPipeline {
     public private(set) var stats = VideoSendStats()
     private var encoder: VP8Encoder
     private let transform: any FrameTransform
-    private let extensions: RTPExtensionWriter
+    private var extensions: RTPExtensionWriter
     private var packetizer: VP8Packetizer
     private var history: RTPPacketHistory
     private var sequence: UInt16

@@ -248,6 +248,20 @@ final class VideoPipelineTests: XCTestCase {
             XCTAssertEqual(abs, UInt32(((5_000_000 + Int64(p.frame) * 40_000) << 18) / 1_000_000) & 0xFF_FFFF)
         }
         XCTAssertEqual(counter.allocate(), 100 + UInt16(packets.count), "the counter is shared transport-wide")
+        XCTAssertTrue(packets[0].packet.extensions.isOneByte)
+
+        // Ids above 14 need the two-byte form.
+        var wide = config
+        wide.extensionIds = RTPHeaderExtensionIds(absSendTime: 3, mid: 20)
+        let wideSender = try VideoSendPipeline(config: wide)
+        var first: RTPPacket?
+        try wideSender.send(source.render(frameNumber: 0, timestampMicros: 0), now: .zero) { if first == nil { first = try RTPPacket(parsing: $0) } }
+        let p = try XCTUnwrap(first)
+        XCTAssertTrue(p.extensions.isTwoByte)
+        XCTAssertEqual(try MidExtension.decode(XCTUnwrap(p.extensions.value(id: 20))), "v1")
+        XCTAssertEqual(p.extensions.value(id: 3)?.count, 3)
+        wide.extensionIds = RTPHeaderExtensionIds(mid: 0)
+        XCTAssertThrowsError(try VideoSendPipeline(config: wide), "id 0 is reserved")
     }
 
     func testKeyframeOnRequestAndRuntimeRateChanges() throws {
