@@ -321,3 +321,58 @@ final class VideoPipelineTests: XCTestCase {
         XCTAssertNil(sender.sentPacket(sequence: 10))
     }
 }
+
+final class VideoPipelineTransformTests: XCTestCase {
+    func testFramesPassThroughATransformBetweenEncoderAndPacketizer() throws {
+        let out = XORTransform(key: 0xA5, clearBytes: 10), back = XORTransform(key: 0xA5, clearBytes: 10)
+        let link = try VideoLink(path: SeededLossyPath(seed: 4, lossProbability: 0, maxJitter: .milliseconds(3)),
+                                 sendTransform: out, receiveTransform: back)
+        try link.run(frames: 0..<20)
+        XCTAssertEqual(link.decodedCounters, Array(0..<20))
+        XCTAssertEqual(out.calls, 20); XCTAssertEqual(back.calls, 20)
+        XCTAssertEqual(link.receiver.stats.decodeErrors, 0)
+
+        // What travels is the transformed frame: the plain pipeline's first keyframe differs past the clear header.
+        let plain = try VideoLink(path: SeededLossyPath(seed: 4, lossProbability: 0))
+        try plain.run(frames: 0..<1, drain: .zero)
+        let a = try VP8PayloadDescriptor.parse(link.sentPackets[0].payload).1
+        let b = try VP8PayloadDescriptor.parse(plain.sentPackets[0].payload).1
+        XCTAssertEqual(Array(a.prefix(10)), Array(b.prefix(10)), "the VP8 header stays readable")
+        XCTAssertEqual(Array(a.dropFirst(10).prefix(32)), b.dropFirst(10).prefix(32).map { $0 ^ 0xA5 })
+    }
+
+    func testAFrameTheTransformRejectsIsDroppedAndAKeyframeRequested() throws {
+        let link = try VideoLink(path: SeededLossyPath(seed: 4, lossProbability: 0),
+                                 sendTransform: XORTransform(key: 1, clearBytes: 10), receiveTransform: RejectingTransform())
+        try link.run(frames: 0..<5)
+        XCTAssertEqual(link.decodedCounters, [])
+        let s = link.receiver.stats
+        XCTAssertGreaterThan(s.transformErrors, 0)
+        XCTAssertGreaterThan(s.framesDropped, 0)
+        XCTAssertGreaterThan(link.keyframeRequests.count, 0)
+    }
+
+    func testRandomAndTruncatedPacketsNeverCrashTheReceivePipelines() throws {
+        let video = try VideoReceivePipeline(config: VideoReceiveConfig(payloadType: nil))
+        let audio = try AudioReceivePipeline(config: AudioReceiveConfig(payloadType: nil))
+        var random = PipelineRandom(seed: 99)
+        var pcm: [Int16] = []
+        var parsed = 0
+        for i in 0..<3000 {
+            let n = Int(random.next() % 200)
+            var bytes = (0..<n).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            if n > 0 { bytes[0] = 0x80 | (bytes[0] & 0x3F) }  // version 2 so most packets parse
+            guard let packet = try? RTPPacket(parsing: bytes) else { continue }
+            parsed += 1
+            let now = Instant(micros: Int64(i) * 5_000)
+            _ = video.receive(packet, now: now)
+            _ = video.poll(now: now)
+            audio.receive(packet, now: now)
+            if i % 4 == 0 { audio.pull(now: now, into: &pcm) }
+        }
+        XCTAssertGreaterThan(parsed, 700)
+        XCTAssertGreaterThanOrEqual(video.stats.packetsReceived + video.stats.packetsDiscarded, parsed, "every packet is counted")
+        XCTAssertGreaterThan(video.stats.packetsDiscarded, 0, "malformed VP8 payloads are discarded")
+        XCTAssertGreaterThan(audio.stats.packetsDiscarded, 0, "garbage is counted, not played")
+    }
+}
