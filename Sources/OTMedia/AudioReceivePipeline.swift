@@ -101,7 +101,10 @@ public final class AudioReceivePipeline {
             counters.packetsDiscarded += 1
             return nil
         }
-        if let s = ssrc, s != packet.ssrc { restart() }
+        if let s = ssrc, s != packet.ssrc {
+            restart()
+            rtpStats.rebase()
+        }
         ssrc = packet.ssrc
         rtpStats.record(packet, now: now)
         var payload: [UInt8]

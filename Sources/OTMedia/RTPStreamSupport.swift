@@ -180,6 +180,14 @@ public struct RTPReceiveStatistics: Sendable {
         return arrival
     }
 
+    /// Starts sequence tracking afresh (a new SSRC) while keeping the counters: the next packet counts as the first.
+    public mutating func rebase() {
+        expectedBeforeReset = expectedPackets
+        tracker = RTPSequenceTracker()
+        base = nil
+        last = nil
+    }
+
     /// Packets expected from the first to the highest sequence number seen.
     public var expectedPackets: Int64 {
         guard let b = base, let h = tracker.highest else { return expectedBeforeReset }

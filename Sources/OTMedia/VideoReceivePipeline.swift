@@ -144,7 +144,10 @@ public final class VideoReceivePipeline {
             counters.packetsDiscarded += 1
             return events
         }
-        if let s = ssrc, s != packet.ssrc { restart() }
+        if let s = ssrc, s != packet.ssrc {
+            restart()
+            rtpStats.rebase()
+        }
         ssrc = packet.ssrc
         if rtpStats.record(packet, now: now) == .duplicate {
             counters.packetsDiscarded += 1

@@ -219,6 +219,41 @@ final class VideoPipelineTests: XCTestCase {
         }
     }
 
+    func testAnOutageIsCountedAsAFreezeAndPlaybackResumes() throws {
+        let link = try VideoLink(path: SeededLossyPath(seed: 8, lossProbability: 0))
+        link.answerNACK = false
+        link.dropFrames = Set(20..<40)   // 660 ms without packets
+        try link.run(frames: 0..<70)
+        XCTAssertEqual(link.decodedCounters.prefix(20), ArraySlice(0..<20))
+        XCTAssertEqual(link.decodedCounters.last, 69)
+        let s = link.receiver.stats
+        XCTAssertEqual(s.freezeCount, 1)
+        XCTAssertGreaterThanOrEqual(s.totalFreezesDuration, 0.66)
+        XCTAssertLessThan(s.totalFreezesDuration, 1.5)
+        XCTAssertGreaterThanOrEqual(s.packetsLost, 20)
+    }
+
+    func testANewSSRCRestartsTheStreamWithoutCountingLoss() throws {
+        let receiver = try VideoReceivePipeline()
+        let source = try TestPatternSource(width: 160, height: 120)
+        var decoded: [UInt32] = []
+        for (ssrc, firstSeq) in [(UInt32(1), UInt16(100)), (2, 30_000)] {
+            let sender = try VideoSendPipeline(config: VideoSendConfig(ssrc: ssrc, encoder: VP8EncoderConfig(width: 160, height: 120, frameDropThreshold: 0),
+                                                                       initialSequenceNumber: firstSeq))
+            for k in 0..<5 {
+                let now = Instant(micros: Int64(k) * 33_333 + (ssrc == 2 ? 1_000_000 : 0))
+                try sender.send(source.render(frameNumber: UInt32(k), timestampMicros: now.micros), now: now) { bytes in
+                    for case .frame(let f) in receiver.receive(try RTPPacket(parsing: bytes), now: now) {
+                        decoded.append(TestPatternReader.read(f.frame)?.frameNumber ?? 999)
+                    }
+                }
+            }
+        }
+        XCTAssertEqual(decoded, [0, 1, 2, 3, 4, 0, 1, 2, 3, 4])
+        XCTAssertEqual(receiver.stats.packetsLost, 0)
+        XCTAssertEqual(receiver.stats.ssrc, 2)
+    }
+
     func testPacketsCarryTimestampsMarkersAndHeaderExtensions() throws {
         let ids = RTPHeaderExtensionIds(absSendTime: 3, transportSequenceNumber: 5, mid: 9)
         let counter = TransportSequenceCounter(start: 100)
