@@ -34,6 +34,8 @@ func runPipelineBenchmark(_ args: [String]) throws {
         print("video \(w)x\(h) @ \(kbps) kbit/s, \(frames) frames/round, \(fmt(packetsPerFrame)) packets/frame")
         print("  raw libvpx encode+decode  \(pad(fmt(median(raw)), 8)) fps")
         print("  send+receive pipelines    \(pad(fmt(median(pipe)), 8)) fps  [\(fmt(median(pipeWall))) wall]   allocs/packet \(fmt(allocsPerPacket, 2))")
+        let split = lastVideoAllocSplit, n = Double(frames) * packetsPerFrame
+        print("  allocs/packet by stage    send \(fmt(Double(split.send) / n, 2))  srtp \(fmt(Double(split.srtp) / n, 2))  receive \(fmt(Double(split.receive) / n, 2))")
         print("  ratio pipelines/raw       \(pad(fmt(median(pipe) / median(raw), 3), 8))\n")
     }
     var audio: [Double] = []
@@ -52,6 +54,7 @@ func videoPipelineRound(clip: SyntheticClip, kbps: Int, frames: Int) throws -> R
     let receiver = try VideoReceivePipeline()
     let (tx, rx) = try srtpPair(.aeadAes128Gcm)
     var packets = 0, decoded = 0, problems = 0
+    var receiveAllocs: UInt64 = 0, srtpAllocs: UInt64 = 0
     let a0 = allocations()
     let sw = Stopwatch()
     for i in 0..<frames {
@@ -60,21 +63,29 @@ func videoPipelineRound(clip: SyntheticClip, kbps: Int, frames: Int) throws -> R
         frame.timestampMicros = now.micros
         try sender.send(frame, now: now) { wire in
             packets += 1
+            let s0 = allocations()
             try tx.protectRTP(&wire)
             try rx.unprotectRTP(&wire)
+            let r0 = allocations()
+            srtpAllocs += r0 - s0
             for event in receiver.receive(try RTPPacket(parsing: wire[...]), now: now) {
                 switch event {
                 case .frame: decoded += 1
                 case .requestKeyframe, .nack: problems += 1
                 }
             }
+            receiveAllocs += allocations() - r0
         }
     }
     let t = sw.elapsed()
     let allocs = allocations() - a0
     guard problems == 0, decoded == frames else { throw BenchError("pipelines decoded \(decoded)/\(frames), \(problems) problems") }
+    lastVideoAllocSplit = (allocs - receiveAllocs - srtpAllocs, srtpAllocs, receiveAllocs)
     return RoundResult(wall: t.wall, cpu: t.cpu, allocs: allocs, packets: packets, bytes: 0)
 }
+
+/// Allocations of the last video round: send pipeline (with the encoder), SRTP, receive pipeline (with the decoder).
+nonisolated(unsafe) var lastVideoAllocSplit: (send: UInt64, srtp: UInt64, receive: UInt64) = (0, 0, 0)
 
 /// CPU seconds for `frames` 20 ms frames through the audio pipelines.
 func audioPipelineRound(frames: Int) throws -> Double {
