@@ -19,6 +19,7 @@ final class FrameConversionTests: XCTestCase {
         case .bgra: return [b, g, r, 255]
         case .argb: return [255, r, g, b]
         case .rgba: return [r, g, b, 255]
+        case .abgr: return [255, b, g, r]
         }
     }
 
