@@ -38,10 +38,7 @@ setup:
 header:
 	python3 tools/gen-header.py
 
-check-setup:
-	bash tools/setup.sh
-
-header:
+check-header:
 	python3 tools/gen-header.py --check
 
 install: lib

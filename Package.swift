@@ -22,6 +22,7 @@ let package = Package(
         .systemLibrary(name: "CVPX", pkgConfig: "vpx", providers: [.apt(["libvpx-dev"])]),
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         // Linux epoll/eventfd headers for the TCP event loop.
         .systemLibrary(name: "CEpoll"),
         // C functions Swift cannot call directly (variadic ctl functions, macros).
@@ -37,7 +38,8 @@ let package = Package(
         .target(name: "OTTransport", dependencies: ["OTWire", "COTShims", "CSRTP", "COpenSSL",
                                                   "CEpoll"]),
         // Frames, converters, codecs, jitter buffers, capturers, audio devices.
-        .target(name: "OTMedia", dependencies: ["OTWire", "COTShims", "COpus", "CVPX"]),
+        .target(name: "OTMedia", dependencies: ["OTWire", "COTShims", "COpus", "CVPX",
+                                               "CPNG"]),
         // The Swift API users import: Session, Publisher, Subscriber.
         .target(name: "OTSession", dependencies: ["OTTransport", "OTMedia", "OTWire"]),
         // The session server: REST API, WebSocket signaling, media router.
@@ -47,7 +49,9 @@ let package = Package(
 
         .executableTarget(name: "ot-server", dependencies: ["OTServer"]),
         .executableTarget(name: "ot-demo", dependencies: ["OTSession", "OTServer", "OTMedia"]),
-        .executableTarget(name: "ot-bench", dependencies: ["OTMedia", "OTTransport", "OTWire"]),
+        .target(name: "COTAllocCounter"),
+        .executableTarget(name: "ot-bench", dependencies: ["OTMedia", "OTTransport", "OTWire", "COTShims", "CVPX", "COpus", "CSRTP", "COTAllocCounter"]),
+        .executableTarget(name: "ot-fuzz-rtp-vp8", dependencies: ["OTWire"], path: "Fuzz/rtp_vp8"),
         .executableTarget(name: "ot-loadtest", dependencies: ["OTSession", "OTServer"]),
 
         .testTarget(name: "OTBaseTests", dependencies: ["OTBase"]),

@@ -9,7 +9,8 @@ fail() { echo "check-package: FAIL: $*" >&2; exit 1; }
 
 if ldd "$lib" | grep -q libswift; then fail "ldd lists Swift runtime libraries"; fi
 readelf -d "$lib" | grep -q 'SONAME.*libotsession.so.0' || fail "no SONAME libotsession.so.0"
-extra=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^ot_' | grep -v -e '^OTSESSION_0$' -e '^__dispatch_tsd$' || true)
+# Global (upper-case type letter) symbols other than ot_* and the version node.
+extra=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[BDGRSTVW]$/ {print $3}' | grep -v '^ot_' || true)
 [ -z "$extra" ] || fail "exports beyond ot_*: $extra"
 echo "check-package: $(nm -D --defined-only "$lib" | grep -c ' ot_') ot_* symbols exported, no libswift*"
 

@@ -47,6 +47,7 @@ def functions(emitted: str) -> str:
 def types() -> str:
     names = sorted(p.name for p in TYPES.glob("*.h"))
     names.remove("ot_types.h")
+    names.remove("COTABI.h")  # the Swift importer's umbrella header
     parts = []
     for name in ["ot_types.h"] + names:
         text = (TYPES / name).read_text()

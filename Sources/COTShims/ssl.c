@@ -10,3 +10,79 @@ int ot_dtls_get_timeout_usec(SSL *ssl, long long *usec) {
 }
 int ot_dtls_handle_timeout(SSL *ssl) { return (int)DTLSv1_handle_timeout(ssl); }
 size_t ot_bio_pending(BIO *bio) { return BIO_ctrl_pending(bio); }
+
+#include <openssl/evp.h>
+#include <openssl/ec.h>
+#include <openssl/x509.h>
+#include <string.h>
+#include <stdlib.h>
+
+EVP_PKEY *ot_ec_p256_keygen(void) { return EVP_EC_gen("P-256"); }
+
+int ot_ssl_ctx_dtls12_only(SSL_CTX *ctx) {
+    return SSL_CTX_set_min_proto_version(ctx, DTLS1_2_VERSION) == 1 && SSL_CTX_set_max_proto_version(ctx, DTLS1_2_VERSION) == 1;
+}
+
+/* A fixed short real-time timer for endpoints driven by a virtual clock (see ot_dtls_prepare). */
+static CRYPTO_ONCE ot_timer_once = CRYPTO_ONCE_STATIC_INIT;
+static int ot_timer_index = -1;
+static void ot_timer_init(void) { ot_timer_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL); }
+static unsigned int ot_dtls_timer_cb(SSL *s, unsigned int timer_us) {
+    (void)timer_us;
+    return (unsigned int)(size_t)SSL_get_ex_data(s, ot_timer_index);
+}
+
+static CRYPTO_ONCE ot_fp_once = CRYPTO_ONCE_STATIC_INIT;
+static int ot_fp_index = -1;
+static void ot_fp_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp) {
+    (void)parent; (void)ad; (void)idx; (void)argl; (void)argp;
+    free(ptr);
+}
+static void ot_fp_init(void) { ot_fp_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, ot_fp_free); }
+
+static int ot_verify_cb(int preverify_ok, X509_STORE_CTX *store) {
+    (void)preverify_ok;
+    SSL *ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx());
+    if (ssl == NULL) return 0;
+    if (X509_STORE_CTX_get_error_depth(store) != 0) return 1;  /* self-signed: only the leaf matters */
+    const unsigned char *expected = ot_fp_index >= 0 ? SSL_get_ex_data(ssl, ot_fp_index) : NULL;
+    if (expected == NULL) return 1;  /* checked after the handshake */
+    X509 *cert = X509_STORE_CTX_get_current_cert(store);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (cert == NULL || X509_digest(cert, EVP_sha256(), md, &len) != 1 || len != 32) return 0;
+    if (memcmp(md, expected, 32) != 0) {
+        X509_STORE_CTX_set_error(store, X509_V_ERR_CERT_SIGNATURE_FAILURE);
+        return 0;
+    }
+    return 1;
+}
+
+int ot_dtls_prepare(SSL *ssl, unsigned int fixed_timer_us) {
+    if (!CRYPTO_THREAD_run_once(&ot_fp_once, ot_fp_init) || ot_fp_index < 0) return 0;
+    if (fixed_timer_us > 0) {
+        if (!CRYPTO_THREAD_run_once(&ot_timer_once, ot_timer_init) || ot_timer_index < 0) return 0;
+        if (!SSL_set_ex_data(ssl, ot_timer_index, (void *)(size_t)fixed_timer_us)) return 0;
+        DTLS_set_timer_cb(ssl, ot_dtls_timer_cb);
+    }
+    SSL_set_verify(ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, ot_verify_cb);
+    return 1;
+}
+
+int ot_dtls_expect_peer_sha256(SSL *ssl, const unsigned char *sha256) {
+    if (!CRYPTO_THREAD_run_once(&ot_fp_once, ot_fp_init) || ot_fp_index < 0) return 0;
+    unsigned char *copy = malloc(32);
+    if (copy == NULL) return 0;
+    memcpy(copy, sha256, 32);
+    free(SSL_get_ex_data(ssl, ot_fp_index));
+    return SSL_set_ex_data(ssl, ot_fp_index, copy);
+}
+
+int ot_ssl_peer_cert_sha256(SSL *ssl, unsigned char *out) {
+    X509 *cert = SSL_get1_peer_certificate(ssl);
+    if (cert == NULL) return 0;
+    unsigned int len = 0;
+    int ok = X509_digest(cert, EVP_sha256(), out, &len) == 1 && len == 32;
+    X509_free(cert);
+    return ok;
+}

@@ -14,9 +14,11 @@ from typing import Callable, Optional
 
 from ._errors import ErrorCode, OTError, check, status_message
 from ._lib import LibraryNotFound, lib
+from .session import Capabilities, Connection, Role, Server, Session, SessionStatus, Stream, VideoType, token
 
 __all__ = ["version", "ErrorCode", "OTError", "LibraryNotFound", "LogLevel", "set_log_level",
-           "set_log_callback", "status_message"]
+           "set_log_callback", "status_message", "Server", "Session", "SessionStatus", "Role", "Stream",
+           "Connection", "Capabilities", "VideoType", "token"]
 
 
 def version() -> str:

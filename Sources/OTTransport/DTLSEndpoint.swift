@@ -1,0 +1,368 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import COTShims
+import COpenSSL
+import OTBase
+import OTWire
+
+/// An ECDSA P-256 key and self-signed certificate for DTLS, with its SHA-256 fingerprint for SDP.
+public final class DTLSCertificate: @unchecked Sendable {
+    let key: OpaquePointer
+    let x509: OpaquePointer
+    public let fingerprint: SDPFingerprint
+
+    /// Generates a fresh key and a certificate valid for 30 days.
+    public init(commonName: String = "libotsession") throws {
+        guard let key = ot_ec_p256_keygen() else { throw OTError(.internalError, "DTLS: EC P-256 key generation failed") }
+        guard let x = X509_new() else { EVP_PKEY_free(key); throw OTError(.internalError, "DTLS: X509_new failed") }
+        var ok = X509_set_version(x, 2) == 1
+        var serial = UInt64.random(in: 1 ... UInt64(Int64.max))
+        ok = ok && ASN1_INTEGER_set_uint64(X509_get_serialNumber(x), serial) == 1
+        serial = 0
+        ok = ok && X509_gmtime_adj(X509_getm_notBefore(x), -86400) != nil
+        ok = ok && X509_gmtime_adj(X509_getm_notAfter(x), 30 * 86400) != nil
+        ok = ok && X509_set_pubkey(x, key) == 1
+        if let name = X509_get_subject_name(x) {
+            ok = ok && X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, commonName, -1, -1, 0) == 1
+            ok = ok && X509_set_issuer_name(x, name) == 1
+        } else { ok = false }
+        ok = ok && X509_sign(x, key, EVP_sha256()) > 0
+        var md = [UInt8](repeating: 0, count: 32)
+        var len: UInt32 = 0
+        ok = ok && X509_digest(x, EVP_sha256(), &md, &len) == 1 && len == 32
+        guard ok else { X509_free(x); EVP_PKEY_free(key); throw OTError(.internalError, "DTLS: self-signed certificate creation failed") }
+        self.key = key
+        self.x509 = x
+        fingerprint = SDPFingerprint(algorithm: "sha-256", bytes: md)
+    }
+
+    deinit {
+        X509_free(x509)
+        EVP_PKEY_free(key)
+    }
+}
+
+/// SRTP master keys and salts exported from DTLS (RFC 5764 §4.2), split into what this side sends with and receives with.
+public struct SRTPKeyingMaterial: Sendable, Equatable {
+    public var profile: SRTPProfile
+    public var localKey: [UInt8]
+    public var localSalt: [UInt8]
+    public var remoteKey: [UInt8]
+    public var remoteSalt: [UInt8]
+}
+
+/// What the DTLS endpoint reports.
+public enum DTLSEvent: Sendable, Equatable {
+    /// Handshake done, peer fingerprint checked; SRTP keys when use_srtp was negotiated.
+    case connected(SRTPKeyingMaterial?)
+    /// The handshake or connection failed (fingerprint mismatch: `.connectionRefused`; timeout: `.connectionTimedOut`).
+    case failed(OTError)
+    case applicationData([UInt8])
+    /// The peer sent close_notify.
+    case closed
+}
+
+/// A sans-IO DTLS 1.2 endpoint on OpenSSL memory BIOs: datagrams and time in, datagrams, events and the next
+/// retransmission deadline out. OpenSSL itself builds retransmitted flights (fresh record numbers), since a
+/// DTLS peer may drop a repeated record it already saw.
+public final class DTLSEndpoint {
+    public enum Role: Sendable { case client, server }
+
+    /// Which clock drives retransmissions.
+    public enum TimerMode: Sendable {
+        /// The caller's `now` is the real monotonic clock: OpenSSL's timer (1 s, doubling) is used as is.
+        case wallClock
+        /// The caller's `now` is virtual (tests): this endpoint schedules retransmissions at `initialRTO`, doubling,
+        /// on the virtual clock, and arms OpenSSL's timer with `realTimer` of real time so it is due by then
+        /// (waiting out at most that much real time when a retransmission comes due sooner).
+        case virtualClock(realTimer: Duration)
+    }
+
+    public let role: Role
+    public private(set) var isConnected = false
+    public private(set) var isFailed = false
+    public private(set) var keyingMaterial: SRTPKeyingMaterial?
+    /// Initial retransmission timeout (RFC 6347: 1 s), doubled per retransmission up to `maxRTO`.
+    public var initialRTO: Duration = .seconds(1)
+    public var maxRTO: Duration = .seconds(8)
+    /// Retransmissions of one flight before the handshake fails.
+    public var maxRetransmissions = 8
+
+    private let ctx: OpaquePointer
+    private let ssl: OpaquePointer
+    private let rbio: OpaquePointer
+    private let wbio: OpaquePointer
+    private let certificate: DTLSCertificate
+    private var remoteFingerprint: SDPFingerprint?
+    private var started = false
+    private let timerMode: TimerMode
+    private var retransmitAt: Instant?
+    private var rto: Duration = .seconds(1)
+    private var retransmissions = 0
+    private var transmits = FIFO<[UInt8]>()
+    private var events = FIFO<DTLSEvent>()
+    private var readBuffer = [UInt8](repeating: 0, count: 2048)
+    private var closed = false
+    private let mtu: Int
+
+    /// - Parameters:
+    ///   - remoteFingerprint: from the remote SDP; may be set later with `setRemoteFingerprint` (checked at handshake end).
+    ///   - mtu: largest datagram OpenSSL may write.
+    ///   - srtpProfiles: offered/accepted use_srtp profiles in preference order.
+    public init(role: Role, certificate: DTLSCertificate, remoteFingerprint: SDPFingerprint? = nil, mtu: Int = 1200,
+                srtpProfiles: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmHmacSha1_80], timerMode: TimerMode = .wallClock) throws {
+        self.role = role
+        self.timerMode = timerMode
+        self.certificate = certificate
+        self.mtu = mtu
+        guard let ctx = SSL_CTX_new(DTLS_method()) else { throw OTError(.internalError, "DTLS: SSL_CTX_new failed") }
+        self.ctx = ctx
+        guard ot_ssl_ctx_dtls12_only(ctx) == 1,
+              SSL_CTX_use_certificate(ctx, certificate.x509) == 1,
+              SSL_CTX_use_PrivateKey(ctx, certificate.key) == 1,
+              SSL_CTX_set_tlsext_use_srtp(ctx, srtpProfiles.map(\.openSSLName).joined(separator: ":")) == 0,
+              SSL_CTX_set_cipher_list(ctx, "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-SHA") == 1,
+              let ssl = SSL_new(ctx) else {
+            SSL_CTX_free(ctx)
+            throw OTError(.internalError, "DTLS: context setup failed")
+        }
+        self.ssl = ssl
+        guard let r = BIO_new(BIO_s_mem()), let w = BIO_new(BIO_s_mem()) else {
+            SSL_free(ssl); SSL_CTX_free(ctx)
+            throw OTError(.internalError, "DTLS: BIO_new failed")
+        }
+        rbio = r; wbio = w
+        _ = ot_bio_set_mem_eof_return(r, -1)
+        _ = ot_bio_set_mem_eof_return(w, -1)
+        SSL_set_bio(ssl, r, w)
+        _ = SSL_set_options(ssl, UInt64(1) << 12)  // SSL_OP_NO_QUERY_MTU (a macro Swift cannot import)
+        _ = ot_ssl_set_mtu(ssl, mtu)
+        var realTimerUS: UInt32 = 0
+        if case .virtualClock(let real) = timerMode { realTimerUS = UInt32(clamping: max(real.microseconds, 16_000)) }
+        guard ot_dtls_prepare(ssl, realTimerUS) == 1 else {
+            SSL_free(ssl); SSL_CTX_free(ctx)
+            throw OTError(.internalError, "DTLS: setup failed")
+        }
+        if role == .client { SSL_set_connect_state(ssl) } else { SSL_set_accept_state(ssl) }
+        if let fp = remoteFingerprint { setRemoteFingerprint(fp) }
+    }
+
+    deinit {
+        SSL_free(ssl)  // frees both BIOs
+        SSL_CTX_free(ctx)
+    }
+
+    /// Sets the fingerprint the peer's certificate must match (sha-256 only).
+    public func setRemoteFingerprint(_ fp: SDPFingerprint) {
+        remoteFingerprint = fp
+        if fp.algorithm == "sha-256" && fp.bytes.count == 32 { _ = fp.bytes.withUnsafeBufferPointer { ot_dtls_expect_peer_sha256(ssl, $0.baseAddress) } }
+    }
+
+    /// Begins the handshake: the client sends its ClientHello; the server waits for one.
+    public func start(now: Instant) {
+        guard !started else { return }
+        started = true
+        drive(now: now)
+    }
+
+    /// Feeds one received DTLS datagram.
+    public func handleReceive(_ datagram: [UInt8], now: Instant) {
+        guard !isFailed, !datagram.isEmpty else { return }
+        started = true
+        _ = datagram.withUnsafeBufferPointer { BIO_write(rbio, $0.baseAddress, Int32($0.count)) }
+        drive(now: now)
+    }
+
+    /// Sends application data (after `connected`).
+    public func send(_ data: [UInt8]) throws {
+        guard isConnected, !isFailed, !closed else { throw OTError(.illegalState, "DTLS: not connected") }
+        let n = data.withUnsafeBufferPointer { SSL_write(ssl, $0.baseAddress, Int32($0.count)) }
+        guard n == Int32(data.count) else { throw OTError(.internalError, "DTLS: SSL_write failed") }
+        collectOutput()
+    }
+
+    /// Sends close_notify.
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        _ = SSL_shutdown(ssl)
+        collectOutput()
+    }
+
+    /// Runs the retransmission timer.
+    public func handleTimeout(now: Instant) {
+        guard let at = retransmitAt, at <= now, !isFailed else { return }
+        retransmissions += 1
+        if retransmissions > maxRetransmissions {
+            fail(OTError(.connectionTimedOut, "DTLS: handshake timed out after \(maxRetransmissions) retransmissions"))
+            return
+        }
+        if case .virtualClock = timerMode {
+            // OpenSSL's real-time timer is short; wait out what is left of it (bounded by `realTimer`).
+            var usec: Int64 = 0
+            var waits = 0
+            while ot_dtls_get_timeout_usec(ssl, &usec) == 1 && usec > 0 && waits < 100 {
+                waits += 1
+                usleep(UInt32(clamping: min(usec, 100_000)))
+            }
+        }
+        if ot_dtls_handle_timeout(ssl) < 0 {
+            _ = collectOutput()
+            fail(OTError(.connectionTimedOut, "DTLS: handshake timed out (\(openSSLErrorString()))"))
+            return
+        }
+        _ = collectOutput()
+        rto = min(rto * 2, maxRTO)
+        scheduleTimer(now: now, newFlight: false)
+    }
+
+    private func scheduleTimer(now: Instant, newFlight: Bool) {
+        var usec: Int64 = 0
+        guard !isConnected, !isFailed, ot_dtls_get_timeout_usec(ssl, &usec) == 1 else { retransmitAt = nil; return }
+        switch timerMode {
+        case .wallClock: retransmitAt = now + .microseconds(usec)
+        case .virtualClock: if newFlight || retransmitAt == nil || retransmitAt.map({ $0 <= now }) == true { retransmitAt = now + rto }
+        }
+    }
+
+    public func pollTransmit() -> [UInt8]? { transmits.pop() }
+    public func pollEvent() -> DTLSEvent? { events.pop() }
+    public func pollTimeout() -> Instant? { retransmitAt }
+
+    // MARK: internals
+
+    private func fail(_ e: OTError) {
+        guard !isFailed else { return }
+        isFailed = true
+        retransmitAt = nil
+        events.push(.failed(e))
+    }
+
+    private func sslError(_ ret: Int32) -> Int32 { SSL_get_error(ssl, ret) }
+
+    private func drive(now: Instant) {
+        if !isConnected {
+            let ret = SSL_do_handshake(ssl)
+            if ret == 1 {
+                collectOutput()
+                retransmitAt = nil
+                finishHandshake()
+            } else {
+                let err = sslError(ret)
+                let flight = collectOutput()
+                if err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE {
+                    let reason = openSSLErrorString()
+                    if reason.contains("certificate") || reason.contains("verify") {
+                        fail(OTError(.connectionRefused, "DTLS: remote certificate does not match the SDP fingerprint (\(reason))"))
+                    } else {
+                        fail(OTError(.connectionFailed, "DTLS: handshake failed (\(reason))"))
+                    }
+                    return
+                }
+                if !flight.isEmpty {
+                    rto = initialRTO
+                    retransmissions = 0
+                }
+                scheduleTimer(now: now, newFlight: !flight.isEmpty)
+            }
+        }
+        guard isConnected else { return }
+        readApplicationData()
+    }
+
+    private func readApplicationData() {
+        while true {
+            let n = readBuffer.withUnsafeMutableBufferPointer { SSL_read(ssl, $0.baseAddress, Int32($0.count)) }
+            if n > 0 {
+                events.push(.applicationData(Array(readBuffer[0..<Int(n)])))
+                continue
+            }
+            let err = sslError(n)
+            if err == SSL_ERROR_ZERO_RETURN {
+                if !closed { closed = true; events.push(.closed) }
+            } else if err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE {
+                ERR_clear_error()
+            }
+            break
+        }
+        collectOutput()  // e.g. our final flight again, when the peer repeated its own
+    }
+
+    private func finishHandshake() {
+        var md = [UInt8](repeating: 0, count: 32)
+        guard ot_ssl_peer_cert_sha256(ssl, &md) == 1 else {
+            fail(OTError(.connectionRefused, "DTLS: the peer sent no certificate"))
+            return
+        }
+        if let fp = remoteFingerprint, fp.bytes != md {
+            close()
+            fail(OTError(.connectionRefused, "DTLS: remote certificate does not match the SDP fingerprint"))
+            return
+        }
+        isConnected = true
+        var material: SRTPKeyingMaterial?
+        if let p = SSL_get_selected_srtp_profile(ssl), let profile = SRTPProfile(rawValue: UInt16(truncatingIfNeeded: p.pointee.id)) {
+            let kl = profile.keyLength, sl = profile.saltLength
+            var out = [UInt8](repeating: 0, count: 2 * (kl + sl))
+            let label = "EXTRACTOR-dtls_srtp"
+            let ok = out.withUnsafeMutableBufferPointer { o in
+                SSL_export_keying_material(ssl, o.baseAddress, o.count, label, label.utf8.count, nil, 0, 0)
+            }
+            if ok == 1 {
+                let clientKey = Array(out[0..<kl]), serverKey = Array(out[kl..<2 * kl])
+                let clientSalt = Array(out[2 * kl..<2 * kl + sl]), serverSalt = Array(out[2 * kl + sl..<2 * kl + 2 * sl])
+                material = role == .client
+                    ? SRTPKeyingMaterial(profile: profile, localKey: clientKey, localSalt: clientSalt, remoteKey: serverKey, remoteSalt: serverSalt)
+                    : SRTPKeyingMaterial(profile: profile, localKey: serverKey, localSalt: serverSalt, remoteKey: clientKey, remoteSalt: clientSalt)
+            }
+        }
+        keyingMaterial = material
+        events.push(.connected(material))
+    }
+
+    /// Moves every datagram OpenSSL wrote into the transmit queue; returns them.
+    @discardableResult
+    private func collectOutput() -> [[UInt8]] {
+        var all: [UInt8] = []
+        while ot_bio_pending(wbio) > 0 {
+            let n = Int(ot_bio_pending(wbio))
+            var buf = [UInt8](repeating: 0, count: n)
+            let r = buf.withUnsafeMutableBufferPointer { BIO_read(wbio, $0.baseAddress, Int32(n)) }
+            guard r > 0 else { break }
+            all.append(contentsOf: buf[0..<Int(r)])
+        }
+        let out = Self.packRecords(all, mtu: mtu)
+        transmits.push(contentsOf: out)
+        return out
+    }
+
+    /// A memory BIO joins the datagrams OpenSSL wrote; split them back at record boundaries and pack whole
+    /// records into datagrams of at most `mtu` bytes (OpenSSL already sized each record for the MTU).
+    static func packRecords(_ bytes: [UInt8], mtu: Int) -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        var current: [UInt8] = []
+        var i = 0
+        while i < bytes.count {
+            guard i + 13 <= bytes.count else { break }
+            let end = min(bytes.count, i + 13 + (Int(bytes[i + 11]) << 8 | Int(bytes[i + 12])))
+            if !current.isEmpty && current.count + (end - i) > mtu { out.append(current); current = [] }
+            current.append(contentsOf: bytes[i..<end])
+            i = end
+        }
+        if !current.isEmpty { out.append(current) }
+        return out
+    }
+
+    private func openSSLErrorString() -> String {
+        var parts: [String] = []
+        while true {
+            let e = ERR_get_error()
+            if e == 0 { break }
+            var buf = [CChar](repeating: 0, count: 256)
+            ERR_error_string_n(e, &buf, 256)
+            parts.append(String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        return parts.isEmpty ? "unknown error" : parts.joined(separator: "; ")
+    }
+}

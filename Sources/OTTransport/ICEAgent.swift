@@ -1,0 +1,557 @@
+import OTBase
+import OTWire
+
+/// Which side decides the nomination (RFC 8445 §6.1.1).
+public enum ICERole: Sendable, Equatable { case controlling, controlled }
+
+/// The connection state users observe.
+public enum ICEConnectionState: Sendable, Equatable {
+    case new, checking, connected, disconnected, failed
+}
+
+/// A datagram the agent wants sent from the local socket `source` (a candidate's base) to `destination`.
+public struct ICETransmit: Sendable, Equatable {
+    public var source: TransportAddress
+    public var destination: TransportAddress
+    public var bytes: [UInt8]
+}
+
+/// What the agent reports.
+public enum ICEEvent: Sendable, Equatable {
+    case stateChanged(ICEConnectionState)
+    /// The pair media should use from now on.
+    case selectedPairChanged(local: SDPCandidate, remote: SDPCandidate)
+    case roleChanged(ICERole)
+    /// A server-reflexive candidate was gathered: signal it to the peer (it is not paired itself; its base is).
+    case localCandidate(SDPCandidate)
+}
+
+/// Settings of an ICE agent. Durations are the engine's timers; tests may shorten them.
+public struct ICEConfig: Sendable {
+    public var role: ICERole
+    /// ICE-lite (RFC 8445 §2.5): answers checks, never sends them; always controlled.
+    public var lite = false
+    /// Relay-only transport policy: local candidates other than relayed ones are not used.
+    public var relayOnly = false
+    public var localUfrag: String
+    public var localPwd: String
+    public var tieBreaker: UInt64
+    /// Seed for transaction IDs and timer jitter.
+    public var seed: UInt64
+    /// Pacing between new checks (Ta).
+    public var pacing: Duration = .milliseconds(50)
+    /// First retransmission timeout of a check; doubles up to `maxRTO`.
+    public var initialRTO: Duration = .milliseconds(250)
+    public var maxRTO: Duration = .milliseconds(1600)
+    /// Transmissions of one check before its pair fails (Rc).
+    public var maxTransmissions = 7
+    /// How long the controlling agent waits after the first valid pair for better ones before nominating.
+    public var nominationDelay: Duration = .milliseconds(150)
+    /// RFC 7675 consent: request interval (randomized ±20 %), and when missing responses mean disconnected / failed.
+    public var consentInterval: Duration = .seconds(5)
+    public var disconnectedTimeout: Duration = .seconds(10)
+    public var consentTimeout: Duration = .seconds(30)
+
+    public init(role: ICERole, localUfrag: String, localPwd: String, tieBreaker: UInt64, seed: UInt64, lite: Bool = false) {
+        self.role = lite ? .controlled : role
+        self.localUfrag = localUfrag; self.localPwd = localPwd
+        self.tieBreaker = tieBreaker; self.seed = seed; self.lite = lite
+    }
+
+    /// Random credentials of RFC 8445 length (ufrag 8, pwd 24 characters from the ice-char set).
+    public static func randomCredentials<G: RandomNumberGenerator>(using g: inout G) -> (ufrag: String, pwd: String) {
+        let chars = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+        func s(_ n: Int) -> String { String((0..<n).map { _ in chars[Int.random(in: 0..<chars.count, using: &g)] }) }
+        return (s(8), s(24))
+    }
+}
+
+/// A sans-IO ICE agent (RFC 8445) for one component (rtcp-mux, BUNDLE), with trickle, consent freshness
+/// (RFC 7675), ICE restart, and an ICE-lite mode. Feed it datagrams and time; drain transmits, events and the next deadline.
+public final class ICEAgent {
+    public enum PairState: Sendable { case frozen, waiting, inProgress, succeeded, failed }
+
+    struct Pair {
+        var local: Int
+        var remote: Int
+        var priority: UInt64
+        var state: PairState
+        var foundation: String
+        var nominated = false
+        /// A USE-CANDIDATE check was requested for this pair (controlling) or received (controlled).
+        var nominateOnSuccess = false
+    }
+
+    struct Transaction {
+        var pair: Int
+        var bytes: [UInt8]
+        var source: TransportAddress
+        var destination: TransportAddress
+        var transmissions: Int
+        var rto: Duration
+        var retransmitAt: Instant
+        var consent: Bool
+        var useCandidate: Bool
+        var role: ICERole
+        /// For a Binding request to a STUN server: the local socket whose reflexive address we ask for.
+        var gatherBase: TransportAddress?
+    }
+
+    public private(set) var config: ICEConfig
+    public private(set) var state: ICEConnectionState = .new
+    public private(set) var localCandidates: [SDPCandidate] = []
+    public private(set) var remoteCandidates: [SDPCandidate] = []
+    public private(set) var remoteUfrag: String?
+    private var remotePwd: String?
+    /// The remote side is ICE-lite (`a=ice-lite`): a full agent then takes the controlling role.
+    public var remoteIsLite = false {
+        didSet { if remoteIsLite && !config.lite { switchRole(to: .controlling) } }
+    }
+    private var pairs: [Pair] = []
+    private var triggered: [Int] = []
+    private var transactions: [STUNTransactionID: Transaction] = [:]
+    private var nextCheckAt: Instant?
+    private var nominationAt: Instant?
+    private var selected: (local: SDPCandidate, remote: SDPCandidate)?
+    private var selectedPairIndex: Int?
+    private var lastConsentAt: Instant?
+    private var nextConsentAt: Instant?
+    private var remoteCandidatesComplete = false
+    private var rng: SeededRandom
+    private var transmits = FIFO<ICETransmit>()
+    private var events = FIFO<ICEEvent>()
+    private var foundations: [String: String] = [:]
+    /// Server-reflexive candidates gathered from STUN servers (signalled, not paired).
+    public private(set) var serverReflexiveCandidates: [SDPCandidate] = []
+
+    public init(config: ICEConfig) {
+        self.config = config
+        rng = SeededRandom(seed: config.seed)
+    }
+
+    public var role: ICERole { config.role }
+    /// The pair media uses: the local candidate's base to send from, and the remote address.
+    public var selectedPair: (local: SDPCandidate, remote: SDPCandidate)? { selected }
+
+    // MARK: candidates and credentials
+
+    /// Adds a local host (or relayed) candidate bound at `address`; returns it for signalling (trickle).
+    @discardableResult
+    public func addLocalCandidate(_ address: TransportAddress, kind: SDPCandidate.Kind = .host, localPreference: UInt16? = nil) -> SDPCandidate? {
+        guard !config.relayOnly || kind == .relay else { return nil }
+        let key = "\(kind.rawValue) \(address.ip)"
+        let foundation = foundations[key] ?? String(foundations.count + 1)
+        foundations[key] = foundation
+        // IPv6 above IPv4, then in the order added.
+        let pref = localPreference ?? UInt16(max(0, (address.ip.isIPv6 ? 65535 : 32767) - localCandidates.count * 16))
+        let c = SDPCandidate(foundation: foundation, priority: SDPCandidate.priority(kind: kind, localPreference: pref),
+                             address: address, kind: kind)
+        if let existing = localCandidates.first(where: { $0.address == address }) { return existing }
+        localCandidates.append(c)
+        for r in remoteCandidates.indices { formPair(local: localCandidates.count - 1, remote: r) }
+        return c
+    }
+
+    /// Asks the STUN server `server` (RFC 8489 Binding, no credentials) for our address as seen from local socket `base`;
+    /// a different mapped address becomes a server-reflexive candidate (`.localCandidate` event).
+    public func gatherServerReflexive(server: TransportAddress, base: TransportAddress, now: Instant) {
+        guard !config.relayOnly, server.ip.isIPv6 == base.ip.isIPv6 else { return }
+        let id = STUNTransactionID.random(using: &rng)
+        let bytes = STUNMessage(method: .binding, messageClass: .request, transactionID: id).encode()
+        transactions[id] = Transaction(pair: -1, bytes: bytes, source: base, destination: server, transmissions: 1,
+                                       rto: config.initialRTO, retransmitAt: now + config.initialRTO, consent: false,
+                                       useCandidate: false, role: config.role, gatherBase: base)
+        transmits.push(ICETransmit(source: base, destination: server, bytes: bytes))
+    }
+
+    private func gathered(_ msg: STUNMessage, base: TransportAddress) {
+        guard msg.messageClass == .success, let mapped = msg.xorMappedAddress, mapped != base,
+              !serverReflexiveCandidates.contains(where: { $0.address == mapped }),
+              let baseCandidate = localCandidates.first(where: { $0.address == base }) else { return }
+        let key = "srflx \(mapped.ip)"
+        let foundation = foundations[key] ?? String(foundations.count + 1)
+        foundations[key] = foundation
+        let pref = UInt16((baseCandidate.priority >> 8) & 0xFFFF)
+        let c = SDPCandidate(foundation: foundation, priority: SDPCandidate.priority(kind: .srflx, localPreference: pref),
+                             address: mapped, kind: .srflx, relatedAddress: base)
+        serverReflexiveCandidates.append(c)
+        events.push(.localCandidate(c))
+    }
+
+    /// Sets the remote ufrag and password (from the remote description).
+    public func setRemoteCredentials(ufrag: String, pwd: String) {
+        remoteUfrag = ufrag
+        remotePwd = pwd
+    }
+
+    /// Adds a remote candidate (from SDP or trickled). UDP only; TCP candidates are ignored.
+    public func addRemoteCandidate(_ c: SDPCandidate) {
+        guard c.transport == "udp", c.component == 1 else { return }
+        if let i = remoteCandidates.firstIndex(where: { $0.address == c.address }) {
+            if remoteCandidates[i].kind == .prflx && c.kind != .prflx { remoteCandidates[i] = c }
+            return
+        }
+        remoteCandidates.append(c)
+        for l in localCandidates.indices { formPair(local: l, remote: remoteCandidates.count - 1) }
+    }
+
+    /// The remote side said it has no more candidates: a checklist with every pair failed now fails the agent.
+    public func endOfRemoteCandidates(now: Instant) {
+        remoteCandidatesComplete = true
+        checkFailure()
+    }
+
+    /// ICE restart (RFC 8445 §9): new local credentials; remote credentials and candidates must be set again.
+    /// Media keeps using the old selected pair until a new one is nominated.
+    public func restart(ufrag: String, pwd: String, now: Instant) {
+        config.localUfrag = ufrag
+        config.localPwd = pwd
+        remoteUfrag = nil
+        remotePwd = nil
+        remoteCandidates = []
+        remoteCandidatesComplete = false
+        pairs = []
+        triggered = []
+        transactions = [:]
+        nominationAt = nil
+        selectedPairIndex = nil
+        nextConsentAt = nil
+        lastConsentAt = nil
+        nextCheckAt = now
+        setState(.checking)
+    }
+
+    /// Removes a local candidate (its socket went away) and every pair using it.
+    public func removeLocalCandidate(_ address: TransportAddress) {
+        guard let i = localCandidates.firstIndex(where: { $0.address == address }) else { return }
+        localCandidates[i].priority = 0
+        for p in pairs.indices where pairs[p].local == i { pairs[p].state = .failed }
+        transactions = transactions.filter { $0.value.source != address }
+        serverReflexiveCandidates.removeAll { $0.relatedAddress == address }
+    }
+
+    private func pairPriority(_ l: SDPCandidate, _ r: SDPCandidate) -> UInt64 {
+        let (g, d) = config.role == .controlling ? (UInt64(l.priority), UInt64(r.priority)) : (UInt64(r.priority), UInt64(l.priority))
+        return (1 << 32) * min(g, d) + 2 * max(g, d) + (g > d ? 1 : 0)
+    }
+
+    @discardableResult
+    private func formPair(local l: Int, remote r: Int) -> Int? {
+        let lc = localCandidates[l], rc = remoteCandidates[r]
+        guard lc.address.ip.isIPv6 == rc.address.ip.isIPv6, lc.priority > 0 else { return nil }
+        if let i = pairs.firstIndex(where: { $0.local == l && $0.remote == r }) { return i }
+        guard pairs.count < 100 else { return nil }
+        let foundation = lc.foundation + "/" + rc.foundation
+        let sameFoundationActive = pairs.contains { $0.foundation == foundation && $0.state != .frozen }
+        pairs.append(Pair(local: l, remote: r, priority: pairPriority(lc, rc), state: sameFoundationActive ? .frozen : .waiting,
+                          foundation: foundation))
+        if nextCheckAt == nil { nextCheckAt = .zero }  // due at once
+        return pairs.count - 1
+    }
+
+    // MARK: input
+
+    /// Handles a datagram that arrived on local socket `local` from `from`. Returns false when it is not
+    /// STUN for this agent (the caller passes it on to DTLS/SRTP).
+    @discardableResult
+    public func handleReceive(_ bytes: [UInt8], from: TransportAddress, local: TransportAddress, now: Instant) -> Bool {
+        guard STUNMessage.isSTUN(bytes[...]), let msg = try? STUNMessage.parse(bytes),
+              msg.method == STUNMethod.binding.rawValue else { return false }
+        switch msg.messageClass {
+        case .request: handleRequest(msg, from: from, local: local, now: now)
+        case .success, .error: handleResponse(msg, from: from, local: local, now: now)
+        case .indication: break
+        }
+        return true
+    }
+
+    private func respond(_ m: STUNMessage, key: [UInt8]?, from local: TransportAddress, to: TransportAddress) {
+        transmits.push(ICETransmit(source: local, destination: to, bytes: m.encode(integrityKey: key)))
+    }
+
+    private func handleRequest(_ msg: STUNMessage, from: TransportAddress, local: TransportAddress, now: Instant) {
+        let key = Array(config.localPwd.utf8)
+        guard let user = msg.username, let colon = user.firstIndex(of: ":"), user[..<colon] == config.localUfrag else {
+            var e = STUNMessage(method: .binding, messageClass: .error, transactionID: msg.transactionID)
+            e.attributes = [.errorCode(code: STUNErrorCode.unauthorized, reason: "Unauthorized")]
+            respond(e, key: nil, from: local, to: from)
+            return
+        }
+        guard msg.verifyIntegrity(key: key) else {
+            var e = STUNMessage(method: .binding, messageClass: .error, transactionID: msg.transactionID)
+            e.attributes = [.errorCode(code: STUNErrorCode.unauthorized, reason: "Unauthorized")]
+            respond(e, key: nil, from: local, to: from)
+            return
+        }
+        guard let l = localCandidates.firstIndex(where: { $0.address == local }) else { return }
+
+        // Role conflict (RFC 8445 §7.3.1.1).
+        var theirControlling: UInt64?, theirControlled: UInt64?
+        for a in msg.attributes {
+            if case .iceControlling(let t) = a { theirControlling = t }
+            if case .iceControlled(let t) = a { theirControlled = t }
+        }
+        if config.role == .controlling, let t = theirControlling {
+            if config.tieBreaker >= t {
+                var e = STUNMessage(method: .binding, messageClass: .error, transactionID: msg.transactionID)
+                e.attributes = [.errorCode(code: STUNErrorCode.roleConflict, reason: "Role Conflict")]
+                respond(e, key: key, from: local, to: from)
+                return
+            }
+            switchRole(to: .controlled)
+        } else if config.role == .controlled, let t = theirControlled, !config.lite {
+            if config.tieBreaker >= t {
+                switchRole(to: .controlling)
+            } else {
+                var e = STUNMessage(method: .binding, messageClass: .error, transactionID: msg.transactionID)
+                e.attributes = [.errorCode(code: STUNErrorCode.roleConflict, reason: "Role Conflict")]
+                respond(e, key: key, from: local, to: from)
+                return
+            }
+        }
+
+        var ok = STUNMessage(method: .binding, messageClass: .success, transactionID: msg.transactionID)
+        ok.attributes = [.xorMappedAddress(from)]
+        respond(ok, key: key, from: local, to: from)
+        if state == .new { setState(.checking) }
+
+        // Peer-reflexive remote candidate for an unknown source.
+        var r = remoteCandidates.firstIndex { $0.address == from }
+        if r == nil {
+            let prio = msg.priority ?? SDPCandidate.priority(kind: .prflx, localPreference: 0)
+            remoteCandidates.append(SDPCandidate(foundation: "prflx\(remoteCandidates.count)", priority: prio, address: from, kind: .prflx))
+            r = remoteCandidates.count - 1
+        }
+        guard let r, let p = formPair(local: l, remote: r) else { return }
+        let useCandidate = msg.attribute(STUNAttributeType.useCandidate) != nil
+        if config.lite {
+            pairs[p].state = .succeeded
+            lastConsentAt = now
+            if useCandidate || selected == nil { pairs[p].nominated = true; select(p, now: now) }
+            return
+        }
+        if useCandidate && config.role == .controlled {
+            if pairs[p].state == .succeeded {
+                pairs[p].nominated = true
+                select(p, now: now)
+            } else {
+                pairs[p].nominateOnSuccess = true
+            }
+        }
+        switch pairs[p].state {
+        case .succeeded: break
+        case .inProgress:
+            break  // the outstanding check will complete
+        default:
+            pairs[p].state = .waiting
+            if !triggered.contains(p) { triggered.append(p) }
+            if nextCheckAt == nil { nextCheckAt = now }
+        }
+    }
+
+    private func switchRole(to r: ICERole) {
+        guard config.role != r else { return }
+        config.role = r
+        for i in pairs.indices { pairs[i].priority = pairPriority(localCandidates[pairs[i].local], remoteCandidates[pairs[i].remote]) }
+        events.push(.roleChanged(r))
+    }
+
+    private func handleResponse(_ msg: STUNMessage, from: TransportAddress, local: TransportAddress, now: Instant) {
+        guard let t = transactions[msg.transactionID] else { return }
+        if let base = t.gatherBase {
+            guard from == t.destination else { return }
+            transactions[msg.transactionID] = nil
+            gathered(msg, base: base)
+            return
+        }
+        guard let pwd = remotePwd, msg.verifyIntegrity(key: Array(pwd.utf8)) else { return }
+        transactions[msg.transactionID] = nil
+        let p = t.pair
+        guard p < pairs.count else { return }
+        if t.consent {
+            if msg.messageClass == .success, from == t.destination {
+                lastConsentAt = now
+                if state == .disconnected { setState(.connected) }
+            }
+            return
+        }
+        if msg.messageClass == .error {
+            if msg.errorCode?.code == STUNErrorCode.roleConflict {
+                if config.role == t.role { switchRole(to: t.role == .controlling ? .controlled : .controlling) }
+                pairs[p].state = .waiting
+                triggered.append(p)
+            } else {
+                pairs[p].state = .failed
+                checkFailure()
+            }
+            return
+        }
+        // Non-symmetric responses fail the pair (RFC 8445 §7.2.5.2.1).
+        guard from == t.destination, local == t.source else { pairs[p].state = .failed; checkFailure(); return }
+        pairs[p].state = .succeeded
+        lastConsentAt = now
+        // Unfreeze pairs with the same foundation.
+        for i in pairs.indices where pairs[i].state == .frozen && pairs[i].foundation == pairs[p].foundation { pairs[i].state = .waiting }
+        if config.role == .controlling {
+            if t.useCandidate {
+                pairs[p].nominated = true
+                select(p, now: now)
+            } else if selectedPairIndex == nil {
+                // Nominate at once when no better pair can still succeed; otherwise give them `nominationDelay`.
+                let betterPending = pairs.contains {
+                    $0.priority > pairs[p].priority && ($0.state == .waiting || $0.state == .inProgress || $0.state == .frozen)
+                }
+                if !betterPending || remoteIsLite {
+                    nominationAt = now
+                } else if nominationAt == nil {
+                    nominationAt = now + config.nominationDelay
+                }
+            }
+        } else if pairs[p].nominateOnSuccess {
+            pairs[p].nominated = true
+            select(p, now: now)
+        }
+    }
+
+    private func select(_ p: Int, now: Instant) {
+        if let cur = selectedPairIndex, cur != p, pairs[cur].nominated, pairs[cur].priority > pairs[p].priority, config.role == .controlling { return }
+        let lc = localCandidates[pairs[p].local], rc = remoteCandidates[pairs[p].remote]
+        let changed = selected.map { $0.local.address != lc.address || $0.remote.address != rc.address } ?? true
+        selectedPairIndex = p
+        selected = (lc, rc)
+        lastConsentAt = now
+        if nextConsentAt == nil && !config.lite { nextConsentAt = now + jittered(config.consentInterval) }
+        if changed { events.push(.selectedPairChanged(local: lc, remote: rc)) }
+        setState(.connected)
+    }
+
+    private func jittered(_ d: Duration) -> Duration {
+        .microseconds(Int64(Double(d.microseconds) * (0.8 + 0.4 * rng.unit())))
+    }
+
+    private func setState(_ s: ICEConnectionState) {
+        guard s != state else { return }
+        state = s
+        events.push(.stateChanged(s))
+    }
+
+    private func checkFailure() {
+        guard selectedPairIndex == nil, remoteCandidatesComplete, !pairs.isEmpty,
+              pairs.allSatisfy({ $0.state == .failed }), state != .failed else { return }
+        setState(.failed)
+    }
+
+    // MARK: timers
+
+    /// Runs timers due at `now`: retransmissions, new checks, nomination, consent.
+    public func handleTimeout(now: Instant) {
+        for (id, t) in transactions where t.retransmitAt <= now {
+            if t.consent || t.transmissions >= config.maxTransmissions {
+                transactions[id] = nil
+                if !t.consent, t.pair >= 0, t.pair < pairs.count, pairs[t.pair].state == .inProgress {
+                    pairs[t.pair].state = .failed
+                    checkFailure()
+                }
+                continue
+            }
+            var u = t
+            u.transmissions += 1
+            u.rto = min(u.rto * 2, config.maxRTO)
+            u.retransmitAt = now + u.rto
+            transactions[id] = u
+            transmits.push(ICETransmit(source: t.source, destination: t.destination, bytes: t.bytes))
+        }
+        guard !config.lite else {
+            if selectedPairIndex != nil, let last = lastConsentAt {
+                if now - last >= config.consentTimeout { setState(.failed) } else if now - last >= config.disconnectedTimeout { setState(.disconnected) }
+            }
+            return
+        }
+        let nominationDue = nominationAt.map { $0 <= now } ?? false
+        if nominationDue { nominationAt = nil }
+        if nominationDue, config.role == .controlling, selectedPairIndex == nil {
+            let best = pairs.indices.filter { pairs[$0].state == .succeeded }.max { pairs[$0].priority < pairs[$1].priority }
+            if let best { sendCheck(best, useCandidate: true, now: now) }
+        }
+        if let at = nextCheckAt, at <= now, remotePwd != nil {
+            if let p = nextPairToCheck() {
+                let nominate = config.role == .controlling && (pairs[p].nominateOnSuccess || remoteIsLite)
+                sendCheck(p, useCandidate: nominate, now: now)
+                nextCheckAt = now + config.pacing
+            } else {
+                nextCheckAt = nil
+            }
+        }
+        if let last = lastConsentAt, selectedPairIndex != nil {
+            if now - last >= config.consentTimeout {
+                setState(.failed)
+            } else if now - last >= config.disconnectedTimeout, state == .connected {
+                setState(.disconnected)
+            }
+        }
+        if let at = nextConsentAt, at <= now, let p = selectedPairIndex, state != .failed {
+            nextConsentAt = now + jittered(config.consentInterval)
+            sendRequest(p, useCandidate: false, consent: true, now: now)
+        }
+    }
+
+    private func nextPairToCheck() -> Int? {
+        while let p = triggered.first {
+            triggered.removeFirst()
+            if pairs[p].state != .inProgress && pairs[p].state != .succeeded { return p }
+        }
+        if let p = pairs.indices.filter({ pairs[$0].state == .waiting }).max(by: { pairs[$0].priority < pairs[$1].priority }) { return p }
+        if let p = pairs.indices.filter({ pairs[$0].state == .frozen }).max(by: { pairs[$0].priority < pairs[$1].priority }) { return p }
+        return nil
+    }
+
+    private func sendCheck(_ p: Int, useCandidate: Bool, now: Instant) {
+        if state == .new { setState(.checking) }
+        pairs[p].state = .inProgress
+        if useCandidate { pairs[p].nominateOnSuccess = true }
+        sendRequest(p, useCandidate: useCandidate, consent: false, now: now)
+    }
+
+    private func sendRequest(_ p: Int, useCandidate: Bool, consent: Bool, now: Instant) {
+        guard let ru = remoteUfrag, let rp = remotePwd else { return }
+        let lc = localCandidates[pairs[p].local], rc = remoteCandidates[pairs[p].remote]
+        let id = STUNTransactionID.random(using: &rng)
+        var m = STUNMessage(method: .binding, messageClass: .request, transactionID: id)
+        m.attributes = [.username("\(ru):\(config.localUfrag)"),
+                        .priority(SDPCandidate.priority(kind: .prflx, localPreference: UInt16((lc.priority >> 8) & 0xFFFF)))]
+        m.attributes.append(config.role == .controlling ? .iceControlling(config.tieBreaker) : .iceControlled(config.tieBreaker))
+        if useCandidate { m.attributes.append(.useCandidate) }
+        let bytes = m.encode(integrityKey: Array(rp.utf8))
+        let rto = consent ? config.consentInterval : config.initialRTO
+        transactions[id] = Transaction(pair: p, bytes: bytes, source: lc.address, destination: rc.address, transmissions: 1,
+                                       rto: rto, retransmitAt: now + rto, consent: consent, useCandidate: useCandidate,
+                                       role: config.role, gatherBase: nil)
+        transmits.push(ICETransmit(source: lc.address, destination: rc.address, bytes: bytes))
+    }
+
+    // MARK: output
+
+    /// The next datagram to send, if any.
+    public func pollTransmit() -> ICETransmit? { transmits.pop() }
+    /// The next event, if any.
+    public func pollEvent() -> ICEEvent? { events.pop() }
+    /// When `handleTimeout` must next be called.
+    public func pollTimeout() -> Instant? {
+        var t: Instant? = transactions.values.lazy.map(\.retransmitAt).min()
+        func merge(_ x: Instant?) { if let x { t = t.map { min($0, x) } ?? x } }
+        if !config.lite {
+            if remotePwd != nil { merge(nextCheckAt) }
+            if selectedPairIndex == nil { merge(nominationAt) }
+            merge(nextConsentAt)
+        }
+        if let last = lastConsentAt, selectedPairIndex != nil, state != .failed {
+            merge(state == .connected ? last + config.disconnectedTimeout : last + config.consentTimeout)
+        }
+        return t
+    }
+
+    /// The state of each pair (for tests and stats): local address, remote address, state, nominated.
+    public var pairStates: [(local: TransportAddress, remote: TransportAddress, state: PairState, nominated: Bool)] {
+        pairs.map { (localCandidates[$0.local].address, remoteCandidates[$0.remote].address, $0.state, $0.nominated) }
+    }
+}

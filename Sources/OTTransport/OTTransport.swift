@@ -1,1 +1,0 @@
-// OTTransport: see docs/architecture.md

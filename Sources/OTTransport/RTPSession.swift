@@ -1,0 +1,269 @@
+import OTBase
+import OTWire
+
+/// Reception statistics of one remote SSRC (RFC 3550 §6.4.1, A.3 and A.8).
+public struct RTPReceiveStatistics: Sendable {
+    public let ssrc: UInt32
+    public let clockRate: UInt32
+    private var unwrapper = SequenceUnwrapper()
+    private var baseSeq: Int64?
+    private var maxSeq: Int64 = 0
+    public private(set) var received: Int64 = 0
+    private var expectedPrior: Int64 = 0
+    private var receivedPrior: Int64 = 0
+    private var lastTransit: Int64?
+    /// Interarrival jitter in RTP timestamp units.
+    public private(set) var jitter: Double = 0
+    private var lastSR: UInt32 = 0
+    private var lastSRArrival: Instant?
+
+    public init(ssrc: UInt32, clockRate: UInt32) { self.ssrc = ssrc; self.clockRate = max(1, clockRate) }
+
+    public mutating func packet(sequence: UInt16, rtpTimestamp: UInt32, now: Instant) {
+        let ext = unwrapper.unwrap(sequence)
+        if baseSeq == nil { baseSeq = ext; maxSeq = ext }
+        maxSeq = max(maxSeq, ext)
+        received += 1
+        let arrival = Int64(Double(now.micros) * Double(clockRate) / 1_000_000)
+        let transit = arrival - Int64(rtpTimestamp)
+        if let last = lastTransit {
+            let d = Double(abs(transit - last))
+            jitter += (d - jitter) / 16
+        }
+        lastTransit = transit
+    }
+
+    /// Records a sender report from this SSRC (for LSR/DLSR in our reports).
+    public mutating func senderReport(ntpTime: UInt64, now: Instant) {
+        lastSR = UInt32(truncatingIfNeeded: ntpTime >> 16)
+        lastSRArrival = now
+    }
+
+    /// Packets expected from the first to the highest sequence number.
+    public var expected: Int64 { baseSeq.map { maxSeq - $0 + 1 } ?? 0 }
+    /// Packets lost (expected − received; negative with duplicates).
+    public var cumulativeLost: Int64 { expected - received }
+
+    /// A report block covering the interval since the previous one.
+    public mutating func reportBlock(now: Instant) -> RTCPReportBlock {
+        let exp = expected
+        let expInterval = exp - expectedPrior, recInterval = received - receivedPrior
+        expectedPrior = exp
+        receivedPrior = received
+        let lostInterval = expInterval - recInterval
+        let fraction: UInt8 = expInterval <= 0 || lostInterval <= 0 ? 0 : UInt8(min(255, (lostInterval << 8) / expInterval))
+        let dlsr: UInt32 = lastSRArrival.map { UInt32(clamping: (now - $0).microseconds * 65536 / 1_000_000) } ?? 0
+        return RTCPReportBlock(ssrc: ssrc, fractionLost: fraction,
+                               cumulativeLost: Int32(clamping: min(max(cumulativeLost, -0x80_0000), 0x7F_FFFF)),
+                               extendedHighestSequence: UInt32(truncatingIfNeeded: maxSeq), jitter: UInt32(min(jitter, Double(UInt32.max))),
+                               lastSR: lastSR, delaySinceLastSR: dlsr)
+    }
+}
+
+/// What the RTP session reports.
+public enum RTPSessionEvent: Sendable, Equatable {
+    /// The remote asked for a keyframe of one of our SSRCs (PLI or FIR).
+    case keyframeRequested(ssrc: UInt32)
+    /// A new round-trip time from a report block about one of our SSRCs.
+    case roundTripTime(Duration)
+    /// A remote report about one of our SSRCs.
+    case receiverReport(RTCPReportBlock)
+    case bye(ssrc: UInt32)
+    /// Transport-wide congestion control feedback from the remote.
+    case transportFeedback(TransportCCFeedback)
+}
+
+/// A sans-IO RTP session: counts what is sent and received, answers NACKs from a retransmission cache,
+/// generates NACKs for gaps, sender/receiver reports with SDES, PLI/FIR, and measures RTT.
+/// It works on sequence numbers and SSRCs; RTP header parsing and SRTP protection are the caller's.
+public final class RTPSession {
+    public struct Config: Sendable {
+        /// Our SSRCs; the first is the sender SSRC of our RTCP packets.
+        public var localSSRCs: [UInt32]
+        public var cname: String
+        /// Regular report interval (RFC 3550 §6.2 with a fixed minimum, randomized ±50 %).
+        public var reportInterval: Duration = .seconds(1)
+        public var nack = true
+        /// Seed for the report interval randomization.
+        public var seed: UInt64 = 1
+        public init(localSSRCs: [UInt32], cname: String) { self.localSSRCs = localSSRCs; self.cname = cname }
+    }
+
+    struct SendState {
+        var packets: UInt32 = 0
+        var octets: UInt32 = 0
+        var lastRTPTimestamp: UInt32 = 0
+        var lastSentAt: Instant?
+        var clockRate: UInt32 = 90000
+        var cache = RetransmissionCache()
+    }
+
+    struct ReceiveState {
+        var stats: RTPReceiveStatistics
+        var nack = NACKGenerator()
+    }
+
+    public let config: Config
+    /// Current RTT estimate (starts at 100 ms until measured).
+    public private(set) var rtt: Duration = .milliseconds(100)
+    private var send: [UInt32: SendState] = [:]
+    private var receive: [UInt32: ReceiveState] = [:]
+    private var sentSR: [(lsr: UInt32, at: Instant)] = []
+    private var nextReportAt: Instant?
+    private var rtcpOut = FIFO<[UInt8]>()
+    private var retransmissions = FIFO<[UInt8]>()
+    private var events = FIFO<RTPSessionEvent>()
+    private var rng: SeededRandom
+    private var firSequence: UInt8 = 0
+    /// Microseconds from `Instant` zero to the NTP epoch (1900), so SR timestamps are wall-clock NTP.
+    private let ntpOffsetMicros: Int64
+
+    public init(config: Config, now: Instant) {
+        self.config = config
+        rng = SeededRandom(seed: config.seed)
+        ntpOffsetMicros = wallClockMillis() * 1000 + 2_208_988_800 * 1_000_000 - now.micros
+        nextReportAt = now + .milliseconds(500)
+    }
+
+    private var senderSSRC: UInt32 { config.localSSRCs.first ?? 0 }
+
+    func ntp(_ now: Instant) -> UInt64 {
+        let us = UInt64(max(0, now.micros + ntpOffsetMicros))
+        return (us / 1_000_000) << 32 | ((us % 1_000_000) << 32) / 1_000_000
+    }
+
+    // MARK: media in and out
+
+    /// Records an RTP packet we sent (after the caller built it, before SRTP), keeping it for retransmission.
+    public func sent(ssrc: UInt32, sequence: UInt16, rtpTimestamp: UInt32, clockRate: UInt32, payloadBytes: Int, packet: [UInt8], now: Instant) {
+        var s = send[ssrc] ?? SendState()
+        s.packets &+= 1
+        s.octets &+= UInt32(truncatingIfNeeded: payloadBytes)
+        s.lastRTPTimestamp = rtpTimestamp
+        s.lastSentAt = now
+        s.clockRate = clockRate
+        if config.nack { s.cache.store(sequence: sequence, packet: packet) }
+        send[ssrc] = s
+    }
+
+    /// Records an RTP packet we received (after SRTP unprotect).
+    public func received(ssrc: UInt32, sequence: UInt16, rtpTimestamp: UInt32, clockRate: UInt32, now: Instant) {
+        var r = receive[ssrc] ?? ReceiveState(stats: RTPReceiveStatistics(ssrc: ssrc, clockRate: clockRate))
+        r.stats.packet(sequence: sequence, rtpTimestamp: rtpTimestamp, now: now)
+        if config.nack { r.nack.received(sequence: sequence, now: now) }
+        receive[ssrc] = r
+        if config.nack { flushNACKs(now: now) }
+    }
+
+    /// Queues a PLI for a remote SSRC (the decoder needs a keyframe).
+    public func requestKeyframe(ssrc: UInt32, useFIR: Bool = false) {
+        if useFIR {
+            firSequence &+= 1
+            rtcpOut.push(RTCP.serialize([.fir(senderSSRC: senderSSRC, entries: [.init(ssrc: ssrc, sequence: firSequence)])]))
+        } else {
+            rtcpOut.push(RTCP.serialize([.pli(senderSSRC: senderSSRC, mediaSSRC: ssrc)]))
+        }
+    }
+
+    /// Queues transport-wide congestion control feedback built by the caller.
+    public func sendTransportFeedback(_ fb: TransportCCFeedback) { rtcpOut.push(RTCP.serialize([.transportCC(fb)])) }
+
+    /// Handles a received (already unprotected) RTCP compound packet.
+    public func handleRTCP(_ bytes: [UInt8], now: Instant) throws {
+        for p in try RTCP.parse(bytes) {
+            switch p {
+            case .senderReport(let sr):
+                receive[sr.ssrc]?.stats.senderReport(ntpTime: sr.ntpTime, now: now)
+                reportBlocks(sr.reports, now: now)
+            case .receiverReport(_, let reports):
+                reportBlocks(reports, now: now)
+            case .nack(_, let media, let lost):
+                guard var s = send[media] else { continue }
+                retransmissions.push(contentsOf: s.cache.packets(for: lost, now: now, rtt: rtt))
+                send[media] = s
+            case .pli(_, let media):
+                if send[media] != nil || config.localSSRCs.contains(media) { events.push(.keyframeRequested(ssrc: media)) }
+            case .fir(_, let entries):
+                for e in entries where send[e.ssrc] != nil || config.localSSRCs.contains(e.ssrc) { events.push(.keyframeRequested(ssrc: e.ssrc)) }
+            case .bye(let ssrcs, _):
+                for s in ssrcs { receive[s] = nil; events.push(.bye(ssrc: s)) }
+            case .transportCC(let fb):
+                events.push(.transportFeedback(fb))
+            case .sourceDescription, .other:
+                break
+            }
+        }
+    }
+
+    private func reportBlocks(_ blocks: [RTCPReportBlock], now: Instant) {
+        for b in blocks where send[b.ssrc] != nil {
+            events.push(.receiverReport(b))
+            guard b.lastSR != 0, let sent = sentSR.last(where: { $0.lsr == b.lastSR }) else { continue }
+            let dlsr = Duration.microseconds(Int64(b.delaySinceLastSR) * 1_000_000 / 65536)
+            let measured = now - sent.at - dlsr
+            guard measured >= .zero else { continue }
+            rtt = measured
+            events.push(.roundTripTime(measured))
+        }
+    }
+
+    private func flushNACKs(now: Instant) {
+        for (ssrc, var r) in receive {
+            let lost = r.nack.poll(now: now, rtt: rtt)
+            receive[ssrc] = r
+            guard !lost.isEmpty else { continue }
+            // One FCI list per packet keeps each NACK small.
+            rtcpOut.push(RTCP.serialize([.nack(senderSSRC: senderSSRC, mediaSSRC: ssrc, lost: lost)]))
+        }
+    }
+
+    // MARK: timers and output
+
+    /// Sends periodic reports and NACK retries that are due.
+    public func handleTimeout(now: Instant) {
+        if config.nack { flushNACKs(now: now) }
+        guard let at = nextReportAt, at <= now else { return }
+        var packets: [RTCPPacket] = []
+        var blocks: [RTCPReportBlock] = []
+        for ssrc in receive.keys.sorted() { if var r = receive[ssrc] { blocks.append(r.stats.reportBlock(now: now)); receive[ssrc] = r } }
+        let sending = send.filter { $0.value.lastSentAt.map { now - $0 < .seconds(2) } ?? false }
+        if let (ssrc, s) = sending.sorted(by: { $0.key < $1.key }).first {
+            let ntpNow = ntp(now)
+            let elapsed = s.lastSentAt.map { now - $0 } ?? .zero
+            let rtpNow = s.lastRTPTimestamp &+ UInt32(truncatingIfNeeded: elapsed.microseconds * Int64(s.clockRate) / 1_000_000)
+            packets.append(.senderReport(RTCPSenderReport(ssrc: ssrc, ntpTime: ntpNow, rtpTime: rtpNow, packetCount: s.packets,
+                                                          octetCount: s.octets, reports: Array(blocks.prefix(31)))))
+            sentSR.append((UInt32(truncatingIfNeeded: ntpNow >> 16), now))
+            if sentSR.count > 16 { sentSR.removeFirst() }
+            for (other, o) in sending.sorted(by: { $0.key < $1.key }).dropFirst() {
+                let e = o.lastSentAt.map { now - $0 } ?? .zero
+                packets.append(.senderReport(RTCPSenderReport(ssrc: other, ntpTime: ntpNow,
+                    rtpTime: o.lastRTPTimestamp &+ UInt32(truncatingIfNeeded: e.microseconds * Int64(o.clockRate) / 1_000_000),
+                    packetCount: o.packets, octetCount: o.octets)))
+            }
+        } else {
+            packets.append(.receiverReport(ssrc: senderSSRC, reports: Array(blocks.prefix(31))))
+        }
+        packets.append(.sourceDescription([RTCPSDESChunk(ssrc: senderSSRC, items: [(1, config.cname)])]))
+        rtcpOut.push(RTCP.serialize(packets))
+        let interval = Double(config.reportInterval.microseconds) * (0.5 + rng.unit())
+        nextReportAt = now + .microseconds(Int64(interval))
+    }
+
+    /// The next RTCP compound packet to protect and send.
+    public func pollRTCP() -> [UInt8]? { rtcpOut.pop() }
+    /// The next RTP packet to resend (as stored by `sent`), in answer to a NACK.
+    public func pollRetransmission() -> [UInt8]? { retransmissions.pop() }
+    public func pollEvent() -> RTPSessionEvent? { events.pop() }
+    public func pollTimeout() -> Instant? {
+        let nacks = receive.values.compactMap { $0.nack.nextPoll(rtt: rtt) }.min()
+        return [nextReportAt, nacks].compactMap { $0 }.min()
+    }
+
+    /// Reception statistics of a remote SSRC.
+    public func statistics(ssrc: UInt32) -> RTPReceiveStatistics? { receive[ssrc]?.stats }
+    /// NACK counters of a remote SSRC: (recovered, given up, outstanding).
+    public func nackCounters(ssrc: UInt32) -> (recovered: Int, givenUp: Int, outstanding: Int)? {
+        receive[ssrc].map { ($0.nack.recovered, $0.nack.givenUp, $0.nack.outstanding) }
+    }
+}

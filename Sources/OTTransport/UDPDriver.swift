@@ -1,0 +1,242 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import COTShims
+import Foundation
+import OTBase
+import OTWire
+import Synchronization
+
+/// The thin IO layer under the sans-IO engines: non-blocking UDP sockets served by one thread that
+/// polls them and sleeps until the engines' next deadline. The handler runs on that thread, so
+/// engines it owns need no locks; `send`, `setDeadline` and `wake` may be called from any thread.
+public final class UDPDriver: Sendable {
+    /// What the IO thread hands to the handler.
+    public enum Event: Sendable {
+        /// A datagram that arrived on the socket bound at `local`.
+        case datagram(bytes: [UInt8], from: TransportAddress, local: TransportAddress, now: Instant)
+        /// The deadline set with `setDeadline` passed, or `wake()` was called.
+        case timer(now: Instant)
+    }
+
+    struct Socket: Sendable { let fd: Int32; let address: TransportAddress }
+    struct State: Sendable {
+        var sockets: [Socket] = []
+        var deadline: Instant?
+        var running = false
+        var wakePending = false
+    }
+
+    private let state = Mutex(State())
+    /// A pipe: the IO thread polls the read end; other threads write a byte to wake it.
+    private let wakeFD: Int32
+    private let wakeWriteFD: Int32
+    private let handler: @Sendable (Event) -> Void
+    private let clock: any TimeSource
+
+    /// - Parameter handler: called on the IO thread for every datagram and timer.
+    public init(clock: any TimeSource = MonotonicClock(), handler: @escaping @Sendable (Event) -> Void) throws {
+        self.clock = clock
+        self.handler = handler
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw OTError(.internalError, "UDP driver: pipe failed (errno \(errno))") }
+        _ = ot_set_nonblocking(fds[0])
+        _ = ot_set_nonblocking(fds[1])
+        wakeFD = fds[0]
+        wakeWriteFD = fds[1]
+    }
+
+    deinit {
+        stop()
+        for s in state.withLock({ $0.sockets }) { close(s.fd) }
+        close(wakeFD)
+        close(wakeWriteFD)
+    }
+
+    /// Binds a UDP socket (port 0 picks a free port) and returns the address it is bound to.
+    @discardableResult
+    public func bind(_ address: TransportAddress) throws -> TransportAddress {
+        let family = address.ip.isIPv6 ? AF_INET6 : AF_INET
+        let fd = socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw OTError(.internalError, "UDP driver: socket() failed (errno \(errno))") }
+        if address.ip.isIPv6 {
+            var on: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &on, socklen_t(MemoryLayout<Int32>.size))
+        }
+        var size: Int32 = 1 << 20
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        let bound = Self.withSockaddr(address) { sa, len in Glibc.bind(fd, sa, len) }
+        guard bound == 0, ot_set_nonblocking(fd) == 0 else {
+            let e = errno
+            close(fd)
+            throw OTError(.connectionFailed, "UDP driver: bind \(address) failed (errno \(e))")
+        }
+        var storage = sockaddr_storage()
+        var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let actual = withUnsafeMutablePointer(to: &storage) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) == 0 ? Self.address(from: $0) : nil }
+        }
+        guard let actual else { close(fd); throw OTError(.internalError, "UDP driver: getsockname failed") }
+        state.withLock { $0.sockets.append(Socket(fd: fd, address: actual)) }
+        wake()
+        return actual
+    }
+
+    /// Sends a datagram from the socket bound at `local`. Returns false when it could not be sent now
+    /// (no such socket, or the kernel buffer is full — UDP may drop).
+    @discardableResult
+    public func send(_ bytes: [UInt8], from local: TransportAddress, to destination: TransportAddress) -> Bool {
+        guard let fd = state.withLock({ $0.sockets.first { $0.address == local }?.fd }) else { return false }
+        let n = bytes.withUnsafeBytes { buf in
+            Self.withSockaddr(destination) { sa, len in sendto(fd, buf.baseAddress, buf.count, Int32(MSG_NOSIGNAL), sa, len) }
+        }
+        return n == bytes.count
+    }
+
+    /// Sets when the handler next gets `.timer` (the minimum of the engines' `pollTimeout`s).
+    public func setDeadline(_ deadline: Instant?) {
+        let changed = state.withLock { s -> Bool in
+            let c = s.deadline != deadline
+            s.deadline = deadline
+            return c
+        }
+        if changed { signalWake() }
+    }
+
+    /// Makes the IO thread call the handler with `.timer` soon (e.g. after work was queued from another thread).
+    public func wake() {
+        state.withLock { $0.wakePending = true }
+        signalWake()
+    }
+
+    private func signalWake() {
+        var one: UInt8 = 1
+        _ = Glibc.write(wakeWriteFD, &one, 1)
+    }
+
+    /// Starts the IO thread.
+    public func start() {
+        let already = state.withLock { s -> Bool in defer { s.running = true }; return s.running }
+        guard !already else { return }
+        let thread = Thread { [self] in self.run() }
+        thread.name = "otsession-udp"
+        thread.start()
+    }
+
+    /// Stops the IO thread (it finishes its current handler call).
+    public func stop() {
+        state.withLock { $0.running = false }
+        signalWake()
+    }
+
+    private func run() {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let (running, sockets, deadline) = state.withLock { ($0.running, $0.sockets, $0.deadline) }
+            guard running else { return }
+            var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+            fds += sockets.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+            var timeoutMS: Int32 = 1000
+            if let d = deadline {
+                let remaining = (d - clock.now()).microseconds
+                timeoutMS = remaining <= 0 ? 0 : Int32(clamping: (remaining + 999) / 1000)
+            }
+            let r = poll(&fds, nfds_t(fds.count), timeoutMS)
+            if r < 0 && errno != EINTR { return }
+            if fds[0].revents != 0 {
+                var drain = [UInt8](repeating: 0, count: 64)
+                while read(wakeFD, &drain, 64) > 0 {}
+            }
+            for (i, s) in sockets.enumerated() where fds[i + 1].revents & Int16(POLLIN) != 0 {
+                receiveAll(s, &buffer)
+            }
+            let now = clock.now()
+            let fire = state.withLock { st -> Bool in
+                var f = st.wakePending
+                if let d = st.deadline, d <= now { st.deadline = nil; f = true }
+                st.wakePending = false
+                return f
+            }
+            if fire { handler(.timer(now: now)) }
+        }
+    }
+
+    private func receiveAll(_ s: Socket, _ buffer: inout [UInt8]) {
+        for _ in 0..<256 {
+            var storage = sockaddr_storage()
+            var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let n = buffer.withUnsafeMutableBytes { buf in
+                withUnsafeMutablePointer(to: &storage) { p in
+                    p.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(s.fd, buf.baseAddress, buf.count, 0, $0, &len) }
+                }
+            }
+            guard n >= 0 else { return }  // EAGAIN: drained
+            let from = withUnsafeMutablePointer(to: &storage) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { Self.address(from: $0) } }
+            guard let from else { continue }
+            handler(.datagram(bytes: Array(buffer[0..<n]), from: from, local: s.address, now: clock.now()))
+        }
+    }
+
+    // MARK: sockaddr conversion
+
+    static func withSockaddr<R>(_ a: TransportAddress, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+        switch a.ip {
+        case .v4(let ip):
+            var sin = sockaddr_in()
+            sin.sin_family = sa_family_t(AF_INET)
+            sin.sin_port = a.port.bigEndian
+            sin.sin_addr = in_addr(s_addr: ip.bigEndian)
+            return withUnsafePointer(to: &sin) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        case .v6:
+            var sin6 = sockaddr_in6()
+            sin6.sin6_family = sa_family_t(AF_INET6)
+            sin6.sin6_port = a.port.bigEndian
+            let b = a.ip.bytes
+            withUnsafeMutableBytes(of: &sin6.sin6_addr) { for i in 0..<16 { $0[i] = b[i] } }
+            return withUnsafePointer(to: &sin6) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in6>.size)) } }
+        }
+    }
+
+    static func address(from sa: UnsafePointer<sockaddr>) -> TransportAddress? {
+        switch Int32(sa.pointee.sa_family) {
+        case AF_INET:
+            return sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                TransportAddress(ip: .v4(UInt32(bigEndian: $0.pointee.sin_addr.s_addr)), port: UInt16(bigEndian: $0.pointee.sin_port))
+            }
+        case AF_INET6:
+            return sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { p in
+                let bytes = withUnsafeBytes(of: p.pointee.sin6_addr) { Array($0) }
+                return IPAddress(bytes: bytes[...]).map { TransportAddress(ip: $0, port: UInt16(bigEndian: p.pointee.sin6_port)) }
+            }
+        default: return nil
+        }
+    }
+
+    /// The machine's interface addresses for host candidates.
+    /// - Parameters:
+    ///   - filterLAN: leave out private and link-local addresses (the "filter out LAN candidates" setting).
+    ///   - includeLoopback: keep 127.0.0.1/::1 (tests on loopback).
+    public static func hostAddresses(includeIPv6: Bool = true, filterLAN: Bool = false, includeLoopback: Bool = false) -> [IPAddress] {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0, let first = list else { return [] }
+        defer { freeifaddrs(list) }
+        var out: [IPAddress] = []
+        var p: UnsafeMutablePointer<ifaddrs>? = first
+        while let ifa = p {
+            defer { p = ifa.pointee.ifa_next }
+            guard let sa = ifa.pointee.ifa_addr, ifa.pointee.ifa_flags & UInt32(IFF_UP) != 0,
+                  let addr = address(from: sa)?.ip else { continue }
+            if addr.isIPv6 && !includeIPv6 { continue }
+            if addr.isLoopback && !includeLoopback { continue }
+            if filterLAN && addr.isLAN { continue }
+            if case .v6(let hi, _) = addr, hi >> 54 == 0x3FA, !filterLAN { continue }  // link-local needs a scope id
+            if !out.contains(addr) { out.append(addr) }
+        }
+        return out
+    }
+
+    /// Filters candidate addresses by the LAN setting (pure, for engines that got addresses elsewhere).
+    public static func filter(_ addresses: [IPAddress], filterLAN: Bool) -> [IPAddress] {
+        filterLAN ? addresses.filter { !$0.isLAN } : addresses
+    }
+}

@@ -1,0 +1,174 @@
+import OTBase
+import OTWire
+@testable import OTTransport
+import XCTest
+
+final class DTLSEndpointTests: XCTestCase {
+    static let certA = try? DTLSCertificate(commonName: "a")
+    static let certB = try? DTLSCertificate(commonName: "b")
+
+    struct Setup {
+        var pair: EmulatedPair
+        let client: DTLSEndpoint
+        let server: DTLSEndpoint
+    }
+
+    func setup(loss: Double = 0, reorder: Double = 0, seed: UInt64, mtu: Int = 1200, serverExpects: SDPFingerprint? = nil,
+               clientProfiles: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmHmacSha1_80]) throws -> Setup {
+        let ca = try XCTUnwrap(Self.certA), cb = try XCTUnwrap(Self.certB)
+        let a = makePeer("a", role: .controlling, ["10.0.0.1:5000"], seed: seed)
+        let b = makePeer("b", role: .controlled, ["10.0.0.2:6000"], seed: seed + 1)
+        let client = try DTLSEndpoint(role: .client, certificate: ca, remoteFingerprint: cb.fingerprint, mtu: mtu, srtpProfiles: clientProfiles,
+                                      timerMode: .virtualClock(realTimer: .milliseconds(20)))
+        let server = try DTLSEndpoint(role: .server, certificate: cb, remoteFingerprint: serverExpects ?? ca.fingerprint, mtu: mtu,
+                                      timerMode: .virtualClock(realTimer: .milliseconds(20)))
+        a.dtls = client
+        b.dtls = server
+        var conditions = LinkConditions(delay: .milliseconds(15), jitter: .milliseconds(10), loss: loss, reorder: reorder)
+        conditions.reorderDelay = .milliseconds(25)
+        let pair = EmulatedPair(seed: seed, conditions: conditions, a: a, b: b)
+        signal(a, b, now: pair.clock.now())
+        return Setup(pair: pair, client: client, server: server)
+    }
+
+    func handshake(_ s: inout Setup, limit: Duration = .seconds(60)) -> Bool {
+        let a = s.pair.a, b = s.pair.b
+        return s.pair.run(for: limit) { a.dtlsConnected && b.dtlsConnected }
+    }
+
+    func assertKeysMatch(_ s: Setup, file: StaticString = #filePath, line: UInt = #line) {
+        guard let kc = s.client.keyingMaterial, let ks = s.server.keyingMaterial else { return XCTFail("no keys", file: file, line: line) }
+        XCTAssertEqual(kc.profile, ks.profile, file: file, line: line)
+        XCTAssertEqual(kc.localKey, ks.remoteKey, file: file, line: line)
+        XCTAssertEqual(kc.localSalt, ks.remoteSalt, file: file, line: line)
+        XCTAssertEqual(kc.remoteKey, ks.localKey, file: file, line: line)
+        XCTAssertNotEqual(kc.localKey, kc.remoteKey, file: file, line: line)
+        XCTAssertEqual(kc.localKey.count, kc.profile.keyLength, file: file, line: line)
+        XCTAssertEqual(kc.localSalt.count, kc.profile.saltLength, file: file, line: line)
+    }
+
+    func testHandshakeOverICEWithoutLossExportsSRTPKeys() throws {
+        var s = try setup(seed: 100)
+        XCTAssertTrue(handshake(&s))
+        assertKeysMatch(s)
+        XCTAssertEqual(s.client.keyingMaterial?.profile, .aeadAes128Gcm)
+        // Application data both ways.
+        try s.client.send(Array("hello".utf8))
+        try s.server.send(Array("world".utf8))
+        let a = s.pair.a, b = s.pair.b
+        XCTAssertTrue(s.pair.run(for: .seconds(1)) {
+            a.dtlsEvents.contains(.applicationData(Array("world".utf8))) && b.dtlsEvents.contains(.applicationData(Array("hello".utf8)))
+        })
+    }
+
+    func testHandshakeCompletesWithFiveAndTwentyPercentLoss() throws {
+        for (loss, seeds) in [(0.05, [110, 111, 112] as [UInt64]), (0.20, [120, 121, 122, 123, 124, 125, 126, 127])] {
+            for seed in seeds {
+                var s = try setup(loss: loss, reorder: 0.1, seed: seed)
+                XCTAssertTrue(handshake(&s), "loss \(loss) seed \(seed)")
+                assertKeysMatch(s)
+            }
+        }
+    }
+
+    func testLostFinalFlightIsRecovered() throws {
+        var s = try setup(seed: 130)
+        // Drop the server's first post-ChangeCipherSpec flight once: the client repeats its flight, the server answers again.
+        var dropped = 0
+        s.pair.b.dropDTLS = { d in
+            if dropped == 0 && recordTypes(d).contains(20) { dropped += 1; return true }
+            return false
+        }
+        XCTAssertTrue(handshake(&s))
+        XCTAssertEqual(dropped, 1)
+        assertKeysMatch(s)
+    }
+
+    func testLostFirstFlightIsRetransmittedOnTheVirtualClock() throws {
+        var s = try setup(seed: 140)
+        var dropped = 0
+        s.pair.a.dropDTLS = { _ in
+            if dropped < 2 { dropped += 1; return true }
+            return false
+        }
+        let a = s.pair.a
+        XCTAssertTrue(s.pair.run(for: .seconds(5)) { a.connected })
+        let started = s.pair.clock.now()
+        XCTAssertTrue(handshake(&s))
+        XCTAssertEqual(dropped, 2)
+        // Two ClientHellos lost: the third goes out after 1 s + 2 s of virtual time.
+        XCTAssertGreaterThanOrEqual(s.pair.clock.now() - started, .seconds(3))
+    }
+
+    func testSmallMTUFragmentsFlights() throws {
+        var s = try setup(seed: 150, mtu: 300)
+        var largest = 0
+        s.pair.a.dropDTLS = { largest = max(largest, $0.count); return false }
+        s.pair.b.dropDTLS = { largest = max(largest, $0.count); return false }
+        XCTAssertTrue(handshake(&s), "\(s.pair.a.dtlsEvents) \(s.pair.b.dtlsEvents)")
+        XCTAssertLessThanOrEqual(largest, 300)
+        XCTAssertGreaterThan(largest, 100)
+    }
+
+    func testFingerprintMismatchRefusesTheConnection() throws {
+        let wrong = SDPFingerprint(algorithm: "sha-256", bytes: Array(repeating: 0x42, count: 32))
+        var s = try setup(seed: 160, serverExpects: wrong)
+        let a = s.pair.a, b = s.pair.b
+        XCTAssertTrue(s.pair.run(for: .seconds(10)) { s.server.isFailed && s.client.isFailed })
+        XCTAssertFalse(a.dtlsConnected)
+        XCTAssertFalse(b.dtlsConnected)
+        guard case .failed(let e)? = b.dtlsEvents.last else { return XCTFail("server did not fail: \(b.dtlsEvents)") }
+        XCTAssertEqual(e.code, .connectionRefused)
+        XCTAssertTrue(e.message.contains("fingerprint"), e.message)
+    }
+
+    func testFingerprintCheckedAfterHandshakeWhenLearnedLate() throws {
+        let ca = try XCTUnwrap(Self.certA), cb = try XCTUnwrap(Self.certB)
+        let client = try DTLSEndpoint(role: .client, certificate: ca)
+        let server = try DTLSEndpoint(role: .server, certificate: cb)
+        client.setRemoteFingerprint(SDPFingerprint(algorithm: "sha-256", bytes: Array(repeating: 1, count: 32)))
+        client.start(now: .zero)
+        // Direct wiring without a network.
+        for _ in 0..<10 {
+            while let d = client.pollTransmit() { server.handleReceive(d, now: .zero) }
+            while let d = server.pollTransmit() { client.handleReceive(d, now: .zero) }
+        }
+        XCTAssertTrue(client.isFailed)
+        XCTAssertFalse(client.isConnected)
+    }
+
+    func testUseSRTPProfileNegotiation() throws {
+        var s = try setup(seed: 170, clientProfiles: [.aes128CmHmacSha1_80])
+        XCTAssertTrue(handshake(&s))
+        XCTAssertEqual(s.server.keyingMaterial?.profile, .aes128CmHmacSha1_80)
+        XCTAssertEqual(s.server.keyingMaterial?.localSalt.count, 14)
+        assertKeysMatch(s)
+    }
+
+    func testCertificateFingerprintIsSHA256OfDER() throws {
+        let c = try XCTUnwrap(Self.certA)
+        XCTAssertEqual(c.fingerprint.algorithm, "sha-256")
+        XCTAssertEqual(c.fingerprint.bytes.count, 32)
+        XCTAssertNotEqual(c.fingerprint, try XCTUnwrap(Self.certB).fingerprint)
+        XCTAssertEqual(try SDPFingerprint(parsing: c.fingerprint.description), c.fingerprint)
+    }
+
+    func testPackRecordsKeepsRecordsWhole() {
+        func record(_ type: UInt8, _ n: Int) -> [UInt8] { [type, 0xFE, 0xFD] + Array(repeating: 0, count: 8) + [UInt8(n >> 8), UInt8(n & 0xFF)] + Array(repeating: 7, count: n) }
+        let joined = record(22, 100) + record(22, 150) + record(20, 1) + record(22, 40)
+        let out = DTLSEndpoint.packRecords(joined, mtu: 200)
+        XCTAssertEqual(out.map(\.count), [113, 163 + 14, 53])
+        XCTAssertEqual(out.flatMap { $0 }, joined)
+    }
+}
+
+/// The content types of the DTLS records in a datagram.
+func recordTypes(_ d: [UInt8]) -> [UInt8] {
+    var out: [UInt8] = []
+    var i = 0
+    while i + 13 <= d.count {
+        out.append(d[i])
+        i += 13 + (Int(d[i + 11]) << 8 | Int(d[i + 12]))
+    }
+    return out
+}

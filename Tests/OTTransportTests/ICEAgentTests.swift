@@ -1,0 +1,221 @@
+import OTBase
+import OTWire
+@testable import OTTransport
+import XCTest
+
+func makePeer(_ name: String, role: ICERole, _ addresses: [String], seed: UInt64, tieBreaker: UInt64? = nil, lite: Bool = false) -> EmulatedPeer {
+    var config = ICEConfig(role: role, localUfrag: "\(name)ufr", localPwd: "\(name)-password-0123456789", tieBreaker: tieBreaker ?? seed, seed: seed, lite: lite)
+    config.consentInterval = .seconds(2)
+    config.disconnectedTimeout = .seconds(5)
+    config.consentTimeout = .seconds(15)
+    let agent = ICEAgent(config: config)
+    for a in addresses { if let t = TransportAddress(a) { agent.addLocalCandidate(t) } }
+    return EmulatedPeer(name: name, agent: agent)
+}
+
+/// Tells each agent the other's credentials and candidates (what the SDP exchange does).
+func signal(_ a: EmulatedPeer, _ b: EmulatedPeer, now: Instant) {
+    a.agent.setRemoteCredentials(ufrag: b.agent.config.localUfrag, pwd: b.agent.config.localPwd)
+    b.agent.setRemoteCredentials(ufrag: a.agent.config.localUfrag, pwd: a.agent.config.localPwd)
+    a.agent.remoteIsLite = b.agent.config.lite
+    b.agent.remoteIsLite = a.agent.config.lite
+    for c in b.agent.localCandidates { a.agent.addRemoteCandidate(c) }
+    for c in a.agent.localCandidates { b.agent.addRemoteCandidate(c) }
+    a.agent.endOfRemoteCandidates(now: now)
+    b.agent.endOfRemoteCandidates(now: now)
+}
+
+final class ICEAgentTests: XCTestCase {
+    func connect(loss: Double, reorder: Double = 0, seed: UInt64) -> (EmulatedPair, Bool) {
+        let a = makePeer("a", role: .controlling, ["10.0.0.1:5000", "[fd00::1]:5000"], seed: seed)
+        let b = makePeer("b", role: .controlled, ["10.0.0.2:6000", "[fd00::2]:6000"], seed: seed + 1)
+        var conditions = LinkConditions(delay: .milliseconds(20), jitter: .milliseconds(10), loss: loss, reorder: reorder)
+        conditions.reorderDelay = .milliseconds(40)
+        var pair = EmulatedPair(seed: seed, conditions: conditions, a: a, b: b)
+        signal(a, b, now: pair.clock.now())
+        let ok = pair.run(for: .seconds(30)) { a.connected && b.connected }
+        return (pair, ok)
+    }
+
+    func assertSamePair(_ pair: EmulatedPair, file: StaticString = #filePath, line: UInt = #line) {
+        guard let sa = pair.a.agent.selectedPair, let sb = pair.b.agent.selectedPair else { return XCTFail("no selected pair", file: file, line: line) }
+        XCTAssertEqual(sa.local.address, sb.remote.address, file: file, line: line)
+        XCTAssertEqual(sa.remote.address, sb.local.address, file: file, line: line)
+    }
+
+    func testConnectsWithoutLossOnTheBestPair() {
+        let (pair, ok) = connect(loss: 0, seed: 1)
+        XCTAssertTrue(ok)
+        assertSamePair(pair)
+        // IPv6 host candidates have the higher local preference here, so that pair wins.
+        XCTAssertEqual(pair.a.agent.selectedPair?.local.address, TransportAddress("[fd00::1]:5000"))
+        XCTAssertTrue(pair.a.iceEvents.contains(.stateChanged(.checking)))
+        XCTAssertTrue(pair.b.iceEvents.contains(.stateChanged(.connected)))
+        XCTAssertTrue(pair.a.agent.pairStates.contains { $0.nominated && $0.state == .succeeded })
+    }
+
+    func testConnectsWithFivePercentLoss() {
+        for seed: UInt64 in [10, 11, 12] {
+            let (pair, ok) = connect(loss: 0.05, seed: seed)
+            XCTAssertTrue(ok, "seed \(seed)")
+            assertSamePair(pair)
+        }
+    }
+
+    func testConnectsWithTwentyPercentLossAndReordering() {
+        for seed: UInt64 in [20, 21, 22, 23] {
+            let (pair, ok) = connect(loss: 0.20, reorder: 0.2, seed: seed)
+            XCTAssertTrue(ok, "seed \(seed)")
+            assertSamePair(pair)
+            XCTAssertGreaterThan(pair.net.dropped, 0)
+        }
+    }
+
+    func testRoleConflictResolvesByTieBreaker() {
+        for (ta, tb) in [(UInt64(100), UInt64(5)), (UInt64(5), UInt64(100))] {
+            // Both think they are controlling.
+            let a = makePeer("a", role: .controlling, ["10.0.0.1:5000"], seed: 3, tieBreaker: ta)
+            let b = makePeer("b", role: .controlling, ["10.0.0.2:6000"], seed: 4, tieBreaker: tb)
+            var pair = EmulatedPair(seed: 9, conditions: LinkConditions(), a: a, b: b)
+            signal(a, b, now: pair.clock.now())
+            XCTAssertTrue(pair.run(for: .seconds(10)) { a.connected && b.connected })
+            let (winner, loser) = ta > tb ? (a, b) : (b, a)
+            XCTAssertEqual(winner.agent.role, .controlling)
+            XCTAssertEqual(loser.agent.role, .controlled)
+            XCTAssertTrue(loser.iceEvents.contains(.roleChanged(.controlled)))
+            assertSamePair(pair)
+        }
+        // Both controlled: the larger tie-breaker becomes controlling.
+        let a = makePeer("a", role: .controlled, ["10.0.0.1:5000"], seed: 3, tieBreaker: 7)
+        let b = makePeer("b", role: .controlled, ["10.0.0.2:6000"], seed: 4, tieBreaker: 8)
+        var pair = EmulatedPair(seed: 9, conditions: LinkConditions(), a: a, b: b)
+        signal(a, b, now: pair.clock.now())
+        XCTAssertTrue(pair.run(for: .seconds(10)) { a.connected && b.connected })
+        XCTAssertEqual(b.agent.role, .controlling)
+        XCTAssertEqual(a.agent.role, .controlled)
+    }
+
+    func testTrickledCandidatesAndPeerReflexive() {
+        let a = makePeer("a", role: .controlling, [], seed: 5)
+        let b = makePeer("b", role: .controlled, ["10.0.0.2:6000"], seed: 6)
+        var pair = EmulatedPair(seed: 5, conditions: LinkConditions(), a: a, b: b)
+        // Credentials first, no candidates yet.
+        a.agent.setRemoteCredentials(ufrag: b.agent.config.localUfrag, pwd: b.agent.config.localPwd)
+        b.agent.setRemoteCredentials(ufrag: a.agent.config.localUfrag, pwd: a.agent.config.localPwd)
+        XCTAssertFalse(pair.run(for: .seconds(1)) { a.connected })
+        // a gathers a candidate and trickles only its own to nobody; b's candidate reaches a.
+        a.agent.addLocalCandidate(TransportAddress("10.0.0.1:5000")!)
+        a.agent.addRemoteCandidate(b.agent.localCandidates[0])
+        // b never learns a's candidate from signalling: it sees a as peer-reflexive.
+        XCTAssertTrue(pair.run(for: .seconds(10)) { a.connected && b.connected })
+        XCTAssertEqual(b.agent.selectedPair?.remote.kind, .prflx)
+        XCTAssertEqual(b.agent.selectedPair?.remote.address, TransportAddress("10.0.0.1:5000"))
+    }
+
+    func testWrongPasswordNeverConnectsAndFails() {
+        let a = makePeer("a", role: .controlling, ["10.0.0.1:5000"], seed: 7)
+        let b = makePeer("b", role: .controlled, ["10.0.0.2:6000"], seed: 8)
+        var pair = EmulatedPair(seed: 7, conditions: LinkConditions(), a: a, b: b)
+        signal(a, b, now: pair.clock.now())
+        a.agent.setRemoteCredentials(ufrag: b.agent.config.localUfrag, pwd: "not-the-right-password-x")
+        XCTAssertTrue(pair.run(for: .seconds(30)) { a.agent.state == .failed })
+        XCTAssertNil(a.agent.selectedPair)
+    }
+
+    func testConsentLossDisconnectsThenFailsAndRecovers() {
+        let (p, ok) = connect(loss: 0, seed: 30)
+        var pair = p
+        XCTAssertTrue(ok)
+        let a = pair.a
+        guard let route = a.agent.selectedPair else { return XCTFail() }
+        // Consent keeps the pair alive for a while.
+        XCTAssertFalse(pair.run(for: .seconds(20)) { a.agent.state != .connected })
+        pair.net.block(route.remote.address)
+        XCTAssertTrue(pair.run(for: .seconds(10)) { a.agent.state == .disconnected })
+        pair.net.unblock(route.remote.address)
+        XCTAssertTrue(pair.run(for: .seconds(10)) { a.agent.state == .connected })
+        pair.net.block(route.remote.address)
+        XCTAssertTrue(pair.run(for: .seconds(30)) { a.agent.state == .failed })
+    }
+
+    func testICERestartRecoversAStoppedPath() {
+        let a = makePeer("a", role: .controlling, ["10.0.0.1:5000"], seed: 40)
+        let b = makePeer("b", role: .controlled, ["10.0.0.2:6000"], seed: 41)
+        var pair = EmulatedPair(seed: 40, conditions: LinkConditions(), a: a, b: b)
+        signal(a, b, now: pair.clock.now())
+        XCTAssertTrue(pair.run(for: .seconds(5)) { a.connected && b.connected })
+        // a's network path stops (interface gone); both sides lose consent.
+        pair.net.block(TransportAddress("10.0.0.1:5000")!)
+        XCTAssertTrue(pair.run(for: .seconds(20)) { a.agent.state == .failed && b.agent.state != .connected })
+        // a gets a new address and restarts ICE; the new offer/answer carries fresh credentials.
+        let now = pair.clock.now()
+        a.agent.removeLocalCandidate(TransportAddress("10.0.0.1:5000")!)
+        a.agent.addLocalCandidate(TransportAddress("10.0.1.1:5002")!)
+        a.agent.restart(ufrag: "a2ufr", pwd: "a2-password-0123456789xx", now: now)
+        b.agent.restart(ufrag: "b2ufr", pwd: "b2-password-0123456789xx", now: now)
+        signal(a, b, now: now)
+        XCTAssertTrue(pair.run(for: .seconds(10)) { a.connected && b.connected })
+        XCTAssertEqual(a.agent.selectedPair?.local.address, TransportAddress("10.0.1.1:5002"))
+        XCTAssertEqual(b.agent.selectedPair?.remote.address, TransportAddress("10.0.1.1:5002"))
+        // Media flows on the new path.
+        pair.a.sendMedia([0x80, 96, 0, 1], into: &pair.net, now: pair.clock.now())
+        XCTAssertTrue(pair.run(for: .seconds(1)) { !b.received.isEmpty })
+    }
+
+    func testLiteServerWithFullClient() {
+        let client = makePeer("c", role: .controlled, ["10.0.0.1:5000"], seed: 50)  // a full agent facing lite must control
+        let server = makePeer("s", role: .controlled, ["10.0.0.9:3478"], seed: 51, lite: true)
+        var pair = EmulatedPair(seed: 50, conditions: LinkConditions(loss: 0.05), a: client, b: server)
+        signal(client, server, now: pair.clock.now())
+        XCTAssertTrue(pair.run(for: .seconds(10)) { client.connected && server.connected })
+        XCTAssertEqual(client.agent.role, .controlling)
+        XCTAssertEqual(server.agent.selectedPair?.remote.address, TransportAddress("10.0.0.1:5000"))
+        // The lite server never sends checks of its own: every request it sent would be a STUN request from 10.0.0.9.
+        XCTAssertTrue(server.iceEvents.contains(.stateChanged(.connected)))
+        // Client disappears: lite server notices missing consent checks.
+        pair.net.block(TransportAddress("10.0.0.1:5000")!)
+        XCTAssertTrue(pair.run(for: .seconds(30)) { server.agent.state == .failed })
+    }
+
+    func testRejectsChecksWithBadIntegrity() throws {
+        let agent = ICEAgent(config: ICEConfig(role: .controlled, localUfrag: "loca", localPwd: "local-password-0123456789", tieBreaker: 1, seed: 1))
+        agent.addLocalCandidate(TransportAddress("10.0.0.1:5000")!)
+        let m = STUNMessage(method: .binding, messageClass: .request, attributes: [.username("loca:rem"), .priority(1), .iceControlling(9)])
+        XCTAssertTrue(agent.handleReceive(m.encode(integrityKey: Array("wrong".utf8)), from: TransportAddress("10.0.0.2:1")!, local: TransportAddress("10.0.0.1:5000")!, now: .zero))
+        let reply = try STUNMessage.parse(XCTUnwrap(agent.pollTransmit()).bytes)
+        XCTAssertEqual(reply.messageClass, .error)
+        XCTAssertEqual(reply.errorCode?.code, 401)
+        XCTAssertTrue(agent.remoteCandidates.isEmpty)
+        // Non-STUN is passed on.
+        XCTAssertFalse(agent.handleReceive([22, 0xFE, 0xFD], from: TransportAddress("10.0.0.2:1")!, local: TransportAddress("10.0.0.1:5000")!, now: .zero))
+    }
+
+    func testGathersServerReflexiveCandidate() throws {
+        let agent = ICEAgent(config: ICEConfig(role: .controlling, localUfrag: "loca", localPwd: "local-password-0123456789", tieBreaker: 1, seed: 1))
+        let base = TransportAddress("10.0.0.1:5000")!, server = TransportAddress("192.0.2.1:3478")!
+        agent.addLocalCandidate(base)
+        agent.gatherServerReflexive(server: server, base: base, now: .zero)
+        let req = try XCTUnwrap(agent.pollTransmit())
+        XCTAssertEqual(req.destination, server)
+        XCTAssertEqual(req.source, base)
+        let m = try STUNMessage.parse(req.bytes)
+        XCTAssertNil(m.username)
+        // Retransmitted until answered.
+        agent.handleTimeout(now: .zero + .milliseconds(250))
+        XCTAssertEqual(agent.pollTransmit()?.bytes, req.bytes)
+        let mapped = TransportAddress("203.0.113.9:40000")!
+        let resp = STUNMessage(method: .binding, messageClass: .success, transactionID: m.transactionID, attributes: [.xorMappedAddress(mapped)])
+        // A response from elsewhere is ignored.
+        agent.handleReceive(resp.encode(), from: TransportAddress("192.0.2.2:3478")!, local: base, now: .zero)
+        XCTAssertNil(agent.pollEvent())
+        agent.handleReceive(resp.encode(), from: server, local: base, now: .zero)
+        guard case .localCandidate(let c)? = agent.pollEvent() else { return XCTFail("no srflx candidate") }
+        XCTAssertEqual(c.kind, .srflx)
+        XCTAssertEqual(c.address, mapped)
+        XCTAssertEqual(c.relatedAddress, base)
+        XCTAssertLessThan(c.priority, agent.localCandidates[0].priority)
+        XCTAssertEqual(agent.serverReflexiveCandidates, [c])
+        XCTAssertEqual(agent.localCandidates.count, 1, "srflx is signalled, its base is what gets paired")
+        XCTAssertNil(agent.pollTimeout())
+    }
+}

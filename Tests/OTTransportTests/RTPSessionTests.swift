@@ -1,0 +1,215 @@
+import OTBase
+import OTWire
+@testable import OTTransport
+import XCTest
+
+/// Minimal RTP bytes for tests (the RTP header type itself belongs to the codec layer).
+func testRTP(ssrc: UInt32, seq: UInt16, ts: UInt32, payload: [UInt8]) -> [UInt8] {
+    var w = ByteWriter()
+    w.u8(0x80); w.u8(96); w.u16(seq); w.u32(ts); w.u32(ssrc); w.append(payload)
+    return w.bytes
+}
+func testRTPFields(_ b: [UInt8]) -> (ssrc: UInt32, seq: UInt16, ts: UInt32)? {
+    var r = ByteReader(b)
+    guard (try? r.u16()) != nil, let seq = try? r.u16(), let ts = try? r.u32(), let ssrc = try? r.u32() else { return nil }
+    return (ssrc, seq, ts)
+}
+
+final class RTPReceiveBufferTests: XCTestCase {
+    func testReordersAndReportsMissing() {
+        var buf = RTPReceiveBuffer<String>(capacity: 64)
+        XCTAssertEqual(buf.insert(sequence: 10, packet: "a"), .inserted)
+        XCTAssertEqual(buf.insert(sequence: 13, packet: "d"), .inserted)
+        XCTAssertEqual(buf.insert(sequence: 12, packet: "c"), .inserted)
+        XCTAssertEqual(buf.insert(sequence: 12, packet: "c"), .duplicate)
+        XCTAssertEqual(buf.missing, [11])
+        XCTAssertEqual(buf.pop()?.packet, "a")
+        XCTAssertNil(buf.pop())
+        XCTAssertEqual(buf.insert(sequence: 11, packet: "b"), .inserted)
+        XCTAssertEqual([buf.pop(), buf.pop(), buf.pop()].map { $0?.packet }, ["b", "c", "d"])
+        XCTAssertEqual(buf.insert(sequence: 9, packet: "old"), .tooOld)
+        XCTAssertEqual(buf.count, 0)
+    }
+
+    func testWrapsAroundAndSkips() {
+        var buf = RTPReceiveBuffer<UInt16>(capacity: 32)
+        for s: UInt16 in [65533, 65534, 1, 2] { buf.insert(sequence: s, packet: s) }
+        XCTAssertEqual(buf.missing, [65535, 0])
+        XCTAssertEqual(buf.pop()?.sequence, 65533)
+        XCTAssertEqual(buf.pop()?.sequence, 65534)
+        XCTAssertNil(buf.pop())
+        XCTAssertEqual(buf.skipToNextAvailable(), [65535, 0])
+        XCTAssertEqual(buf.pop()?.sequence, 1)
+        XCTAssertEqual(buf.pop()?.sequence, 2)
+    }
+
+    func testFarAheadPacketMovesWindow() {
+        var buf = RTPReceiveBuffer<Int>(capacity: 16)
+        buf.insert(sequence: 0, packet: 0)
+        _ = buf.pop()
+        buf.insert(sequence: 100, packet: 100)
+        XCTAssertEqual(buf.missing.count, 15)
+        XCTAssertEqual(buf.skipToNextAvailable().count, 15)
+        XCTAssertEqual(buf.pop()?.packet, 100)
+    }
+}
+
+final class NACKTests: XCTestCase {
+    func testGeneratorNacksOncePerRTTAndStops() {
+        var g = NACKGenerator()
+        g.maxRetries = 3
+        let t0 = Instant(micros: 1_000_000)
+        g.received(sequence: 1, now: t0)
+        g.received(sequence: 4, now: t0)
+        XCTAssertEqual(g.poll(now: t0, rtt: .milliseconds(50)), [2, 3])
+        XCTAssertEqual(g.poll(now: t0 + .milliseconds(10), rtt: .milliseconds(50)), [])
+        XCTAssertEqual(g.nextPoll(rtt: .milliseconds(50)), t0 + .milliseconds(50))
+        g.received(sequence: 2, now: t0 + .milliseconds(20))
+        XCTAssertEqual(g.recovered, 1)
+        XCTAssertEqual(g.poll(now: t0 + .milliseconds(60), rtt: .milliseconds(50)), [3])
+        XCTAssertEqual(g.poll(now: t0 + .milliseconds(120), rtt: .milliseconds(50)), [3])
+        XCTAssertEqual(g.poll(now: t0 + .milliseconds(180), rtt: .milliseconds(50)), [])  // 3 retries used
+        XCTAssertEqual(g.givenUp, 1)
+        XCTAssertEqual(g.outstanding, 0)
+    }
+
+    func testCacheAnswersAtMostOncePerRTT() {
+        var c = RetransmissionCache(capacity: 16)
+        for s: UInt16 in 0..<40 { c.store(sequence: s, packet: [UInt8(s)]) }
+        XCTAssertNil(c.lookup(5))  // overwritten
+        XCTAssertEqual(c.lookup(39), [39])
+        let t = Instant(micros: 0)
+        XCTAssertEqual(c.packets(for: [38, 39, 5], now: t, rtt: .milliseconds(100)), [[38], [39]])
+        XCTAssertEqual(c.missed, 1)
+        XCTAssertEqual(c.packets(for: [38], now: t + .milliseconds(50), rtt: .milliseconds(100)), [])
+        XCTAssertEqual(c.packets(for: [38], now: t + .milliseconds(150), rtt: .milliseconds(100)), [[38]])
+    }
+
+    func testStatisticsFractionLost() {
+        var s = RTPReceiveStatistics(ssrc: 9, clockRate: 90000)
+        let t = Instant(micros: 0)
+        for seq: UInt16 in 0..<100 where seq % 4 != 0 || seq == 0 { s.packet(sequence: seq, rtpTimestamp: UInt32(seq) * 3000, now: t + .milliseconds(Int64(seq) * 33)) }
+        let b = s.reportBlock(now: t + .seconds(4))
+        XCTAssertEqual(b.cumulativeLost, 24)
+        XCTAssertEqual(b.extendedHighestSequence, 99)
+        XCTAssertEqual(b.fractionLost, UInt8(24 * 256 / 100))
+        XCTAssertEqual(s.reportBlock(now: t + .seconds(5)).fractionLost, 0)
+    }
+}
+
+final class RTPSessionTests: XCTestCase {
+    /// A sender and a receiver session over the emulator; the receiver NACKs and the sender resends from its cache.
+    func testNACKRecoversLostVideoPacketsOverLossyNetwork() throws {
+        let clock = VirtualClock()
+        var net = NetworkEmulator(seed: 77, conditions: LinkConditions(delay: .milliseconds(30), jitter: .milliseconds(5), loss: 0.10, reorder: 0.05))
+        let aAddr = TransportAddress("10.0.0.1:5000")!, bAddr = TransportAddress("10.0.0.2:6000")!
+        let sender = RTPSession(config: .init(localSSRCs: [0x1111], cname: "a"), now: clock.now())
+        let receiver = RTPSession(config: .init(localSSRCs: [0x2222], cname: "b"), now: clock.now())
+        var buffer = RTPReceiveBuffer<[UInt8]>()
+        var delivered: [UInt16] = []
+        let total: UInt16 = 300
+        var nextSend: UInt16 = 0
+        var keyframeRequests = 0
+        var rtts: [Duration] = []
+        let end = clock.now() + .seconds(15)
+        while clock.now() < end {
+            let now = clock.now()
+            // 30 packets per second... well, one every 10 ms.
+            if nextSend < total && now.micros % 10_000 == 0 {
+                let pkt = testRTP(ssrc: 0x1111, seq: nextSend &+ 65000, ts: UInt32(nextSend) * 900, payload: [UInt8(truncatingIfNeeded: nextSend)])
+                sender.sent(ssrc: 0x1111, sequence: nextSend &+ 65000, rtpTimestamp: UInt32(nextSend) * 900, clockRate: 90000, payloadBytes: 1, packet: pkt, now: now)
+                net.send(pkt, from: aAddr, to: bAddr, now: now)
+                nextSend += 1
+            }
+            sender.handleTimeout(now: now); receiver.handleTimeout(now: now)
+            while let r = sender.pollRTCP() { net.send(r, from: aAddr, to: bAddr, now: now) }
+            while let r = sender.pollRetransmission() { net.send(r, from: aAddr, to: bAddr, now: now) }
+            while let r = receiver.pollRTCP() { net.send(r, from: bAddr, to: aAddr, now: now) }
+            while let d = net.poll(now: now) {
+                if DemuxKind.classify(d.bytes) == .rtcp {
+                    try (d.to == aAddr ? sender : receiver).handleRTCP(d.bytes, now: now)
+                } else if let f = testRTPFields(d.bytes) {
+                    receiver.received(ssrc: f.ssrc, sequence: f.seq, rtpTimestamp: f.ts, clockRate: 90000, now: now)
+                    buffer.insert(sequence: f.seq, packet: d.bytes)
+                    while let p = buffer.pop() { delivered.append(p.sequence) }
+                }
+            }
+            while let e = sender.pollEvent() {
+                if case .roundTripTime(let r) = e { rtts.append(r) }
+                if case .keyframeRequested = e { keyframeRequests += 1 }
+            }
+            clock.advance(by: .milliseconds(1))
+        }
+        XCTAssertGreaterThan(net.dropped, 20)
+        XCTAssertEqual(delivered, (0..<total).map { $0 &+ 65000 }, "every packet delivered in order, across the wrap")
+        let counters = try XCTUnwrap(receiver.nackCounters(ssrc: 0x1111))
+        XCTAssertGreaterThan(counters.recovered, 10)
+        XCTAssertEqual(counters.outstanding, 0)
+        // RTT from SR/RR: two one-way delays of 30 ms (+ up to 5 ms jitter each way, 1 ms steps).
+        let rtt = try XCTUnwrap(rtts.last)
+        XCTAssertGreaterThanOrEqual(rtt, .milliseconds(59))
+        XCTAssertLessThanOrEqual(rtt, .milliseconds(72))
+        XCTAssertEqual(keyframeRequests, 0)
+        // The receiver's report of the stream shows the losses before NACK recovery.
+        XCTAssertGreaterThan(try XCTUnwrap(receiver.statistics(ssrc: 0x1111)).received, Int64(total))  // retransmissions count too
+    }
+
+    func testPLIAndFIRRaiseKeyframeRequests() throws {
+        let s = RTPSession(config: .init(localSSRCs: [5], cname: "x"), now: .zero)
+        let r = RTPSession(config: .init(localSSRCs: [6], cname: "y"), now: .zero)
+        s.sent(ssrc: 5, sequence: 1, rtpTimestamp: 0, clockRate: 90000, payloadBytes: 10, packet: [1], now: .zero)
+        r.requestKeyframe(ssrc: 5)
+        r.requestKeyframe(ssrc: 5, useFIR: true)
+        while let p = r.pollRTCP() { try s.handleRTCP(p, now: .zero) }
+        XCTAssertEqual(s.pollEvent(), .keyframeRequested(ssrc: 5))
+        XCTAssertEqual(s.pollEvent(), .keyframeRequested(ssrc: 5))
+        XCTAssertNil(s.pollEvent())
+        XCTAssertThrowsError(try s.handleRTCP([0x81, 200, 0, 50], now: .zero))
+    }
+}
+
+final class TransportCCRecorderTests: XCTestCase {
+    func testFeedbackReportsArrivalsAndLosses() throws {
+        var r = TransportCCRecorder()
+        let t0 = Instant(micros: 10_000_000)  // a multiple of 64 ms plus 16 ms
+        r.record(sequence: 65534, arrival: t0)
+        r.record(sequence: 65535, arrival: t0 + .microseconds(1000))
+        r.record(sequence: 1, arrival: t0 + .microseconds(500))   // reordered, 0 lost
+        r.record(sequence: 2, arrival: t0 + .milliseconds(100))
+        let fb = try XCTUnwrap(r.feedback(senderSSRC: 1, mediaSSRC: 2))
+        XCTAssertEqual(fb.baseSequence, 65534)
+        XCTAssertEqual(fb.referenceTime, Int32(10_000_000 / 64_000))
+        XCTAssertEqual(fb.deltas.count, 5)
+        XCTAssertNil(fb.deltas[2])  // sequence 0 never arrived
+        // Deltas add back up to each arrival time.
+        var clock = Int64(fb.referenceTime) * 64_000
+        var arrivals: [Int64] = []
+        for d in fb.deltas { if let d { clock += Int64(d) * 250; arrivals.append(clock) } }
+        XCTAssertEqual(arrivals, [10_000_000, 10_001_000, 10_000_500, 10_100_000])
+        XCTAssertEqual(fb.deltas[3], -2)  // negative delta for the reordered packet
+        // It survives the wire, and the next feedback starts after it.
+        XCTAssertEqual(try RTCP.parse(RTCP.serialize([.transportCC(fb)])), [.transportCC(fb)])
+        XCTAssertNil(r.feedback(senderSSRC: 1, mediaSSRC: 2))
+        r.record(sequence: 1, arrival: t0)  // late duplicate of a reported one: ignored
+        r.record(sequence: 3, arrival: t0 + .milliseconds(120))
+        let next = try XCTUnwrap(r.feedback(senderSSRC: 1, mediaSSRC: 2))
+        XCTAssertEqual(next.baseSequence, 3)
+        XCTAssertEqual(next.feedbackCount, 1)
+    }
+}
+
+final class FIFOTests: XCTestCase {
+    func testOrderAcrossCompaction() {
+        var q = FIFO<Int>()
+        var out: [Int] = []
+        for i in 0..<500 {
+            q.push(i)
+            if i % 3 == 0, let x = q.pop() { out.append(x) }
+        }
+        q.filter { $0 % 2 == 0 || $0 < 200 }
+        while let x = q.pop() { out.append(x) }
+        XCTAssertTrue(q.isEmpty)
+        XCTAssertEqual(out, out.sorted())
+        XCTAssertEqual(out.count, 167 + (200 - 167) + (300 / 2))
+    }
+}

@@ -1,0 +1,81 @@
+import OTBase
+import OTWire
+@testable import OTTransport
+import XCTest
+
+/// The TURN client against a scripted server (no sockets).
+final class TURNClientTests: XCTestCase {
+    let server = TransportAddress("192.0.2.10:3478")!
+    let relayed = TransportAddress("192.0.2.10:50000")!
+    let peer = TransportAddress("198.51.100.7:4000")!
+
+    func testLongTermCredentialsStaleNonceAndChannelData() throws {
+        let c = TURNClient(config: .init(server: server, username: "u", password: "p"))
+        let t0 = Instant(micros: 1_000_000)
+        c.start(now: t0)
+        let first = try STUNMessage.parse(XCTUnwrap(c.pollTransmit()))
+        XCTAssertEqual(first.method, STUNMethod.allocate.rawValue)
+        XCTAssertNil(first.username)
+        XCTAssertEqual(first.attribute(STUNAttributeType.requestedTransport), .requestedTransport(17))
+        // 401 with realm and nonce.
+        var e = STUNMessage(method: .allocate, messageClass: .error, transactionID: first.transactionID)
+        e.attributes = [.errorCode(code: 401, reason: "Unauthorized"), .realm("r"), .nonce("n1")]
+        c.handleReceive(e.encode(), now: t0)
+        let second = try STUNMessage.parse(XCTUnwrap(c.pollTransmit()))
+        let key = STUNCrypto.longTermKey(username: "u", realm: "r", password: "p")
+        XCTAssertEqual(second.username, "u")
+        XCTAssertEqual(second.nonce, "n1")
+        XCTAssertTrue(second.verifyIntegrity(key: key))
+        // Stale nonce: retried with the new one.
+        var stale = STUNMessage(method: .allocate, messageClass: .error, transactionID: second.transactionID)
+        stale.attributes = [.errorCode(code: 438, reason: "Stale Nonce"), .realm("r"), .nonce("n2")]
+        c.handleReceive(stale.encode(), now: t0)
+        let third = try STUNMessage.parse(XCTUnwrap(c.pollTransmit()))
+        XCTAssertEqual(third.nonce, "n2")
+        // A success without valid integrity is ignored; with it, the allocation exists.
+        var ok = STUNMessage(method: .allocate, messageClass: .success, transactionID: third.transactionID)
+        ok.attributes = [.xorRelayedAddress(relayed), .xorMappedAddress(TransportAddress("203.0.113.5:1234")!), .lifetime(600)]
+        c.handleReceive(ok.encode(integrityKey: [0]), now: t0)
+        XCTAssertNil(c.relayedAddress)
+        c.handleReceive(ok.encode(integrityKey: key), now: t0)
+        XCTAssertEqual(c.pollEvent(), .allocated(relayed: relayed, mapped: TransportAddress("203.0.113.5:1234")))
+        // Refresh before the lifetime ends.
+        XCTAssertEqual(c.pollTimeout(), t0 + .seconds(540))
+
+        // Sending to a new peer: ChannelBind (with permission) first; data waits.
+        c.send([1, 2, 3], to: peer, now: t0)
+        let perm = try STUNMessage.parse(XCTUnwrap(c.pollTransmit()))
+        XCTAssertEqual(perm.method, STUNMethod.createPermission.rawValue)
+        let bind = try STUNMessage.parse(XCTUnwrap(c.pollTransmit()))
+        XCTAssertEqual(bind.method, STUNMethod.channelBind.rawValue)
+        XCTAssertNil(c.pollTransmit())
+        c.handleReceive(STUNMessage(method: .channelBind, messageClass: .success, transactionID: bind.transactionID).encode(integrityKey: key), now: t0)
+        XCTAssertEqual(c.pollTransmit(), [0x40, 0x00, 0, 3, 1, 2, 3])
+        // Incoming ChannelData and Data indications.
+        c.handleReceive([0x40, 0x00, 0, 2, 9, 9], now: t0)
+        XCTAssertEqual(c.pollEvent(), .data(from: peer, [9, 9]))
+        let ind = STUNMessage(method: .data, messageClass: .indication, attributes: [.xorPeerAddress(peer), .data([5])])
+        c.handleReceive(ind.encode(), now: t0)
+        XCTAssertEqual(c.pollEvent(), .data(from: peer, [5]))
+        // Unknown channels and garbage are ignored.
+        c.handleReceive([0x40, 0x07, 0, 1, 1], now: t0)
+        c.handleReceive([0x40], now: t0)
+        XCTAssertNil(c.pollEvent())
+    }
+
+    func testNoServerAnswerTimesOut() {
+        let c = TURNClient(config: .init(server: server, username: "u", password: "p"))
+        var now = Instant(micros: 0)
+        c.start(now: now)
+        var sent = 0
+        while let t = c.pollTimeout(), sent < 20 {
+            while c.pollTransmit() != nil { sent += 1 }
+            now = t
+            c.handleTimeout(now: now)
+        }
+        while c.pollTransmit() != nil { sent += 1 }
+        XCTAssertEqual(sent, 7)
+        guard case .failed(let e)? = c.pollEvent() else { return XCTFail() }
+        XCTAssertEqual(e.code, .connectionTimedOut)
+    }
+}

@@ -1,0 +1,215 @@
+import OTBase
+@testable import OTWire
+import XCTest
+
+final class SDPTests: XCTestCase {
+    // A browser-style offer: BUNDLE, Opus + VP8/RTX, extmap, msid, ssrc-group FID, candidates.
+    static let chromeOffer = """
+        v=0
+        o=- 4611731400430051336 2 IN IP4 127.0.0.1
+        s=-
+        t=0 0
+        a=group:BUNDLE 0 1
+        a=extmap-allow-mixed
+        a=msid-semantic: WMS stream1
+        m=audio 9 UDP/TLS/RTP/SAVPF 111 0
+        c=IN IP4 0.0.0.0
+        a=rtcp:9 IN IP4 0.0.0.0
+        a=ice-ufrag:EsAw
+        a=ice-pwd:bP+XJMM09aR8AiX1jdukzR6Y
+        a=ice-options:trickle
+        a=fingerprint:sha-256 D2:FA:0E:C3:22:59:5E:14:95:69:92:3D:13:B4:84:24:2C:C2:A2:C0:3E:FD:34:8E:5E:EA:6F:AF:52:CE:E6:0F
+        a=setup:actpass
+        a=mid:0
+        a=extmap:1 urn:ietf:params:rtp-hdrext:ssrc-audio-level
+        a=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid
+        a=sendrecv
+        a=msid:stream1 audio1
+        a=rtcp-mux
+        a=rtpmap:111 opus/48000/2
+        a=rtcp-fb:111 transport-cc
+        a=fmtp:111 minptime=10;useinbandfec=1
+        a=rtpmap:0 PCMU/8000
+        a=ssrc:1001 cname:abc
+        a=ssrc:1001 msid:stream1 audio1
+        a=candidate:1 1 udp 2122260223 192.168.1.5 50000 typ host generation 0 network-id 1
+        a=candidate:2 1 udp 1686052607 203.0.113.7 60000 typ srflx raddr 192.168.1.5 rport 50000 generation 0
+        m=video 9 UDP/TLS/RTP/SAVPF 96 97 98
+        c=IN IP4 0.0.0.0
+        a=ice-ufrag:EsAw
+        a=ice-pwd:bP+XJMM09aR8AiX1jdukzR6Y
+        a=fingerprint:sha-256 D2:FA:0E:C3:22:59:5E:14:95:69:92:3D:13:B4:84:24:2C:C2:A2:C0:3E:FD:34:8E:5E:EA:6F:AF:52:CE:E6:0F
+        a=setup:actpass
+        a=mid:1
+        a=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid
+        a=extmap:3 http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01
+        a=sendrecv
+        a=msid:stream1 video1
+        a=rtcp-mux
+        a=rtcp-rsize
+        a=rtpmap:96 VP8/90000
+        a=rtcp-fb:96 goog-remb
+        a=rtcp-fb:96 transport-cc
+        a=rtcp-fb:96 ccm fir
+        a=rtcp-fb:96 nack
+        a=rtcp-fb:96 nack pli
+        a=rtpmap:97 rtx/90000
+        a=fmtp:97 apt=96
+        a=rtpmap:98 VP9/90000
+        a=ssrc-group:FID 2001 2002
+        a=ssrc:2001 cname:abc
+        a=ssrc:2002 cname:abc
+        a=end-of-candidates
+
+        """
+
+    func testParsesBrowserOffer() throws {
+        let sd = try SessionDescription.parse(Self.chromeOffer)
+        XCTAssertEqual(sd.sessionID, 4611731400430051336)
+        XCTAssertEqual(sd.bundleMids, ["0", "1"])
+        XCTAssertEqual(sd.msidSemantic, "WMS stream1")
+        XCTAssertEqual(sd.media.count, 2)
+        let a = sd.media[0], v = sd.media[1]
+        XCTAssertEqual(a.kind, "audio")
+        XCTAssertEqual(a.mid, "0")
+        XCTAssertTrue(a.rtcpMux)
+        XCTAssertEqual(sd.iceCredentials(of: a)?.ufrag, "EsAw")
+        XCTAssertEqual(sd.iceCredentials(of: a)?.pwd, "bP+XJMM09aR8AiX1jdukzR6Y")
+        XCTAssertEqual(sd.fingerprint(of: a)?.bytes.count, 32)
+        XCTAssertEqual(sd.fingerprint(of: a)?.bytes.first, 0xD2)
+        XCTAssertEqual(a.setup, .actpass)
+        XCTAssertEqual(a.msids, [SDPMSID(stream: "stream1", track: "audio1")])
+        XCTAssertEqual(a.codec(111), SDPCodec(payloadType: 111, name: "opus", clockRate: 48000, channels: 2, fmtp: "minptime=10;useinbandfec=1", rtcpFeedback: ["transport-cc"]))
+        XCTAssertEqual(a.codec(0)?.name, "PCMU")
+        XCTAssertEqual(a.extmaps.map(\.id), [1, 4])
+        XCTAssertEqual(a.ssrcList, [1001])
+        XCTAssertEqual(a.candidates.count, 2)
+        XCTAssertEqual(a.candidates[1].kind, .srflx)
+        XCTAssertEqual(a.candidates[1].relatedAddress, TransportAddress("192.168.1.5:50000"))
+        XCTAssertEqual(a.candidates[0].extensions.first?.0, "generation")
+        XCTAssertEqual(v.codec(96)?.rtcpFeedback, ["goog-remb", "transport-cc", "ccm fir", "nack", "nack pli"])
+        XCTAssertEqual(v.codec(97)?.fmtpParameters["apt"], "96")
+        XCTAssertEqual(v.ssrcGroups, [SDPSSRCGroup(semantics: "FID", ssrcs: [2001, 2002])])
+        XCTAssertTrue(v.rtcpRsize)
+        XCTAssertTrue(v.endOfCandidates)
+        XCTAssertEqual(v.attributes, [])
+        XCTAssertEqual(sd.attributes, [SDPAttribute("extmap-allow-mixed")])
+    }
+
+    func testSerializeRoundTrips() throws {
+        let sd = try SessionDescription.parse(Self.chromeOffer)
+        let text = sd.serialized()
+        XCTAssertTrue(text.hasSuffix("\r\n"))
+        XCTAssertFalse(text.replacingOccurrences(of: "\r\n", with: "").contains("\n"))
+        let again = try SessionDescription.parse(text)
+        XCTAssertEqual(again, sd)
+        XCTAssertEqual(again.media[1].codecs, sd.media[1].codecs)
+        XCTAssertEqual(again.media[0].candidates, sd.media[0].candidates)
+    }
+
+    func testRejectsMalformedWithLineNumbers() {
+        func err(_ s: String) -> String {
+            do { _ = try SessionDescription.parse(s); return "parsed" } catch { return "\(error)" }
+        }
+        let head = "v=0\no=- 1 1 IN IP4 0.0.0.0\ns=-\nt=0 0\n"
+        XCTAssertEqual(err("o=- 1 1 IN IP4 0.0.0.0\n"), "SDP line 1: first line must be v=0")
+        XCTAssertEqual(err("v=1\n"), "SDP line 1: unsupported version \"1\"")
+        XCTAssertEqual(err("v=0\ns=-\nt=0 0\n"), "SDP: missing o= line")
+        XCTAssertEqual(err(head + "m=audio 9 UDP/TLS/RTP/SAVPF 111\na=rtpmap:112 opus/48000/2\n"),
+                       "SDP line 6: a=rtpmap for payload type \"112\" that is not in the m= line")
+        XCTAssertEqual(err(head + "m=audio 9 UDP/TLS/RTP/SAVPF 111\n"), "SDP m-section 0 (audio): dynamic payload type 111 has no a=rtpmap")
+        XCTAssertEqual(err(head + "m=audio 9 UDP/TLS/RTP/SAVPF 300\n"), "SDP line 5: m= payload type \"300\" is not 0-127")
+        XCTAssertEqual(err(head + "m=audio x UDP 1\n"), "SDP line 5: m= bad port \"x\"")
+        XCTAssertEqual(err(head + "a=fingerprint:sha-256 AB:CD\n"), "SDP line 5: fingerprint: sha-256 needs 32 bytes, got 2")
+        XCTAssertEqual(err(head + "a=fingerprint:sha-256 ZZ\n"), "SDP line 5: fingerprint: bad hex octet \"ZZ\"")
+        XCTAssertEqual(err(head + "a=setup:sideways\n"), "SDP line 5: unknown setup role \"sideways\"")
+        XCTAssertEqual(err(head + "a=ice-ufrag:ab\n"), "SDP line 5: ice-ufrag must be 4-256 characters")
+        XCTAssertEqual(err(head + "a=group:BUNDLE 0\n"), "SDP: BUNDLE group names mid \"0\" that no m-section has")
+        XCTAssertEqual(err(head + "m=video 9 RTP/AVP 96\na=rtpmap:96 VP8/90000\na=ssrc-group:FID 1\n"),
+                       "SDP line 7: a=ssrc-group:FID needs exactly 2 ssrcs, got 1")
+        XCTAssertEqual(err(head + "m=video 9 RTP/AVP 96\na=rtpmap:96 VP8/90000\na=candidate:1 1 udp 5 host.local 9 typ host\n"),
+                       "SDP line 7: SDP candidate: bad address \"host.local\" (mDNS names are not supported)")
+        XCTAssertEqual(err(head + "m=video 9 RTP/AVP 96\na=rtpmap:96 VP8/90000\na=extmap:0 urn:x\n"), "SDP line 7: a=extmap id \"0\" is not 1-255")
+        XCTAssertEqual(err(head + "garbage\n"), "SDP line 5: expected \"<type>=<value>\", got \"garbage\"")
+        XCTAssertEqual(err(head + "x=1\n"), "SDP line 5: unknown line type \"x\"")
+        // Degenerate separators never trap.
+        XCTAssertEqual(err(head + "m=audio / RTP/AVP 0\n"), "SDP line 5: m= bad port \"/\"")
+        XCTAssertEqual(err(head + "m=video 9 RTP/AVP 96\na=rtpmap:96 VP8/90000\na=extmap:/ urn:x\n"), "SDP line 7: a=extmap id \"\" is not 1-255")
+        XCTAssertEqual(err(head + "m=video 9 RTP/AVP 96\na=rtpmap:96 VP8/90000\na=fmtp:96 =;==;a\na=ssrc:1 :\n"), "parsed")
+        XCTAssertEqual(try SessionDescription.parse(head + "m=video 9 RTP/AVP 96\na=rtpmap:96 VP8/90000\na=fmtp:96 =;==;a\n").media[0].codecs[0].fmtpParameters["a"], "")
+    }
+
+    func testCandidateParseAndPriority() throws {
+        let c = try SDPCandidate(parsing: "candidate:842163049 1 UDP 1677729535 2001:db8::5 3478 typ relay raddr 0.0.0.0 rport 0 generation 0")
+        XCTAssertEqual(c.transport, "udp")
+        XCTAssertEqual(c.kind, .relay)
+        XCTAssertEqual(c.address.ip, IPAddress("2001:db8::5"))
+        XCTAssertEqual(try SDPCandidate(parsing: c.description), c)
+        XCTAssertThrowsError(try SDPCandidate(parsing: "candidate:1 1 udp 5 1.2.3.4 9 typ bogus"))
+        XCTAssertThrowsError(try SDPCandidate(parsing: "candidate:1 1 udp 5 1.2.3.4 9 typ host raddr"))
+        XCTAssertEqual(SDPCandidate.priority(kind: .host, localPreference: 65535), 2_130_706_431)
+        XCTAssertEqual(SDPCandidate.priority(kind: .relay, localPreference: 0) & 0xFF, 255)
+    }
+
+    func testAnswerToBrowserOfferAcceptsOpusAndVP8AndBundles() throws {
+        let offer = try SessionDescription.parse(Self.chromeOffer)
+        var local = SDPLocalParameters(iceUfrag: "loca", icePwd: "0123456789abcdefghijkl",
+                                       fingerprint: SDPFingerprint(algorithm: "sha-256", bytes: Array(repeating: 0xAB, count: 32)))
+        local.videoTrack = SDPLocalTrack(ssrc: 77, rtxSSRC: 78, streamID: "s", trackID: "v", cname: "me")
+        local.candidates = [SDPCandidate(foundation: "1", priority: 100, address: TransportAddress("127.0.0.1:4000")!, kind: .host)]
+        let (answer, neg) = try SDPNegotiation.answer(to: offer, local: local)
+        XCTAssertEqual(neg.remoteIceUfrag, "EsAw")
+        XCTAssertTrue(neg.localIsDTLSClient)
+        XCTAssertEqual(neg.remoteCandidates.count, 2)
+        XCTAssertEqual(neg.media.map(\.kind), ["audio", "video"])
+        XCTAssertEqual(neg.media[0].codec.payloadType, 111)
+        XCTAssertEqual(neg.media[0].direction, .recvonly)  // no local audio track
+        XCTAssertEqual(neg.media[1].codec.name, "VP8")
+        XCTAssertEqual(neg.media[1].rtxPayloadType, 97)
+        XCTAssertEqual(neg.media[1].feedback, ["transport-cc", "ccm fir", "nack", "nack pli"])
+        XCTAssertEqual(neg.media[1].remoteRTXSSRCs, [2001: 2002])
+        XCTAssertEqual(neg.media[1].extmaps.map(\.id), [4, 3])
+
+        // The answer text parses back and the offerer can read it.
+        let text = answer.serialized()
+        let parsed = try SessionDescription.parse(text)
+        XCTAssertEqual(parsed.bundleMids, ["0", "1"])
+        XCTAssertEqual(parsed.media[1].formats, ["96", "97"])
+        XCTAssertEqual(parsed.media[1].setup, .active)
+        XCTAssertEqual(parsed.media[1].ssrcGroups, [SDPSSRCGroup(semantics: "FID", ssrcs: [77, 78])])
+        let back = try SDPNegotiation.accept(answer: parsed, offer: offer)
+        XCTAssertFalse(back.localIsDTLSClient)
+        XCTAssertEqual(back.remoteIceUfrag, "loca")
+        XCTAssertEqual(back.remoteCandidates.first?.address, TransportAddress("127.0.0.1:4000"))
+        XCTAssertEqual(back.media.map(\.direction), [.sendonly, .sendrecv])  // the answerer only receives audio
+    }
+
+    func testOfferAnswerBetweenTwoLocalPeers() throws {
+        let fp = SDPFingerprint(algorithm: "sha-256", bytes: Array(0..<32))
+        var a = SDPLocalParameters(iceUfrag: "aaaa", icePwd: "aaaaaaaaaaaaaaaaaaaaaa", fingerprint: fp)
+        a.audioTrack = SDPLocalTrack(ssrc: 1, streamID: "sa", trackID: "ta", cname: "a")
+        a.videoTrack = SDPLocalTrack(ssrc: 2, rtxSSRC: 3, streamID: "sa", trackID: "tv", cname: "a")
+        let offer = try SessionDescription.parse(SDPNegotiation.offer(a).serialized())
+        var b = SDPLocalParameters(iceUfrag: "bbbb", icePwd: "bbbbbbbbbbbbbbbbbbbbbb", fingerprint: fp)
+        b.video = false
+        let (answer, nb) = try SDPNegotiation.answer(to: offer, local: b)
+        XCTAssertEqual(nb.media.map(\.kind), ["audio"])
+        XCTAssertEqual(nb.media[0].remoteSSRCs, [1])
+        XCTAssertEqual(answer.media[1].port, 0)
+        let na = try SDPNegotiation.accept(answer: try SessionDescription.parse(answer.serialized()), offer: offer)
+        XCTAssertEqual(na.media.map(\.kind), ["audio"])
+        XCTAssertEqual(na.media[0].direction, .sendonly)
+    }
+
+    func testAnswerRefusesOfferWithoutCredentialsOrMux() throws {
+        var offer = try SessionDescription.parse(Self.chromeOffer)
+        offer.media[0].fingerprints = []; offer.media[1].fingerprints = []
+        let local = SDPLocalParameters(iceUfrag: "loca", icePwd: "0123456789abcdefghijkl", fingerprint: SDPFingerprint(algorithm: "sha-256", bytes: []))
+        XCTAssertThrowsError(try SDPNegotiation.answer(to: offer, local: local)) {
+            XCTAssertEqual(($0 as? OTError)?.message, "offer: m-section 0 has no a=fingerprint")
+        }
+        var noMux = try SessionDescription.parse(Self.chromeOffer)
+        noMux.media[0].rtcpMux = false; noMux.media[1].rtcpMux = false
+        XCTAssertThrowsError(try SDPNegotiation.answer(to: noMux, local: local))
+    }
+}

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""aiortc peer for libotsession's interop test (driven by OTTransportTests.AiortcInteropTests).
+
+Protocol on stdin/stdout, one JSON object per line:
+  -> {"type": "offer", "sdp": ...}                 our offer (audio sendrecv, Opus), candidates on 127.0.0.1 only
+  <- {"type": "answer", "sdp": ...}                from the test
+  -> {"event": "connected", "ms": <offer->connected>}
+  -> {"event": "stats", "packetsReceived": n, "packetsSent": n, "framesDecoded": n, "ssrc": n}
+Exits after reporting stats, or after a timeout.
+"""
+import asyncio
+import fractions
+import json
+import sys
+import time
+
+import aioice.ice
+from aiortc import RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamTrack
+import av
+
+# Loopback only: aioice leaves 127.0.0.1 out of host candidates by default.
+aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: ["127.0.0.1"]
+
+
+class ToneTrack(MediaStreamTrack):
+    """20 ms frames of a 440 Hz-ish square wave, 48 kHz mono s16."""
+    kind = "audio"
+
+    def __init__(self):
+        super().__init__()
+        self.pts = 0
+        self.start = None
+
+    async def recv(self):
+        if self.start is None:
+            self.start = time.monotonic()
+        target = self.start + self.pts / 48000
+        delay = target - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        frame = av.AudioFrame(format="s16", layout="mono", samples=960)
+        samples = bytes(((i // 55) % 2) * 0x20 for i in range(960 * 2))
+        frame.planes[0].update(samples)
+        frame.sample_rate = 48000
+        frame.pts = self.pts
+        frame.time_base = fractions.Fraction(1, 48000)
+        self.pts += 960
+        return frame
+
+
+def emit(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+async def pair():
+    """Two aiortc peers in one process: offer -> both connected, audio sendrecv (the same setup as ours)."""
+    a, b = RTCPeerConnection(), RTCPeerConnection()
+    done = {"a": asyncio.Event(), "b": asyncio.Event()}
+    for name, pc in (("a", a), ("b", b)):
+        def handler(pc=pc, name=name):
+            if pc.connectionState == "connected":
+                done[name].set()
+        pc.on("connectionstatechange", handler)
+    a.addTransceiver(ToneTrack(), direction="sendrecv")
+    b.addTransceiver(ToneTrack(), direction="sendrecv")
+    t0 = time.monotonic()
+    await a.setLocalDescription(await a.createOffer())
+    await b.setRemoteDescription(a.localDescription)
+    await b.setLocalDescription(await b.createAnswer())
+    await a.setRemoteDescription(b.localDescription)
+    await asyncio.wait_for(asyncio.gather(done["a"].wait(), done["b"].wait()), timeout=20)
+    emit({"event": "pair", "ms": (time.monotonic() - t0) * 1000})
+    await a.close()
+    await b.close()
+
+
+async def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "pair":
+        await pair()
+        return
+    duration = float(sys.argv[1]) if len(sys.argv) > 1 else 3.0
+    pc = RTCPeerConnection()
+    decoded = {"frames": 0}
+    connected = asyncio.Event()
+
+    @pc.on("track")
+    def on_track(track):
+        async def consume():
+            while True:
+                try:
+                    await track.recv()
+                except Exception:
+                    return
+                decoded["frames"] += 1
+        asyncio.ensure_future(consume())
+
+    @pc.on("connectionstatechange")
+    def on_state():
+        if pc.connectionState == "connected":
+            connected.set()
+
+    pc.addTransceiver(ToneTrack(), direction="sendrecv")
+    t0 = time.monotonic()
+    await pc.setLocalDescription(await pc.createOffer())
+    emit({"type": "offer", "sdp": pc.localDescription.sdp})
+
+    line = await asyncio.get_event_loop().run_in_executor(None, sys.stdin.readline)
+    answer = json.loads(line)
+    await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type="answer"))
+    await asyncio.wait_for(connected.wait(), timeout=20)
+    emit({"event": "connected", "ms": (time.monotonic() - t0) * 1000})
+
+    await asyncio.sleep(duration)
+    received = sent = 0
+    ssrc = 0
+    stats = await pc.getStats()
+    for s in stats.values():
+        if s.type == "inbound-rtp":
+            received += s.packetsReceived
+        if s.type == "outbound-rtp":
+            sent += s.packetsSent
+            ssrc = s.ssrc
+    emit({"event": "stats", "packetsReceived": received, "packetsSent": sent, "framesDecoded": decoded["frames"], "ssrc": ssrc})
+    await pc.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
