@@ -242,3 +242,56 @@ final class ControlWireTests: XCTestCase {
         XCTAssertEqual(FormEncoding.encode([("k", "a b&c=d/é")]), "k=a+b%26c%3Dd%2F%C3%A9")
     }
 }
+
+/// Random and mutated input never traps the control-plane parsers (they throw or wait for more).
+final class ControlWireRobustnessTests: XCTestCase {
+    struct SplitMix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    func testParsersSurviveMutatedInput() {
+        var rng = SplitMix(state: 42)
+        let seeds: [[UInt8]] = [
+            Array("POST /session/create HTTP/1.1\r\nContent-Length: 3\r\nX-OPENTOK-AUTH: a.b.c\r\n\r\nabc".utf8),
+            WebSocketFrame(opcode: .text, payload: Array(#"{"type":"signal","id":1,"signalType":"a","data":"b"}"#.utf8)).encoded(maskKey: (1, 2, 3, 4)),
+            Array(#"{"type":"connect","id":1,"apiKey":"k","sessionId":"s","token":"t","eventsSuppressed":false}"#.utf8),
+            Array("T1==cGFydG5lcl9pZD0xJnNpZz1hYjpzZXNzaW9uX2lkPXg=".utf8),
+        ]
+        var survived = 0
+        for round in 0..<3000 {
+            var input = seeds[round % seeds.count]
+            for _ in 0..<Int.random(in: 1...8, using: &rng) {
+                let i = Int.random(in: 0..<max(1, input.count), using: &rng)
+                switch Int.random(in: 0..<3, using: &rng) {
+                case 0 where !input.isEmpty: input[i] = UInt8.random(in: 0...255, using: &rng)
+                case 1: input.insert(UInt8.random(in: 0...255, using: &rng), at: min(i, input.count))
+                default: if !input.isEmpty { input.remove(at: i) }
+                }
+            }
+            var http = HTTPParser(kind: .request)
+            http.append(input)
+            _ = try? http.nextRequest()
+            var resp = HTTPParser(kind: .response)
+            resp.append(input)
+            _ = try? resp.nextResponse()
+            var ws = WebSocketReader(requireMasked: true, maxMessageBytes: 4096)
+            ws.append(input)
+            while let m = try? ws.next(), m != nil {}
+            let text = String(decoding: input, as: UTF8.self)
+            _ = try? SignalingCodec.decodeClient(text)
+            _ = try? SignalingCodec.decodeServer(text)
+            _ = try? ClientToken.verify(text, apiKey: "1", secret: "s", now: 0)
+            _ = try? SessionID.parse(text)
+            _ = FormEncoding.decode(text)
+            survived += 1
+        }
+        XCTAssertEqual(survived, 3000)
+    }
+}
