@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import OTServer
 import OTSession
@@ -135,5 +138,45 @@ final class SessionConnectTests: XCTestCase {
         try s.connect(token: ts.server.token(sessionId: sid))
         rec.waitFor(.failed(1027))
         XCTAssertEqual([first.0.status, second.0.status], [.connected, .connected])
+    }
+}
+
+final class SessionTimeoutTests: XCTestCase {
+    func testServerThatNeverAnswersTimesOutWith1021() throws {
+        // A listening socket nobody accepts from: TCP connects, the WebSocket upgrade never answers.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr)
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+        listen(fd, 4)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        let port = UInt16(bigEndian: addr.sin_port)
+        let rec = Recorder()
+        let s = Session(apiKey: "1", sessionId: "1_x", delegate: rec,
+                        settings: SessionSettings(serverURL: "ws://127.0.0.1:\(port)", connectTimeout: .milliseconds(300)))
+        try s.connect(token: "t")
+        rec.waitFor(.failed(OTErrorCode.connectionTimedOut.rawValue))
+        XCTAssertEqual(s.status, .failed)
+        XCTAssertEqual(rec.events, [.failed(1021)])
+    }
+
+    func testDisconnectWhileConnectingEndsDisconnected() throws {
+        let ts = try TestServer()
+        let sid = try ts.session()
+        let rec = Recorder()
+        let s = Session(apiKey: ts.project.apiKey, sessionId: sid, delegate: rec, settings: SessionSettings(serverURL: ts.server.signalingURL))
+        try s.connect(token: ts.server.token(sessionId: sid))
+        try s.disconnect()
+        rec.waitFor(.disconnected)
+        XCTAssertEqual(s.status, .notConnected)
+        XCTAssertEqual(rec.events.last, .disconnected)
+        XCTAssertFalse(rec.events.contains { if case .failed = $0 { true } else { false } })
+        // And the session can connect again afterwards.
+        rec.clear()
+        try s.connect(token: ts.server.token(sessionId: sid))
+        rec.waitFor(.connected)
     }
 }
