@@ -59,7 +59,10 @@ public final class TCPConnection: @unchecked Sendable {
 
     fileprivate func flush() {
         while outboxOffset < outbox.count {
-            let n = outbox.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + outboxOffset, outbox.count - outboxOffset, Int32(MSG_NOSIGNAL)) }
+            let n = outbox.withUnsafeBytes { buf -> Int in
+                guard let base = buf.baseAddress else { return 0 }
+                return Glibc.send(fd, base + outboxOffset, buf.count - outboxOffset, Int32(MSG_NOSIGNAL))
+            }
             if n > 0 { outboxOffset += n; continue }
             if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { break }
             loop.closeConnection(self, error: OTError(.connectionDropped, "send failed: errno \(errno)"))
