@@ -110,6 +110,15 @@ final class DTLSEndpointTests: XCTestCase {
         XCTAssertGreaterThan(largest, 100)
     }
 
+    func testCloseNotifyReachesThePeer() throws {
+        var s = try setup(seed: 180)
+        XCTAssertTrue(handshake(&s))
+        s.client.close()
+        let b = s.pair.b
+        XCTAssertTrue(s.pair.run(for: .seconds(1)) { b.dtlsEvents.contains(.closed) })
+        XCTAssertThrowsError(try s.client.send([1]))
+    }
+
     func testFingerprintMismatchRefusesTheConnection() throws {
         let wrong = SDPFingerprint(algorithm: "sha-256", bytes: Array(repeating: 0x42, count: 32))
         var s = try setup(seed: 160, serverExpects: wrong)
