@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """aiortc peer for libotsession's interop test (driven by OTTransportTests.AiortcInteropTests).
 
-Protocol on stdin/stdout, one JSON object per line:
+Modes: (default) aiortc offers and we answer; `answer` we offer and aiortc answers; `pair` two aiortc peers
+(setup-time reference). Protocol on stdin/stdout, one JSON object per line (the offering side's
+description first):
   -> {"type": "offer", "sdp": ...}                 our offer (audio sendrecv, Opus), candidates on 127.0.0.1 only
   <- {"type": "answer", "sdp": ...}                from the test
   -> {"event": "connected", "ms": <offer->connected>}
@@ -76,9 +78,58 @@ async def pair():
     await b.close()
 
 
+async def answerer(duration):
+    """aiortc answers our offer (audio sendrecv with a tone, video receive-only)."""
+    pc = RTCPeerConnection()
+    decoded = {"frames": 0}
+    connected = asyncio.Event()
+
+    @pc.on("track")
+    def on_track(track):
+        async def consume():
+            while True:
+                try:
+                    await track.recv()
+                except Exception:
+                    return
+                if track.kind == "audio":
+                    decoded["frames"] += 1
+        asyncio.ensure_future(consume())
+
+    @pc.on("connectionstatechange")
+    def on_state():
+        if pc.connectionState == "connected":
+            connected.set()
+
+    emit({"event": "ready"})
+    line = await asyncio.get_event_loop().run_in_executor(None, sys.stdin.readline)
+    offer = json.loads(line)
+    t0 = time.monotonic()
+    await pc.setRemoteDescription(RTCSessionDescription(sdp=offer["sdp"], type="offer"))
+    pc.addTrack(ToneTrack())
+    await pc.setLocalDescription(await pc.createAnswer())
+    emit({"type": "answer", "sdp": pc.localDescription.sdp})
+    await asyncio.wait_for(connected.wait(), timeout=20)
+    emit({"event": "connected", "ms": (time.monotonic() - t0) * 1000})
+    await asyncio.sleep(duration)
+    received = sent = 0
+    ssrc = 0
+    for s in (await pc.getStats()).values():
+        if s.type == "inbound-rtp" and s.kind == "audio":
+            received += s.packetsReceived
+        if s.type == "outbound-rtp":
+            sent += s.packetsSent
+            ssrc = s.ssrc
+    emit({"event": "stats", "packetsReceived": received, "packetsSent": sent, "framesDecoded": decoded["frames"], "ssrc": ssrc})
+    await pc.close()
+
+
 async def main():
     if len(sys.argv) > 1 and sys.argv[1] == "pair":
         await pair()
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "answer":
+        await answerer(float(sys.argv[2]) if len(sys.argv) > 2 else 3.0)
         return
     duration = float(sys.argv[1]) if len(sys.argv) > 1 else 3.0
     pc = RTCPeerConnection()
