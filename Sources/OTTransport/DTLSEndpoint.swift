@@ -214,8 +214,7 @@ public final class DTLSEndpoint {
     /// Runs the retransmission timer.
     public func handleTimeout(now: Instant) {
         guard let at = retransmitAt, at <= now, !isFailed else { return }
-        retransmissions += 1
-        if retransmissions > maxRetransmissions {
+        if retransmissions >= maxRetransmissions {
             fail(OTError(.connectionTimedOut, "DTLS: handshake timed out after \(maxRetransmissions) retransmissions"))
             return
         }
@@ -228,13 +227,17 @@ public final class DTLSEndpoint {
                 usleep(UInt32(clamping: min(usec, 100_000)))
             }
         }
-        if ot_dtls_handle_timeout(ssl) < 0 {
+        let r = ot_dtls_handle_timeout(ssl)
+        if r < 0 {
             _ = collectOutput()
             fail(OTError(.connectionTimedOut, "DTLS: handshake timed out (\(openSSLErrorString()))"))
             return
         }
         _ = collectOutput()
-        rto = min(rto * 2, maxRTO)
+        if r > 0 {  // a flight went out again (on the wall clock, OpenSSL's timer may not quite be due yet)
+            retransmissions += 1
+            rto = min(rto * 2, maxRTO)
+        }
         scheduleTimer(now: now, newFlight: false)
     }
 
