@@ -213,3 +213,22 @@ final class FIFOTests: XCTestCase {
         XCTAssertEqual(out.count, 167 + (200 - 167) + (300 / 2))
     }
 }
+
+/// Per-packet cost of the RTP session bookkeeping (prints packets per second; asserts only the outcome).
+final class RTPSessionThroughputTests: XCTestCase {
+    func testSendAndReceiveBookkeepingThroughput() {
+        let s = RTPSession(config: .init(localSSRCs: [1], cname: "s"), now: .zero)
+        let r = RTPSession(config: .init(localSSRCs: [2], cname: "r"), now: .zero)
+        let packet = [UInt8](repeating: 0, count: 1200)
+        let n = 100_000
+        let t0 = MonotonicClock.now()
+        for i in 0..<n {
+            let now = Instant(micros: Int64(i) * 1000)
+            s.sent(ssrc: 1, sequence: UInt16(truncatingIfNeeded: i), rtpTimestamp: UInt32(i) * 90, clockRate: 90000, payloadBytes: 1188, packet: packet, now: now)
+            if i % 50 != 7 { r.received(ssrc: 1, sequence: UInt16(truncatingIfNeeded: i), rtpTimestamp: UInt32(i) * 90, clockRate: 90000, now: now) }
+        }
+        let elapsed = MonotonicClock.now() - t0
+        print(String(format: "RTP_SESSION_BENCH %d packets sent+received in %.1f ms (%.0f packets/s, this build)", n, Double(elapsed.microseconds) / 1000, Double(n) / elapsed.seconds))
+        XCTAssertEqual(r.statistics(ssrc: 1)?.received, Int64(n - n / 50))
+    }
+}
