@@ -21,6 +21,9 @@ let package = Package(
         .systemLibrary(name: "CVPX", pkgConfig: "vpx", providers: [.apt(["libvpx-dev"])]),
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
+        // Linux epoll/eventfd headers for the TCP event loop.
+        .systemLibrary(name: "CEpoll"),
         // C functions Swift cannot call directly (variadic ctl functions, macros).
         .target(name: "COTShims", dependencies: ["COpus", "CVPX", "CSRTP", "COpenSSL"]),
         // C types of the public ABI (handles, callback structs, status codes).
@@ -31,9 +34,11 @@ let package = Package(
         // Byte formats only: RTP/RTCP, STUN, SDP, VP8/Opus payloads, HTTP, WebSocket, JSON messages, tokens.
         .target(name: "OTWire", dependencies: ["OTBase", "COTShims", "COpenSSL"]),
         // Sans-IO protocol engines and the socket driver.
-        .target(name: "OTTransport", dependencies: ["OTWire", "COTShims", "CSRTP", "COpenSSL"]),
+        .target(name: "OTTransport", dependencies: ["OTWire", "COTShims", "CSRTP", "COpenSSL",
+                                                  "CEpoll"]),
         // Frames, converters, codecs, jitter buffers, capturers, audio devices.
-        .target(name: "OTMedia", dependencies: ["OTWire", "COTShims", "COpus", "CVPX"]),
+        .target(name: "OTMedia", dependencies: ["OTWire", "COTShims", "COpus", "CVPX",
+                                               "CPNG"]),
         // The Swift API users import: Session, Publisher, Subscriber.
         .target(name: "OTSession", dependencies: ["OTTransport", "OTMedia", "OTWire"]),
         // The session server: REST API, WebSocket signaling, media router.
@@ -43,7 +48,9 @@ let package = Package(
 
         .executableTarget(name: "ot-server", dependencies: ["OTServer"]),
         .executableTarget(name: "ot-demo", dependencies: ["OTSession", "OTServer", "OTMedia"]),
-        .executableTarget(name: "ot-bench", dependencies: ["OTMedia", "OTTransport", "OTWire"]),
+        .target(name: "COTAllocCounter"),
+        .executableTarget(name: "ot-bench", dependencies: ["OTMedia", "OTTransport", "OTWire", "COTShims", "CVPX", "COpus", "COTAllocCounter"]),
+        .executableTarget(name: "ot-fuzz-rtp-vp8", dependencies: ["OTWire"], path: "Fuzz/rtp_vp8"),
 
         .testTarget(name: "OTBaseTests", dependencies: ["OTBase"]),
         .testTarget(name: "OTWireTests", dependencies: ["OTWire"]),

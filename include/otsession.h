@@ -92,9 +92,149 @@ typedef struct ot_video_frame ot_video_frame;
 
 #endif /* OT_TYPES_H */
 
+/* Types of the embedded session server API. */
+#ifndef OT_SERVER_TYPES_H
+#define OT_SERVER_TYPES_H
+
+
+/** Token formats for ot_token_new / ot_server_new_token. */
+enum ot_token_format {
+    OT_TOKEN_JWT = 0,
+    OT_TOKEN_T1 = 1
+};
+
+#endif /* OT_SERVER_TYPES_H */
+
+/* Types of the session API: status values, settings, capabilities and the
+ * callback struct that mirrors the session delegate's messages. */
+#ifndef OT_SESSION_TYPES_H
+#define OT_SESSION_TYPES_H
+
+
+/** A session's connection status (OTSessionConnectionStatus). */
+enum ot_session_status {
+    OT_SESSION_NOT_CONNECTED = 0,
+    OT_SESSION_CONNECTED = 1,
+    OT_SESSION_CONNECTING = 2,
+    OT_SESSION_DISCONNECTING = 3,
+    OT_SESSION_FAILED = 4
+};
+
+/** A connection's role, from the token it connected with. */
+enum ot_role {
+    OT_ROLE_SUBSCRIBER = 0,
+    OT_ROLE_PUBLISHER = 1,
+    OT_ROLE_PUBLISHER_ONLY = 2,
+    OT_ROLE_MODERATOR = 3
+};
+
+/** A stream's video type. */
+enum ot_video_type {
+    OT_VIDEO_TYPE_CAMERA = 0,
+    OT_VIDEO_TYPE_SCREEN = 1,
+    OT_VIDEO_TYPE_CUSTOM = 2
+};
+
+/** Sizes of the buffers that ids and tokens are copied into. */
+#define OT_ID_BUFFER_SIZE 256
+#define OT_TOKEN_BUFFER_SIZE 4096
+
+/** A stream's properties. The strings belong to the ot_stream they were read
+ * from and live as long as it does. */
+typedef struct ot_stream_info {
+    const char *id;
+    const char *name;
+    const char *connection_id;
+    ot_bool has_audio;
+    ot_bool has_video;
+    /** One of ot_video_type. */
+    int video_type;
+    int width;
+    int height;
+    /** Milliseconds since 1970. */
+    int64_t creation_time;
+} ot_stream_info;
+
+/** A connection's properties. The strings belong to the ot_connection they
+ * were read from and live as long as it does. */
+typedef struct ot_connection_info {
+    const char *id;
+    /** The token's connection data ("" when none). */
+    const char *data;
+    /** Milliseconds since 1970. */
+    int64_t creation_time;
+} ot_connection_info;
+
+/** Options for ot_session_new_with_settings; start from ot_session_settings_default(). */
+typedef struct ot_session_settings {
+    /** The session server: "ws://host:port" or "http://host:port". NULL means ws://127.0.0.1:8080. */
+    const char *server_url;
+    /** When true, no connection created/destroyed callbacks are made for other clients. */
+    ot_bool connection_events_suppressed;
+    /** ICE: send media through TURN relays only. */
+    ot_bool ice_relay_only;
+} ot_session_settings;
+
+/** What the token's role allows (OTSessionCapabilities). */
+typedef struct ot_session_capabilities {
+    ot_bool can_publish;
+    ot_bool can_subscribe;
+    ot_bool can_force_mute;
+    ot_bool can_force_disconnect;
+} ot_session_capabilities;
+
+/** The session's delegate messages. Every callback gets the session and the
+ * struct's user_data; pointers it receives are borrowed until it returns.
+ * Members left NULL are not called. */
+typedef struct ot_session_callbacks {
+    /** sessionDidConnect: the session is connected; ot_session_get_connection is available. */
+    void (*on_connected)(ot_session *session, void *user_data);
+    /** sessionDidDisconnect: the session is no longer connected. */
+    void (*on_disconnected)(ot_session *session, void *user_data);
+    /** session:didFailWithError: comes before on_disconnected when a connected session fails. */
+    void (*on_error)(ot_session *session, void *user_data, ot_status code, const char *message);
+    /** Another client joined (also for those present at connect, unless suppressed). */
+    void (*on_connection_created)(ot_session *session, void *user_data, const ot_connection *connection);
+    /** Another client left. */
+    void (*on_connection_destroyed)(ot_session *session, void *user_data, const ot_connection *connection);
+    /** A stream was published into the session. */
+    void (*on_stream_created)(ot_session *session, void *user_data, const ot_stream *stream);
+    /** A stream left the session. */
+    void (*on_stream_destroyed)(ot_session *session, void *user_data, const ot_stream *stream);
+    /** A stream started or stopped carrying audio. */
+    void (*on_stream_has_audio_changed)(ot_session *session, void *user_data, const ot_stream *stream, ot_bool has_audio);
+    /** A stream started or stopped carrying video. */
+    void (*on_stream_has_video_changed)(ot_session *session, void *user_data, const ot_stream *stream, ot_bool has_video);
+    /** A stream's video dimensions changed. */
+    void (*on_stream_video_dimensions_changed)(ot_session *session, void *user_data, const ot_stream *stream, int width, int height);
+    /** A signal arrived; `from` is NULL for a signal sent by the server (REST). */
+    void (*on_signal_received)(ot_session *session, void *user_data, const char *type, const char *data, const ot_connection *from);
+    /** A moderator forced everyone's audio off (active) or lifted that (not active). */
+    void (*on_mute_forced)(ot_session *session, void *user_data, ot_bool active);
+    /** The connection to the server dropped; the session is trying to reconnect. */
+    void (*on_reconnecting)(ot_session *session, void *user_data);
+    /** The session reconnected (same connection id). */
+    void (*on_reconnected)(ot_session *session, void *user_data);
+    void *user_data;
+} ot_session_callbacks;
+
+#endif /* OT_SESSION_TYPES_H */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/// A copy of a (borrowed) connection handle that stays valid until ot_connection_delete; NULL for a bad handle.
+ot_connection * ot_connection_copy(ot_connection const * connection);
+
+/// Releases a connection handle made by ot_connection_copy.
+ot_status ot_connection_delete(ot_connection * connection);
+
+/// The connection's id (owned by the connection handle), or NULL for a bad handle.
+char const * ot_connection_get_id(ot_connection const * connection);
+
+/// Fills `info` with the connection's properties (strings owned by the connection handle).
+ot_status ot_connection_get_info(ot_connection const * connection, ot_connection_info * info);
 
 /// Sends log lines to `callback` (with `user_data`) instead of stderr; NULL restores stderr.
 /// The message is borrowed for the duration of the call, which comes on the logging thread.
@@ -104,8 +244,108 @@ ot_status ot_log_set_callback(ot_log_callback callback, void * user_data);
 /// Returns OT_ERR_INVALID_PARAM for any other value.
 ot_status ot_log_set_level(int32_t level);
 
+/// Creates a session (routed, or relayed for peer-to-peer media) and copies its id into `buf`
+/// (OT_ID_BUFFER_SIZE is enough).
+ot_status ot_server_create_session(ot_server * server, ot_bool relayed, char * buf, size_t size);
+
+/// Stops and releases the server.
+ot_status ot_server_delete(ot_server * server);
+
+/// Copies the server's base URL ("http://host:port", for the REST API and ot_session_settings.server_url) into `buf`.
+ot_status ot_server_get_url(ot_server * server, char * buf, size_t size);
+
+/// Creates an embedded session server for one project, listening on `host` (NULL: 127.0.0.1) and
+/// `port` (0: any free port) once started. NULL when an argument is invalid.
+ot_server * ot_server_new(char const * host, int32_t port, char const * api_key, char const * api_secret);
+
+/// Mints a client token for a session of this server (role: one of ot_role; data: connection data or NULL;
+/// format: OT_TOKEN_JWT or OT_TOKEN_T1) into `buf` (OT_TOKEN_BUFFER_SIZE is enough).
+ot_status ot_server_new_token(ot_server * server, char const * session_id, int32_t role, char const * data, int32_t format, char * buf, size_t size);
+
+/// Starts serving (REST API and WebSocket signaling on one port); the bound port goes to `port` (may be NULL).
+ot_status ot_server_start(ot_server * server, int32_t * port);
+
+/// Stops the server (connected clients are dropped).
+ot_status ot_server_stop(ot_server * server);
+
+/// Starts connecting with a token; on_connected or on_error follows.
+/// OT_ERR_ILLEGAL_STATE when already connected or connecting.
+ot_status ot_session_connect(ot_session * session, char const * token);
+
+/// Deletes a session: disconnects it, waits for its callback in flight (unless called from inside one)
+/// and guarantees no callback of it fires after this returns.
+ot_status ot_session_delete(ot_session * session);
+
+/// Ends a force mute of the whole session (moderators only).
+ot_status ot_session_disable_force_mute(ot_session * session);
+
+/// Starts disconnecting; on_disconnected follows. OT_ERR_NOT_CONNECTED when not connected or connecting.
+ot_status ot_session_disconnect(ot_session * session);
+
+/// Disconnects another client (moderators only): it gets on_disconnected, the others on_connection_destroyed.
+ot_status ot_session_force_disconnect(ot_session * session, ot_connection const * connection);
+
+/// Mutes the audio of every stream but `excluded_stream_ids` (moderators only); on_mute_forced follows on every client.
+ot_status ot_session_force_mute_all(ot_session * session, char const * const * excluded_stream_ids, size_t count);
+
+/// Mutes one stream's audio (moderators only).
+ot_status ot_session_force_mute_stream(ot_session * session, char const * stream_id);
+
+/// What the token's role allows; OT_ERR_NOT_CONNECTED before on_connected.
+ot_status ot_session_get_capabilities(ot_session * session, ot_session_capabilities * caps);
+
+/// This client's connection (owned by the session: valid until it is deleted or reconnects as another
+/// connection), or NULL when not connected or the handle is bad.
+ot_connection const * ot_session_get_connection(ot_session * session);
+
+/// Copies the session id into `buf` (OT_ID_BUFFER_SIZE is always enough).
+ot_status ot_session_get_id(ot_session * session, char * buf, size_t size);
+
+/// The session's status (one of ot_session_status) into `status`.
+ot_status ot_session_get_status(ot_session * session, int32_t * status);
+
+/// Creates a session with default settings; NULL when an argument is NULL or empty.
+/// `callbacks` is copied; it need not outlive the call.
+ot_session * ot_session_new(char const * api_key, char const * session_id, ot_session_callbacks const * callbacks);
+
+/// Creates a session with settings (NULL settings: the defaults); NULL when a required argument is NULL or empty.
+ot_session * ot_session_new_with_settings(char const * api_key, char const * session_id, ot_session_callbacks const * callbacks, ot_session_settings const * settings);
+
+/// Reports an issue; copies into `issue_id` (OT_ID_BUFFER_SIZE is enough) the id the server logs it under.
+ot_status ot_session_report_issue(ot_session * session, char const * description, char * issue_id, size_t size);
+
+/// Sends a signal to every connection in the session (the sender included).
+/// Checked before sending: OT_ERR_SIGNAL_TYPE_TOO_LONG (over 128), OT_ERR_INVALID_SIGNAL_TYPE (outside
+/// [A-Za-z0-9_~-]), OT_ERR_SIGNAL_DATA_TOO_LONG (over 8192 bytes), OT_ERR_NOT_CONNECTED,
+/// OT_ERR_FORCE_UNPUBLISH_OR_INVALID_STREAM when the role may not signal. NULL data means "".
+ot_status ot_session_send_signal(ot_session * session, char const * type, char const * data);
+
+/// Sends a signal to one connection (NULL `to`: everyone); same checks as ot_session_send_signal.
+ot_status ot_session_send_signal_to_connection(ot_session * session, char const * type, char const * data, ot_connection const * to);
+
+/// Fills `settings` with the defaults: server ws://127.0.0.1:8080, events not suppressed, any ICE path.
+ot_status ot_session_settings_default(ot_session_settings * settings);
+
 /// A static English message for a status code (never NULL; unknown codes get "unknown status code").
 char const * ot_status_message(ot_status status);
+
+/// A copy of a (borrowed) stream handle that stays valid until ot_stream_delete; NULL for a bad handle.
+ot_stream * ot_stream_copy(ot_stream const * stream);
+
+/// Releases a stream handle made by ot_stream_copy.
+ot_status ot_stream_delete(ot_stream * stream);
+
+/// The stream's id (owned by the stream handle), or NULL for a bad handle.
+char const * ot_stream_get_id(ot_stream const * stream);
+
+/// Fills `info` with the stream's properties (strings owned by the stream handle).
+/// OT_ERR_INVALID_PARAM for NULL arguments, OT_ERR_INVALID_HANDLE for a stale or foreign handle.
+ot_status ot_stream_get_info(ot_stream const * stream, ot_stream_info * info);
+
+/// Mints a client token with a project's key and secret, without a server (for tools and tests).
+/// Same arguments as ot_server_new_token; OT_ERR_INVALID_PARAM for a bad role, format, session id
+/// (it must belong to `api_key`) or connection data over 1000 characters.
+ot_status ot_token_new(char const * api_key, char const * api_secret, char const * session_id, int32_t role, char const * data, int32_t format, char * buf, size_t size);
 
 /// The library version as "MAJOR.MINOR.PATCH"; a static string.
 char const * ot_version(void);

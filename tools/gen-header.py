@@ -14,6 +14,8 @@ import pathlib, re, subprocess, sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TYPES = ROOT / "Sources/COTABI/include"
 OUT = ROOT / "include/otsession.h"
+# The Python package parses its own copy of the header at import time.
+COPIES = [OUT, ROOT / "bindings/python/otsession/otsession.h"]
 
 
 def swift_header() -> str:
@@ -45,6 +47,7 @@ def functions(emitted: str) -> str:
 def types() -> str:
     names = sorted(p.name for p in TYPES.glob("*.h"))
     names.remove("ot_types.h")
+    names.remove("COTABI.h")  # the Swift importer's umbrella header
     parts = []
     for name in ["ot_types.h"] + names:
         text = (TYPES / name).read_text()
@@ -71,18 +74,23 @@ def generate() -> str:
 def main() -> int:
     fresh = generate()
     if "--check" in sys.argv[1:]:
-        current = OUT.read_text() if OUT.exists() else ""
-        if current != fresh:
-            import difflib
-            sys.stdout.writelines(difflib.unified_diff(current.splitlines(True), fresh.splitlines(True),
-                                                       "include/otsession.h (committed)", "fresh"))
-            print("gen-header: include/otsession.h is out of date; run `make header` and commit it", file=sys.stderr)
-            return 1
-        print("gen-header: include/otsession.h is up to date")
-        return 0
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(fresh)
-    print(f"gen-header: wrote {OUT.relative_to(ROOT)}")
+        stale = 0
+        for path in COPIES:
+            current = path.read_text() if path.exists() else ""
+            if current != fresh:
+                import difflib
+                name = str(path.relative_to(ROOT))
+                sys.stdout.writelines(difflib.unified_diff(current.splitlines(True), fresh.splitlines(True),
+                                                           f"{name} (committed)", "fresh"))
+                print(f"gen-header: {name} is out of date; run `make header` and commit it", file=sys.stderr)
+                stale = 1
+        if not stale:
+            print("gen-header: the header and its Python copy are up to date")
+        return stale
+    for path in COPIES:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(fresh)
+        print(f"gen-header: wrote {path.relative_to(ROOT)}")
     return 0
 
 

@@ -17,6 +17,7 @@ import Synchronization
 @c(ot_log_set_level) public func ot_log_set_level(_ level: Int32) -> ot_status {
     guard let lvl = LogLevel(rawValue: level) else { return Status.invalidParam }
     Log.level = lvl
+    Log.info("otsession", "log level set to \(lvl)")
     return Status.ok
 }
 

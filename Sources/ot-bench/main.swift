@@ -1,1 +1,21 @@
-print("not built yet")
+// ot-bench: measurements of libotsession's hot paths. One subcommand per area:
+//   ot-bench codec [--quick]    codecs, payloads and SRTP against raw libvpx/libopus
+// Build for release: swift run -c release ot-bench <subcommand>
+import Glibc
+
+let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)] = [
+    ("codec", "VP8/Opus raw codec vs whole media path, SRTP packets/s, allocations per packet", runCodecBenchmark),
+]
+
+let args = Array(CommandLine.arguments.dropFirst())
+guard let name = args.first, let bench = benchmarks.first(where: { $0.name == name }) else {
+    print("usage: ot-bench <subcommand> [options]\n")
+    for b in benchmarks { print("  \(b.name + String(repeating: " ", count: max(0, 10 - b.name.count))) \(b.summary)") }
+    exit(args.isEmpty || args.first == "--help" ? 0 : 2)
+}
+do {
+    try bench.run(Array(args.dropFirst()))
+} catch {
+    print("ot-bench \(name) failed: \(error)")
+    exit(1)
+}

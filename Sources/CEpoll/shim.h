@@ -1,0 +1,3 @@
+/* Linux epoll and eventfd, which Glibc's Swift module does not export. */
+#include <sys/epoll.h>
+#include <sys/eventfd.h>

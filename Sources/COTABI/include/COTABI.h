@@ -1,0 +1,4 @@
+/* Umbrella header of the C ABI types (for the Swift importer). */
+#include "ot_types.h"
+#include "ot_session_types.h"
+#include "ot_server_types.h"

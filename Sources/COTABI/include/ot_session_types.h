@@ -1,0 +1,115 @@
+/* Types of the session API: status values, settings, capabilities and the
+ * callback struct that mirrors the session delegate's messages. */
+#ifndef OT_SESSION_TYPES_H
+#define OT_SESSION_TYPES_H
+
+#include "ot_types.h"
+
+/** A session's connection status (OTSessionConnectionStatus). */
+enum ot_session_status {
+    OT_SESSION_NOT_CONNECTED = 0,
+    OT_SESSION_CONNECTED = 1,
+    OT_SESSION_CONNECTING = 2,
+    OT_SESSION_DISCONNECTING = 3,
+    OT_SESSION_FAILED = 4
+};
+
+/** A connection's role, from the token it connected with. */
+enum ot_role {
+    OT_ROLE_SUBSCRIBER = 0,
+    OT_ROLE_PUBLISHER = 1,
+    OT_ROLE_PUBLISHER_ONLY = 2,
+    OT_ROLE_MODERATOR = 3
+};
+
+/** A stream's video type. */
+enum ot_video_type {
+    OT_VIDEO_TYPE_CAMERA = 0,
+    OT_VIDEO_TYPE_SCREEN = 1,
+    OT_VIDEO_TYPE_CUSTOM = 2
+};
+
+/** Sizes of the buffers that ids and tokens are copied into. */
+#define OT_ID_BUFFER_SIZE 256
+#define OT_TOKEN_BUFFER_SIZE 4096
+
+/** A stream's properties. The strings belong to the ot_stream they were read
+ * from and live as long as it does. */
+typedef struct ot_stream_info {
+    const char *id;
+    const char *name;
+    const char *connection_id;
+    ot_bool has_audio;
+    ot_bool has_video;
+    /** One of ot_video_type. */
+    int video_type;
+    int width;
+    int height;
+    /** Milliseconds since 1970. */
+    int64_t creation_time;
+} ot_stream_info;
+
+/** A connection's properties. The strings belong to the ot_connection they
+ * were read from and live as long as it does. */
+typedef struct ot_connection_info {
+    const char *id;
+    /** The token's connection data ("" when none). */
+    const char *data;
+    /** Milliseconds since 1970. */
+    int64_t creation_time;
+} ot_connection_info;
+
+/** Options for ot_session_new_with_settings; start from ot_session_settings_default(). */
+typedef struct ot_session_settings {
+    /** The session server: "ws://host:port" or "http://host:port". NULL means ws://127.0.0.1:8080. */
+    const char *server_url;
+    /** When true, no connection created/destroyed callbacks are made for other clients. */
+    ot_bool connection_events_suppressed;
+    /** ICE: send media through TURN relays only. */
+    ot_bool ice_relay_only;
+} ot_session_settings;
+
+/** What the token's role allows (OTSessionCapabilities). */
+typedef struct ot_session_capabilities {
+    ot_bool can_publish;
+    ot_bool can_subscribe;
+    ot_bool can_force_mute;
+    ot_bool can_force_disconnect;
+} ot_session_capabilities;
+
+/** The session's delegate messages. Every callback gets the session and the
+ * struct's user_data; pointers it receives are borrowed until it returns.
+ * Members left NULL are not called. */
+typedef struct ot_session_callbacks {
+    /** sessionDidConnect: the session is connected; ot_session_get_connection is available. */
+    void (*on_connected)(ot_session *session, void *user_data);
+    /** sessionDidDisconnect: the session is no longer connected. */
+    void (*on_disconnected)(ot_session *session, void *user_data);
+    /** session:didFailWithError: comes before on_disconnected when a connected session fails. */
+    void (*on_error)(ot_session *session, void *user_data, ot_status code, const char *message);
+    /** Another client joined (also for those present at connect, unless suppressed). */
+    void (*on_connection_created)(ot_session *session, void *user_data, const ot_connection *connection);
+    /** Another client left. */
+    void (*on_connection_destroyed)(ot_session *session, void *user_data, const ot_connection *connection);
+    /** A stream was published into the session. */
+    void (*on_stream_created)(ot_session *session, void *user_data, const ot_stream *stream);
+    /** A stream left the session. */
+    void (*on_stream_destroyed)(ot_session *session, void *user_data, const ot_stream *stream);
+    /** A stream started or stopped carrying audio. */
+    void (*on_stream_has_audio_changed)(ot_session *session, void *user_data, const ot_stream *stream, ot_bool has_audio);
+    /** A stream started or stopped carrying video. */
+    void (*on_stream_has_video_changed)(ot_session *session, void *user_data, const ot_stream *stream, ot_bool has_video);
+    /** A stream's video dimensions changed. */
+    void (*on_stream_video_dimensions_changed)(ot_session *session, void *user_data, const ot_stream *stream, int width, int height);
+    /** A signal arrived; `from` is NULL for a signal sent by the server (REST). */
+    void (*on_signal_received)(ot_session *session, void *user_data, const char *type, const char *data, const ot_connection *from);
+    /** A moderator forced everyone's audio off (active) or lifted that (not active). */
+    void (*on_mute_forced)(ot_session *session, void *user_data, ot_bool active);
+    /** The connection to the server dropped; the session is trying to reconnect. */
+    void (*on_reconnecting)(ot_session *session, void *user_data);
+    /** The session reconnected (same connection id). */
+    void (*on_reconnected)(ot_session *session, void *user_data);
+    void *user_data;
+} ot_session_callbacks;
+
+#endif /* OT_SESSION_TYPES_H */

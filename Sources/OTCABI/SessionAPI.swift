@@ -1,0 +1,307 @@
+import COTABI
+import Foundation
+import OTBase
+import OTSession
+import Synchronization
+
+/// The object behind an `ot_session *`: the Swift Session, its C callbacks and their queue.
+final class SessionObject: @unchecked Sendable {
+    let session: Session
+    let queue: CallbackQueue
+    let callbacks: ot_session_callbacks
+    private let adapter: DelegateAdapter
+    private let state = Mutex<(bits: UInt, connection: (bits: UInt, id: String)?)>((0, nil))
+
+    init(session: Session, callbacks: ot_session_callbacks) {
+        self.session = session
+        self.callbacks = callbacks
+        queue = CallbackQueue(label: "session")
+        adapter = DelegateAdapter()
+        adapter.owner = self
+        session.delegate = adapter
+    }
+
+    var bits: UInt {
+        get { state.withLock { $0.bits } }
+        set { state.withLock { $0.bits = newValue } }
+    }
+    var handle: UnsafeMutablePointer<ot_session>? { Handle.pointer(bits, as: ot_session.self) }
+
+    /// This client's connection as a handle owned by the session (kept while the id stays the same).
+    func connectionHandle() -> UnsafeMutablePointer<ot_connection>? {
+        guard let info = session.connection else { return nil }
+        return state.withLock { s in
+            if let c = s.connection, c.id == info.id { return Handle.pointer(c.bits, as: ot_connection.self) }
+            if let old = s.connection { _ = HandleRegistry.shared.remove(old.bits, as: ConnectionObject.self) }
+            let bits = HandleRegistry.shared.insert(ConnectionObject(info))
+            s.connection = (bits, info.id)
+            return Handle.pointer(bits, as: ot_connection.self)
+        }
+    }
+
+    /// Unhooks from the Swift session and stops callbacks (waiting for the one in flight).
+    func close() {
+        session.delegate = nil
+        try? session.disconnect()
+        queue.close()
+        if let c = state.withLock({ $0.connection }) { _ = HandleRegistry.shared.remove(c.bits, as: ConnectionObject.self) }
+    }
+
+    /// Runs a C callback on the session's callback queue.
+    func post(_ body: @escaping @Sendable (SessionObject) -> Void) {
+        queue.post { [self] in body(self) }
+    }
+}
+
+/// Receives the Swift delegate messages and forwards them to the C callbacks.
+private final class DelegateAdapter: SessionDelegate, @unchecked Sendable {
+    weak var owner: SessionObject?
+
+    private func post(_ body: @escaping @Sendable (SessionObject, ot_session_callbacks) -> Void) {
+        owner?.post { o in body(o, o.callbacks) }
+    }
+
+    func sessionDidConnect(_ session: Session) {
+        post { o, cb in cb.on_connected?(o.handle, cb.user_data) }
+    }
+    func sessionDidDisconnect(_ session: Session) {
+        post { o, cb in cb.on_disconnected?(o.handle, cb.user_data) }
+    }
+    func session(_ session: Session, didFailWithError error: OTError) {
+        post { o, cb in error.message.withCString { cb.on_error?(o.handle, cb.user_data, ot_status(error.code.rawValue), $0) } }
+    }
+    func session(_ session: Session, connectionCreated connection: ConnectionInfo) {
+        post { o, cb in
+            withBorrowedHandle(ConnectionObject(connection), as: ot_connection.self) { cb.on_connection_created?(o.handle, cb.user_data, $0) }
+        }
+    }
+    func session(_ session: Session, connectionDestroyed connection: ConnectionInfo) {
+        post { o, cb in
+            withBorrowedHandle(ConnectionObject(connection), as: ot_connection.self) { cb.on_connection_destroyed?(o.handle, cb.user_data, $0) }
+        }
+    }
+    func session(_ session: Session, streamCreated stream: StreamInfo) {
+        post { o, cb in withBorrowedHandle(StreamObject(stream), as: ot_stream.self) { cb.on_stream_created?(o.handle, cb.user_data, $0) } }
+    }
+    func session(_ session: Session, streamDestroyed stream: StreamInfo) {
+        post { o, cb in withBorrowedHandle(StreamObject(stream), as: ot_stream.self) { cb.on_stream_destroyed?(o.handle, cb.user_data, $0) } }
+    }
+    func session(_ session: Session, stream: StreamInfo, didChange change: StreamPropertyChange) {
+        post { o, cb in
+            withBorrowedHandle(StreamObject(stream), as: ot_stream.self) { s in
+                switch change {
+                case .hasAudio(let v): cb.on_stream_has_audio_changed?(o.handle, cb.user_data, s, CArg.bool(v))
+                case .hasVideo(let v): cb.on_stream_has_video_changed?(o.handle, cb.user_data, s, CArg.bool(v))
+                case .dimensions(let w, let h):
+                    cb.on_stream_video_dimensions_changed?(o.handle, cb.user_data, s, Int32(clamping: w), Int32(clamping: h))
+                }
+            }
+        }
+    }
+    func session(_ session: Session, receivedSignalType type: String, from connection: ConnectionInfo?, data: String) {
+        post { o, cb in
+            type.withCString { t in
+                data.withCString { d in
+                    if let connection {
+                        withBorrowedHandle(ConnectionObject(connection), as: ot_connection.self) { cb.on_signal_received?(o.handle, cb.user_data, t, d, $0) }
+                    } else {
+                        cb.on_signal_received?(o.handle, cb.user_data, t, d, nil)
+                    }
+                }
+            }
+        }
+    }
+    func session(_ session: Session, muteForced info: MuteForcedInfo) {
+        post { o, cb in cb.on_mute_forced?(o.handle, cb.user_data, CArg.bool(info.active)) }
+    }
+}
+
+/// The live session behind a handle, or the status that says why there is none.
+private func sessionObject(_ p: UnsafeMutablePointer<ot_session>?) -> (object: SessionObject?, status: ot_status) {
+    guard let p else { return (nil, Status.invalidParam) }
+    guard let o = HandleRegistry.shared.lookup(UInt(bitPattern: p), as: SessionObject.self) else { return (nil, Status.invalidHandle) }
+    return (o, Status.ok)
+}
+
+/// Runs `body` with the live session behind `p`, turning thrown OTErrors into their codes.
+private func withSession(_ p: UnsafeMutablePointer<ot_session>?, _ body: (SessionObject) throws -> ot_status) -> ot_status {
+    let (object, status) = sessionObject(p)
+    guard let o = object else { return status }
+    do { return try body(o) } catch let e as OTError { return Status.of(e.code) } catch { return Status.internalError }
+}
+
+/// Fills `settings` with the defaults: server ws://127.0.0.1:8080, events not suppressed, any ICE path.
+@c(ot_session_settings_default) public func ot_session_settings_default(_ settings: UnsafeMutablePointer<ot_session_settings>?) -> ot_status {
+    guard let settings else { return Status.invalidParam }
+    settings.pointee = ot_session_settings(server_url: nil, connection_events_suppressed: 0, ice_relay_only: 0)
+    return Status.ok
+}
+
+/// Creates a session with default settings; NULL when an argument is NULL or empty.
+/// `callbacks` is copied; it need not outlive the call.
+@c(ot_session_new) public func ot_session_new(_ api_key: UnsafePointer<CChar>?, _ session_id: UnsafePointer<CChar>?,
+                                              _ callbacks: UnsafePointer<ot_session_callbacks>?) -> UnsafeMutablePointer<ot_session>? {
+    ot_session_new_with_settings(api_key, session_id, callbacks, nil)
+}
+
+/// Creates a session with settings (NULL settings: the defaults); NULL when a required argument is NULL or empty.
+@c(ot_session_new_with_settings) public func ot_session_new_with_settings(
+    _ api_key: UnsafePointer<CChar>?, _ session_id: UnsafePointer<CChar>?,
+    _ callbacks: UnsafePointer<ot_session_callbacks>?, _ settings: UnsafePointer<ot_session_settings>?
+) -> UnsafeMutablePointer<ot_session>? {
+    guard let key = CArg.string(api_key), !key.isEmpty, let sid = CArg.string(session_id), !sid.isEmpty, let callbacks else { return nil }
+    var s = SessionSettings(serverURL: "ws://127.0.0.1:8080")
+    if let settings {
+        if let url = settings.pointee.server_url {
+            guard let u = CArg.string(url), !u.isEmpty else { return nil }
+            s.serverURL = u
+        }
+        s.connectionEventsSuppressed = settings.pointee.connection_events_suppressed != 0
+        s.forceTurn = settings.pointee.ice_relay_only != 0
+    }
+    let object = SessionObject(session: Session(apiKey: key, sessionId: sid, delegate: nil, settings: s), callbacks: callbacks.pointee)
+    object.bits = HandleRegistry.shared.insert(object)
+    return object.handle
+}
+
+/// Deletes a session: disconnects it, waits for its callback in flight (unless called from inside one)
+/// and guarantees no callback of it fires after this returns.
+@c(ot_session_delete) public func ot_session_delete(_ session: UnsafeMutablePointer<ot_session>?) -> ot_status {
+    guard let session else { return Status.invalidParam }
+    guard let o = HandleRegistry.shared.remove(UInt(bitPattern: session), as: SessionObject.self) else { return Status.invalidHandle }
+    o.close()
+    return Status.ok
+}
+
+/// Starts connecting with a token; on_connected or on_error follows.
+/// OT_ERR_ILLEGAL_STATE when already connected or connecting.
+@c(ot_session_connect) public func ot_session_connect(_ session: UnsafeMutablePointer<ot_session>?, _ token: UnsafePointer<CChar>?) -> ot_status {
+    withSession(session) { o in
+        guard let t = CArg.string(token), !t.isEmpty else { return Status.invalidParam }
+        try o.session.connect(token: t)
+        return Status.ok
+    }
+}
+
+/// Starts disconnecting; on_disconnected follows. OT_ERR_NOT_CONNECTED when not connected or connecting.
+@c(ot_session_disconnect) public func ot_session_disconnect(_ session: UnsafeMutablePointer<ot_session>?) -> ot_status {
+    withSession(session) { o in try o.session.disconnect(); return Status.ok }
+}
+
+/// The session's status (one of ot_session_status) into `status`.
+@c(ot_session_get_status) public func ot_session_get_status(_ session: UnsafeMutablePointer<ot_session>?,
+                                                          _ status: UnsafeMutablePointer<Int32>?) -> ot_status {
+    withSession(session) { o in
+        guard let status else { return Status.invalidParam }
+        status.pointee = o.session.status.rawValue
+        return Status.ok
+    }
+}
+
+/// Copies the session id into `buf` (OT_ID_BUFFER_SIZE is always enough).
+@c(ot_session_get_id) public func ot_session_get_id(_ session: UnsafeMutablePointer<ot_session>?,
+                                                  _ buf: UnsafeMutablePointer<CChar>?, _ size: UInt) -> ot_status {
+    withSession(session) { o in CArg.copy(o.session.sessionId, to: buf, size: size) }
+}
+
+/// This client's connection (owned by the session: valid until it is deleted or reconnects as another
+/// connection), or NULL when not connected or the handle is bad.
+@c(ot_session_get_connection) public func ot_session_get_connection(_ session: UnsafeMutablePointer<ot_session>?) -> UnsafePointer<ot_connection>? {
+    guard let o = sessionObject(session).object, let h = o.connectionHandle() else { return nil }
+    return UnsafePointer(h)
+}
+
+/// What the token's role allows; OT_ERR_NOT_CONNECTED before on_connected.
+@c(ot_session_get_capabilities) public func ot_session_get_capabilities(_ session: UnsafeMutablePointer<ot_session>?,
+                                                                      _ caps: UnsafeMutablePointer<ot_session_capabilities>?) -> ot_status {
+    withSession(session) { o in
+        guard let caps else { return Status.invalidParam }
+        guard let c = o.session.capabilities else { return Status.of(.notConnected) }
+        caps.pointee = ot_session_capabilities(can_publish: CArg.bool(c.canPublish), can_subscribe: CArg.bool(c.canSubscribe),
+                                               can_force_mute: CArg.bool(c.canForceMute), can_force_disconnect: CArg.bool(c.canForceDisconnect))
+        return Status.ok
+    }
+}
+
+/// Sends a signal to every connection in the session (the sender included).
+/// Checked before sending: OT_ERR_SIGNAL_TYPE_TOO_LONG (over 128), OT_ERR_INVALID_SIGNAL_TYPE (outside
+/// [A-Za-z0-9_~-]), OT_ERR_SIGNAL_DATA_TOO_LONG (over 8192 bytes), OT_ERR_NOT_CONNECTED,
+/// OT_ERR_FORCE_UNPUBLISH_OR_INVALID_STREAM when the role may not signal. NULL data means "".
+@c(ot_session_send_signal) public func ot_session_send_signal(_ session: UnsafeMutablePointer<ot_session>?,
+                                                            _ type: UnsafePointer<CChar>?, _ data: UnsafePointer<CChar>?) -> ot_status {
+    ot_session_send_signal_to_connection(session, type, data, nil)
+}
+
+/// Sends a signal to one connection (NULL `to`: everyone); same checks as ot_session_send_signal.
+@c(ot_session_send_signal_to_connection) public func ot_session_send_signal_to_connection(
+    _ session: UnsafeMutablePointer<ot_session>?, _ type: UnsafePointer<CChar>?, _ data: UnsafePointer<CChar>?,
+    _ to: UnsafePointer<ot_connection>?
+) -> ot_status {
+    withSession(session) { o in
+        guard let t = CArg.string(type) else { return Status.invalidParam }
+        let d = data == nil ? "" : CArg.string(data)
+        guard let d else { return Status.invalidParam }
+        var target: String? = nil
+        if let to {
+            guard let c = connectionObject(to) else { return Status.invalidHandle }
+            target = c.info.id
+        }
+        try o.session.signal(type: t, data: d, to: target)
+        return Status.ok
+    }
+}
+
+/// Mutes the audio of every stream but `excluded_stream_ids` (moderators only); on_mute_forced follows on every client.
+@c(ot_session_force_mute_all) public func ot_session_force_mute_all(_ session: UnsafeMutablePointer<ot_session>?,
+                                                                  _ excluded_stream_ids: UnsafePointer<UnsafePointer<CChar>?>?,
+                                                                  _ count: UInt) -> ot_status {
+    withSession(session) { o in
+        guard count == 0 || excluded_stream_ids != nil else { return Status.invalidParam }
+        var ids: [String] = []
+        if let excluded_stream_ids {
+            for i in 0..<Int(count) {
+                guard let id = CArg.string(excluded_stream_ids[i]) else { return Status.invalidParam }
+                ids.append(id)
+            }
+        }
+        try o.session.forceMuteAll(excluding: ids)
+        return Status.ok
+    }
+}
+
+/// Mutes one stream's audio (moderators only).
+@c(ot_session_force_mute_stream) public func ot_session_force_mute_stream(_ session: UnsafeMutablePointer<ot_session>?,
+                                                                        _ stream_id: UnsafePointer<CChar>?) -> ot_status {
+    withSession(session) { o in
+        guard let id = CArg.string(stream_id), !id.isEmpty else { return Status.invalidParam }
+        try o.session.forceMuteStream(id)
+        return Status.ok
+    }
+}
+
+/// Ends a force mute of the whole session (moderators only).
+@c(ot_session_disable_force_mute) public func ot_session_disable_force_mute(_ session: UnsafeMutablePointer<ot_session>?) -> ot_status {
+    withSession(session) { o in try o.session.disableForceMute(); return Status.ok }
+}
+
+/// Disconnects another client (moderators only): it gets on_disconnected, the others on_connection_destroyed.
+@c(ot_session_force_disconnect) public func ot_session_force_disconnect(_ session: UnsafeMutablePointer<ot_session>?,
+                                                                      _ connection: UnsafePointer<ot_connection>?) -> ot_status {
+    withSession(session) { o in
+        guard let connection else { return Status.invalidParam }
+        guard let c = connectionObject(connection) else { return Status.invalidHandle }
+        try o.session.forceDisconnect(c.info.id)
+        return Status.ok
+    }
+}
+
+/// Reports an issue; copies into `issue_id` (OT_ID_BUFFER_SIZE is enough) the id the server logs it under.
+@c(ot_session_report_issue) public func ot_session_report_issue(_ session: UnsafeMutablePointer<ot_session>?,
+                                                              _ description: UnsafePointer<CChar>?,
+                                                              _ issue_id: UnsafeMutablePointer<CChar>?, _ size: UInt) -> ot_status {
+    withSession(session) { o in
+        guard let d = CArg.string(description), issue_id != nil, size > 0 else { return Status.invalidParam }
+        let id = try o.session.reportIssue(d)
+        return CArg.copy(id, to: issue_id, size: size)
+    }
+}

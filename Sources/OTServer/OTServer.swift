@@ -1,1 +1,0 @@
-// OTServer: see docs/architecture.md

@@ -1,0 +1,364 @@
+import Foundation
+import OTBase
+import OTTransport
+import OTWire
+
+/// The session server: OpenTok REST API and WebSocket signaling on one HTTP/1.1 port,
+/// driven by one epoll thread (no thread per connection). Embeddable: `start()` on port 0
+/// returns the port picked; `stop()` closes everything.
+public final class SessionServer: @unchecked Sendable {
+    /// What the server needs to start.
+    public struct Configuration: Sendable {
+        public var host: String
+        /// 0 picks a free port.
+        public var port: UInt16
+        public var projects: [Project]
+        public var limits: ServerLimits
+        /// WebSocket ping interval; a client silent for three intervals is dropped.
+        public var pingInterval: Duration
+        public init(host: String = "127.0.0.1", port: UInt16 = 0, projects: [Project], limits: ServerLimits = ServerLimits(),
+                    pingInterval: Duration = .seconds(10)) {
+            self.host = host; self.port = port; self.projects = projects; self.limits = limits; self.pingInterval = pingInterval
+        }
+    }
+
+    /// The WebSocket path clients connect to.
+    public static let signalingPath = "/v2/signaling"
+
+    public let configuration: Configuration
+    private let loop: TCPEventLoop
+    private let router: SignalingRouter
+    private var sockets: [Int: ServerSocket] = [:]
+    private var nextSocketId = 1
+    private let stateLock = NSLock()
+    private var boundPort: UInt16 = 0
+    private var started = false
+    private var stopped = false
+
+    public init(_ configuration: Configuration) {
+        self.configuration = configuration
+        loop = TCPEventLoop(name: "ot-server")
+        router = SignalingRouter(projects: configuration.projects, limits: configuration.limits)
+    }
+
+    deinit { if !stopped { loop.stop() } }
+
+    /// Binds and starts serving; returns the bound port.
+    @discardableResult
+    public func start() throws -> UInt16 {
+        try stateLock.withLock {
+            guard !started else { throw OTError(.illegalState, "server already started") }
+            let port = try loop.listen(host: configuration.host, port: configuration.port) { [weak self] conn in self?.accepted(conn) }
+            boundPort = port
+            started = true
+            loop.execute { [weak self] in self?.scheduleTick() }
+            Log.info("server", "listening on \(configuration.host):\(port)")
+            return port
+        }
+    }
+
+    /// Closes every socket and ends the server's thread.
+    public func stop() {
+        let doStop = stateLock.withLock { () -> Bool in let s = !stopped; stopped = true; return s }
+        if doStop { loop.stop() }
+    }
+
+    /// The bound port (0 before `start`).
+    public var port: UInt16 { stateLock.withLock { boundPort } }
+    /// `http://host:port`: the `api_url` for the server SDKs.
+    public var apiURL: String { "http://\(configuration.host):\(port)" }
+    /// `ws://host:port/v2/signaling`: the URL clients connect to.
+    public var signalingURL: String { "ws://\(configuration.host):\(port)\(Self.signalingPath)" }
+
+    /// Creates a session (as the REST call does) and returns its id.
+    public func createSession(apiKey: String, relayed: Bool = false, e2ee: Bool = false) throws -> String {
+        try onLoop { [self] in try router.createSession(apiKey: apiKey, relayed: relayed, e2ee: e2ee, nowMillis: wallClockMillis()) }
+    }
+
+    /// Mints a client token for a session of one of this server's projects.
+    public func token(sessionId: String, role: SessionRole = .publisher, data: String? = nil, format: TokenFormat = .jwt,
+                      lifetimeSeconds: Int64 = ClientToken.defaultLifetime) throws -> String {
+        let sid = try SessionID.parse(sessionId)
+        guard let p = configuration.projects.first(where: { $0.apiKey == sid.apiKey }) else {
+            throw OTError(.invalidParameter, "no project \(sid.apiKey) on this server")
+        }
+        let now = wallClockMillis() / 1000
+        return try ClientToken(apiKey: p.apiKey, sessionId: sessionId, role: role, createTime: now, expireTime: now + lifetimeSeconds,
+                               connectionData: data, format: format).mint(secret: p.secret)
+    }
+
+    /// Issues logged by `reportIssue`, oldest first.
+    public var reportedIssues: [IssueReport] { (try? onLoop { [self] in router.issues }) ?? [] }
+    /// Connections of a session (dropped ones included while resumable).
+    public func connections(in sessionId: String) -> [ConnectionInfo] { (try? onLoop { [self] in router.connections(in: sessionId) }) ?? [] }
+    /// Streams published in a session.
+    public func streams(in sessionId: String) -> [StreamInfo] { (try? onLoop { [self] in router.streams(in: sessionId) }) ?? [] }
+    /// Open sockets (HTTP and WebSocket).
+    public var openSockets: Int { (try? onLoop { [self] in sockets.count }) ?? 0 }
+
+    private func onLoop<T>(_ body: @escaping () throws -> T) throws -> T {
+        if loop.inLoop || !stateLock.withLock({ started && !stopped }) { return try body() }
+        let slot = ResultSlot<T>()
+        let done = DispatchSemaphore(value: 0)
+        loop.execute { slot.result = Result { try body() }; done.signal() }
+        done.wait()
+        switch slot.result {
+        case .success(let v): return v
+        case .failure(let e): throw e
+        case nil: throw OTError(.internalError, "server loop did not answer")
+        }
+    }
+
+    // MARK: loop-thread internals
+
+    private func accepted(_ conn: TCPConnection) {
+        let id = nextSocketId; nextSocketId += 1
+        let s = ServerSocket(id: id, conn: conn, server: self, now: MonotonicClock.now())
+        conn.delegate = s
+        conn.context = s
+        sockets[id] = s
+    }
+
+    private func scheduleTick() {
+        loop.schedule(after: .milliseconds(250)) { [weak self] in
+            guard let self else { return }
+            let now = MonotonicClock.now()
+            apply(router.tick(now: now))
+            for s in sockets.values where s.ws != nil {
+                if now - s.lastHeard > configuration.pingInterval * 3 {
+                    s.conn.close(error: OTError(.connectionTimedOut, "client silent"))
+                } else if now - s.lastPing >= configuration.pingInterval {
+                    s.lastPing = now
+                    s.conn.send(WebSocketFrame(opcode: .ping, payload: []).encoded())
+                }
+            }
+            scheduleTick()
+        }
+    }
+
+    fileprivate func socketClosed(_ s: ServerSocket) {
+        sockets[s.id] = nil
+        if s.ws != nil { apply(router.socketClosed(s.id, now: MonotonicClock.now())) }
+    }
+
+    fileprivate func received(_ s: ServerSocket, _ text: String) {
+        let msg: ClientMessage
+        do { msg = try SignalingCodec.decodeClient(text) } catch {
+            s.sendText(SignalingCodec.encode(ServerMessage.error(code: OTErrorCode.invalidParameter.rawValue, message: "\(error)")))
+            s.closeWebSocket(code: 1002)
+            return
+        }
+        apply(router.receive(socket: s.id, msg, now: MonotonicClock.now(), nowMillis: wallClockMillis()))
+    }
+
+    private func apply(_ outputs: [SignalingRouter.Output]) {
+        for o in outputs {
+            switch o {
+            case .send(let ids, let msg):
+                let frame = WebSocketFrame(opcode: .text, payload: Array(SignalingCodec.encode(msg).utf8)).encoded()
+                for id in ids {
+                    guard let s = sockets[id] else { continue }
+                    if s.conn.pendingBytes > 8 << 20 {
+                        s.conn.close(error: OTError(.connectionDropped, "client too slow"))
+                        continue
+                    }
+                    s.conn.send(frame)
+                }
+            case .close(let id):
+                sockets[id]?.closeWebSocket(code: 1000)
+            }
+        }
+    }
+
+    fileprivate func handle(_ s: ServerSocket, _ req: HTTPRequest) {
+        if req.path == Self.signalingPath {
+            do {
+                let resp = try WebSocketHandshake.serverResponse(to: req)
+                s.conn.send(resp.serialized())
+                s.upgrade()
+            } catch {
+                s.respond(self.error(400, "\(error)"), close: true)
+            }
+            return
+        }
+        let resp: HTTPResponse
+        do { resp = try route(req) } catch let e as RESTError { resp = error(e.status, e.message) } catch { resp = self.error(500, "\(error)") }
+        s.respond(resp, close: req.headers["Connection"]?.lowercased() == "close")
+    }
+
+    private func error(_ status: Int, _ message: String) -> HTTPResponse {
+        .json(status, json(["code": status, "message": message]))
+    }
+
+    private func json(_ obj: Any) -> [UInt8] {
+        (try? JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys])).map { [UInt8]($0) } ?? Array("{}".utf8)
+    }
+
+    private func authenticate(_ req: HTTPRequest, apiKey: String?) throws -> Project {
+        guard let token = req.headers["X-OPENTOK-AUTH"] else { throw RESTError(403, "missing X-OPENTOK-AUTH") }
+        let key = apiKey ?? (try? JWT.unverifiedClaims(token)).flatMap { JWT.string($0["iss"]) }
+        guard let key, let project = router.projects[key] else { throw RESTError(403, "unknown project") }
+        do { try ProjectAuth.verify(token, apiKey: key, secret: project.secret, now: wallClockMillis() / 1000) } catch {
+            throw RESTError(403, "authentication failed: \(error)")
+        }
+        return project
+    }
+
+    private func jsonBody(_ req: HTTPRequest) throws -> [String: Any] {
+        if req.body.isEmpty { return [:] }
+        guard let obj = try? JSONSerialization.jsonObject(with: Data(req.body)), let dict = obj as? [String: Any] else {
+            throw RESTError(400, "body is not a JSON object")
+        }
+        return dict
+    }
+
+    private func streamJSON(_ s: StreamInfo) -> [String: Any] {
+        ["id": s.id, "videoType": s.videoType == "screen" ? "screen" : "camera", "name": s.name, "layoutClassList": s.layoutClassList]
+    }
+
+    private func route(_ req: HTTPRequest) throws -> HTTPResponse {
+        let parts = req.path.split(separator: "/").map(String.init)
+        if parts == ["session", "create"] {
+            guard req.method == "POST" else { throw RESTError(405, "use POST") }
+            let project = try authenticate(req, apiKey: nil)
+            let form = FormEncoding.decode(String(decoding: req.body, as: UTF8.self))
+            let relayed = form["p2p.preference"] == "enabled"
+            let e2ee = form["e2ee"]?.lowercased() == "true"
+            if e2ee && relayed { throw RESTError(400, "end-to-end encryption needs a routed session") }
+            let sid = try router.createSession(apiKey: project.apiKey, relayed: relayed, e2ee: e2ee, location: form["location"] ?? "",
+                                               nowMillis: wallClockMillis())
+            let created = ISO8601DateFormatter().string(from: Date())
+            return .json(200, json([["session_id": sid, "project_id": project.apiKey, "partner_id": project.apiKey,
+                                     "create_dt": created, "media_server_url": ""]]))
+        }
+        guard parts.count >= 5, parts[0] == "v2", parts[1] == "project", parts[3] == "session" else {
+            if parts.count >= 3, parts[0] == "v2", parts[1] == "project" {
+                _ = try authenticate(req, apiKey: parts[2])
+                throw RESTError(404, "not implemented by this server: \(req.path)")
+            }
+            throw RESTError(404, "no such resource: \(req.path)")
+        }
+        let key = parts[2], sid = parts[4], rest = Array(parts[5...])
+        _ = try authenticate(req, apiKey: key)
+        guard router.project(forSession: sid)?.apiKey == key else { throw RESTError(404, "session not found") }
+        switch (req.method, rest.count, rest.first) {
+        case ("POST", 1, "signal"), ("POST", 3, "connection") where rest.last == "signal":
+            let body = try jsonBody(req)
+            let type = body["type"] as? String ?? "", data = body["data"] as? String ?? ""
+            apply(try router.restSignal(sessionId: sid, connectionId: rest.count == 3 ? rest[1] : nil, type: type, data: data))
+            return HTTPResponse(status: 204)
+        case ("DELETE", 2, "connection"):
+            apply(try router.restForceDisconnect(sessionId: sid, connectionId: rest[1]))
+            return HTTPResponse(status: 204)
+        case ("POST", 3, "stream") where rest[2] == "mute":
+            apply(try router.restMuteStream(sessionId: sid, streamId: rest[1]))
+            return .json(200, json([String: Any]()))
+        case ("POST", 1, "mute"):
+            let body = try jsonBody(req)
+            guard let active = body["active"] as? Bool else { throw RESTError(400, "active must be true or false") }
+            let excluded = (body["excludedStreamIds"] ?? body["excludedStreams"] ?? body["excudedStreamIds"]) as? [String] ?? []
+            apply(try router.restMuteAll(sessionId: sid, active: active, excluded: excluded))
+            return .json(200, json([String: Any]()))
+        case ("GET", 1, "stream"):
+            let items = try router.restStreams(sessionId: sid).map(streamJSON)
+            return .json(200, json(["count": items.count, "items": items]))
+        case ("GET", 2, "stream"):
+            return .json(200, json(streamJSON(try router.restStream(sessionId: sid, streamId: rest[1]))))
+        case ("PUT", 1, "stream"):
+            let body = try jsonBody(req)
+            guard let items = body["items"] as? [[String: Any]] else { throw RESTError(400, "items must be a list") }
+            var pairs: [(String, [String])] = []
+            for it in items {
+                guard let id = it["id"] as? String, let classes = it["layoutClassList"] as? [String] else {
+                    throw RESTError(400, "each item needs id and layoutClassList")
+                }
+                pairs.append((id, classes))
+            }
+            try router.restSetClassLists(sessionId: sid, pairs)
+            return HTTPResponse(status: 200)
+        default:
+            throw RESTError(404, "no such resource: \(req.method) \(req.path)")
+        }
+    }
+}
+
+/// Carries a result from the loop thread back to a waiting caller.
+private final class ResultSlot<T>: @unchecked Sendable { var result: Result<T, Error>? }
+
+/// One accepted socket: HTTP until an upgrade, then WebSocket.
+private final class ServerSocket: TCPConnectionDelegate {
+    let id: Int
+    let conn: TCPConnection
+    unowned let server: SessionServer
+    var http = HTTPParser(kind: .request)
+    var ws: WebSocketReader?
+    var lastHeard: Instant
+    var lastPing: Instant
+    var closing = false
+
+    init(id: Int, conn: TCPConnection, server: SessionServer, now: Instant) {
+        self.id = id; self.conn = conn; self.server = server; lastHeard = now; lastPing = now
+    }
+
+    func upgrade() {
+        ws = WebSocketReader(requireMasked: true, maxMessageBytes: 64 * 1024)
+        let rest = http.takeLeftover()
+        if !rest.isEmpty { rest.withUnsafeBytes { feedWebSocket($0) } }
+    }
+
+    func respond(_ r: HTTPResponse, close: Bool) {
+        var r = r
+        if close { r.headers.set("Connection", "close") }
+        conn.send(r.serialized())
+        if close { closing = true; conn.closeWhenFlushed() }
+    }
+
+    func sendText(_ s: String) { conn.send(WebSocketFrame(opcode: .text, payload: Array(s.utf8)).encoded()) }
+
+    func closeWebSocket(code: UInt16) {
+        guard !closing else { return }
+        closing = true
+        conn.send(WebSocketFrame.close(code: code).encoded())
+        conn.closeWhenFlushed()
+    }
+
+    func tcpConnected(_ conn: TCPConnection) {}
+
+    func tcpReceived(_ conn: TCPConnection, _ bytes: UnsafeRawBufferPointer) {
+        guard !closing else { return }
+        if ws != nil { feedWebSocket(bytes); return }
+        http.append(bytes)
+        while ws == nil && !closing {
+            do {
+                guard let req = try http.nextRequest() else { return }
+                server.handle(self, req)
+            } catch {
+                respond(HTTPResponse.json(400, Array(#"{"code":400,"message":"bad request"}"#.utf8)), close: true)
+                return
+            }
+        }
+    }
+
+    private func feedWebSocket(_ bytes: UnsafeRawBufferPointer) {
+        guard ws != nil else { return }
+        lastHeard = MonotonicClock.now()
+        ws?.append(bytes)
+        while !closing {
+            let m: WebSocketMessage?
+            do { m = try ws?.next() } catch {
+                closeWebSocket(code: 1002)
+                return
+            }
+            guard let m else { return }
+            switch m {
+            case .text(let t): server.received(self, t)
+            case .binary: closeWebSocket(code: 1003)
+            case .ping(let p): conn.send(WebSocketFrame(opcode: .pong, payload: p).encoded())
+            case .pong: break
+            case .close: closeWebSocket(code: 1000)
+            }
+        }
+    }
+
+    func tcpClosed(_ conn: TCPConnection, error: OTError?) { server.socketClosed(self) }
+}

@@ -1,0 +1,425 @@
+import OTBase
+import OTWire
+
+/// An api key and its secret.
+public struct Project: Sendable, Equatable {
+    public var apiKey: String
+    public var secret: String
+    public init(apiKey: String, secret: String) { self.apiKey = apiKey; self.secret = secret }
+
+    /// A new random project: numeric api key, 40 hex digit secret (never ends in `.word`).
+    public static func generate() -> Project {
+        let key = String(10_000_000 + Int.random(in: 0..<90_000_000))
+        return Project(apiKey: key, secret: TokenCrypto.hex(TokenCrypto.randomBytes(20)))
+    }
+
+    /// Parses `KEY:SECRET`; refuses secrets the SDKs would treat as Vonage keys (ending in `.word`).
+    public static func parse(_ s: String) throws -> Project {
+        guard let colon = s.firstIndex(of: ":") else { throw OTError(.invalidParameter, "project must be KEY:SECRET") }
+        let key = String(s[..<colon]), secret = String(s[s.index(after: colon)...])
+        guard !key.isEmpty, !secret.isEmpty, key.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
+            throw OTError(.invalidParameter, "project must be KEY:SECRET with a non-empty [A-Za-z0-9_-] key and secret")
+        }
+        if let dot = secret.lastIndex(of: "."), secret[secret.index(after: dot)...].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) {
+            throw OTError(.invalidParameter, "a secret ending in .word makes the SDKs switch to Vonage mode; use hex")
+        }
+        return Project(apiKey: key, secret: secret)
+    }
+}
+
+/// Limits and timings of the server.
+public struct ServerLimits: Sendable {
+    /// Connections one session admits (OpenTok code 1027 beyond).
+    public var maxConnectionsPerSession = 15_000
+    /// Sustained signals per second one connection may send.
+    public var signalsPerSecond: Double = 200
+    /// Signals a connection may send in a burst.
+    public var signalBurst: Double = 400
+    /// How long a dropped socket's connection stays resumable.
+    public var reconnectGrace: Duration = .seconds(10)
+    /// Messages kept for a dropped connection during the grace period.
+    public var maxQueuedWhileDropped = 1000
+    public init() {}
+}
+
+/// A report logged through `reportIssue`.
+public struct IssueReport: Sendable, Equatable {
+    public var issueId: String
+    public var sessionId: String
+    public var connectionId: String
+    public var description: String
+    public var timeMillis: Int64
+}
+
+/// Errors of REST operations, with the HTTP status to answer.
+public struct RESTError: Error, Equatable {
+    public var status: Int
+    public var message: String
+    public init(_ status: Int, _ message: String) { self.status = status; self.message = message }
+}
+
+/// The sans-IO heart of the server: rooms, connections, roles, streams and limits.
+/// Sockets are plain integer ids; every call takes the time and returns what to send.
+/// Not thread-safe: one driver thread owns it.
+public final class SignalingRouter {
+    /// What the driver must do.
+    public enum Output: Equatable {
+        /// Send one message to each listed socket.
+        case send([Int], ServerMessage)
+        /// Close the socket once what was queued for it is written.
+        case close(Int)
+    }
+
+    final class Member {
+        var info: ConnectionInfo
+        let role: SessionRole
+        let resumeToken: String
+        var socket: Int?
+        var eventsSuppressed: Bool
+        var droppedAt: Instant?
+        var queued: [ServerMessage] = []
+        var tokens: Double
+        var lastRefill: Instant
+        init(info: ConnectionInfo, role: SessionRole, resumeToken: String, socket: Int, eventsSuppressed: Bool, tokens: Double, now: Instant) {
+            self.info = info; self.role = role; self.resumeToken = resumeToken; self.socket = socket
+            self.eventsSuppressed = eventsSuppressed; self.tokens = tokens; self.lastRefill = now
+        }
+    }
+
+    final class Room {
+        let id: SessionID
+        let idString: String
+        var members: [String: Member] = [:]
+        /// Join order, for stable listings.
+        var order: [String] = []
+        var streams: [String: StreamInfo] = [:]
+        var streamOrder: [String] = []
+        var muteAllActive = false
+        init(id: SessionID, idString: String) { self.id = id; self.idString = idString }
+        func orderedMembers() -> [Member] { order.compactMap { members[$0] } }
+        func orderedStreams() -> [StreamInfo] { streamOrder.compactMap { streams[$0] } }
+    }
+
+    public private(set) var projects: [String: Project] = [:]
+    public var limits: ServerLimits
+    private var rooms: [String: Room] = [:]
+    /// socket → (session, connection)
+    private var sockets: [Int: (String, String)] = [:]
+    public private(set) var issues: [IssueReport] = []
+
+    public init(projects: [Project], limits: ServerLimits = ServerLimits()) {
+        for p in projects { self.projects[p.apiKey] = p }
+        self.limits = limits
+    }
+
+    public func addProject(_ p: Project) { projects[p.apiKey] = p }
+
+    // MARK: sessions
+
+    /// Creates a session of a known project and returns its id.
+    public func createSession(apiKey: String, relayed: Bool = false, e2ee: Bool = false, location: String = "", nowMillis: Int64) throws -> String {
+        guard projects[apiKey] != nil else { throw OTError(.invalidParameter, "unknown api key \(apiKey)") }
+        let sid = SessionID(apiKey: apiKey, location: location, createTimeMillis: nowMillis, relayed: relayed, e2ee: e2ee)
+        let s = sid.string
+        rooms[s] = Room(id: sid, idString: s)
+        return s
+    }
+
+    /// Connections currently in a session (including dropped ones within their grace period).
+    public func connections(in sessionId: String) -> [ConnectionInfo] { rooms[sessionId]?.orderedMembers().map(\.info) ?? [] }
+
+    /// Streams currently published in a session.
+    public func streams(in sessionId: String) -> [StreamInfo] { rooms[sessionId]?.orderedStreams() ?? [] }
+
+    public func sessionExists(_ sessionId: String) -> Bool { rooms[sessionId] != nil }
+
+    /// Whether the session's force mute all is active.
+    public func muteAllActive(in sessionId: String) -> Bool { rooms[sessionId]?.muteAllActive ?? false }
+
+    public func project(forSession sessionId: String) -> Project? { rooms[sessionId].flatMap { projects[$0.id.apiKey] } }
+
+    // MARK: sockets
+
+    /// A message arrived from a socket.
+    public func receive(socket: Int, _ msg: ClientMessage, now: Instant, nowMillis: Int64) -> [Output] {
+        if case .connect(let req) = msg { return connect(socket: socket, req, now: now, nowMillis: nowMillis) }
+        guard let (sid, cid) = sockets[socket], let room = rooms[sid], let m = room.members[cid] else {
+            return [.send([socket], .error(code: OTErrorCode.notConnected.rawValue, message: "send connect first")), .close(socket)]
+        }
+        var out: [Output] = []
+        func reply(_ id: Int, _ err: OTError? = nil, stream: StreamInfo? = nil, issueId: String? = nil) {
+            out.append(.send([socket], .reply(id: id, code: err?.code.rawValue, message: err?.message, stream: stream, issueId: issueId)))
+        }
+        switch msg {
+        case .connect: break
+        case .disconnect:
+            sockets[socket] = nil
+            m.socket = nil
+            out += remove(room, m, reason: "clientDisconnected")
+            out.append(.close(socket))
+        case .signal(let id, let type, let data, let to):
+            guard m.role.canSignal else { reply(id, OTError(.forceUnpublishOrInvalidStream, "role \(m.role.rawValue) cannot signal")); break }
+            do { try SignalRules.validate(type: type, data: data) } catch let e as OTError { reply(id, e); break } catch { break }
+            refill(m, now)
+            guard m.tokens >= 1 else { reply(id, OTError(.illegalState, "signal rate limit exceeded")); break }
+            m.tokens -= 1
+            if let to {
+                guard let target = room.members[to] else { reply(id, OTError(.invalidParameter, "no connection \(to) in this session")); break }
+                out += deliver([target], .signal(type: type, data: data, from: m.info.id))
+            } else {
+                out += deliver(room.orderedMembers(), .signal(type: type, data: data, from: m.info.id))
+            }
+            reply(id)
+        case .publish(let id, let p):
+            guard m.role.canPublish else { reply(id, OTError(.unableToPublish, "role \(m.role.rawValue) cannot publish")); break }
+            guard p.name.count <= 1000, ["camera", "screen", "custom"].contains(p.videoType), p.width >= 0, p.height >= 0 else {
+                reply(id, OTError(.invalidParameter, "bad stream properties")); break
+            }
+            let stream = StreamInfo(id: Self.uuid(), connectionId: m.info.id, name: p.name,
+                                    hasAudio: p.hasAudio && !room.muteAllActive, hasVideo: p.hasVideo, videoType: p.videoType,
+                                    width: p.width, height: p.height, creationTime: nowMillis)
+            room.streams[stream.id] = stream
+            room.streamOrder.append(stream.id)
+            reply(id, stream: stream)
+            out += deliver(room.orderedMembers().filter { $0 !== m }, .streamCreated(stream))
+        case .unpublish(let id, let streamId):
+            guard let s = room.streams[streamId], s.connectionId == m.info.id else {
+                reply(id, OTError(.forceUnpublishOrInvalidStream, "no stream \(streamId) of this connection")); break
+            }
+            reply(id)
+            out += removeStream(room, s.id, reason: "clientUnpublished")
+        case .updateStream(let id, let streamId, let a, let v, let w, let h):
+            guard var s = room.streams[streamId], s.connectionId == m.info.id else {
+                reply(id, OTError(.forceUnpublishOrInvalidStream, "no stream \(streamId) of this connection")); break
+            }
+            var changed: [String] = []
+            if let a, a != s.hasAudio { s.hasAudio = a; changed.append("hasAudio") }
+            if let v, v != s.hasVideo { s.hasVideo = v; changed.append("hasVideo") }
+            if let w, let h, w >= 0, h >= 0, w != s.width || h != s.height { s.width = w; s.height = h; changed.append("dimensions") }
+            room.streams[streamId] = s
+            reply(id, stream: s)
+            for p in changed { out += deliver(room.orderedMembers().filter { $0 !== m }, .streamChanged(s, property: p)) }
+        case .subscribe(let id, let streamId):
+            guard m.role.canSubscribe else { reply(id, OTError(.forceUnpublishOrInvalidStream, "role \(m.role.rawValue) cannot subscribe")); break }
+            guard let s = room.streams[streamId] else { reply(id, OTError(.serverCannotFindStream)); break }
+            reply(id, stream: s)
+        case .forceMuteStream(let id, let streamId):
+            guard m.role.canForceMute else { reply(id, OTError(.forceUnpublishOrInvalidStream, "only a moderator can force mute")); break }
+            guard room.streams[streamId] != nil else { reply(id, OTError(.serverCannotFindStream)); break }
+            reply(id)
+            out += muteStream(room, streamId)
+        case .forceMuteAll(let id, let active, let excluded):
+            guard m.role.canForceMute else { reply(id, OTError(.forceUnpublishOrInvalidStream, "only a moderator can force mute")); break }
+            reply(id)
+            out += muteAll(room, active: active, excluded: excluded)
+        case .forceDisconnect(let id, let target):
+            guard m.role.canForceDisconnect else { reply(id, OTError(.forceUnpublishOrInvalidStream, "only a moderator can force disconnect")); break }
+            guard let victim = room.members[target] else { reply(id, OTError(.invalidParameter, "no connection \(target) in this session")); break }
+            reply(id)
+            out += forceDisconnect(room, victim)
+        case .reportIssue(let id, let suggested, let description):
+            let ok = suggested.count >= 8 && suggested.count <= 64 && suggested.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
+            let issueId = ok ? suggested : Self.uuid()
+            let report = IssueReport(issueId: issueId, sessionId: sid, connectionId: cid, description: String(description.prefix(10_000)), timeMillis: nowMillis)
+            issues.append(report)
+            Log.info("server", "issue \(issueId) reported by \(cid) in \(sid): \(report.description)")
+            reply(id, issueId: issueId)
+        }
+        return out
+    }
+
+    /// The socket closed: an orderly close after `disconnect` is already handled; otherwise the
+    /// connection stays resumable for `limits.reconnectGrace`.
+    public func socketClosed(_ socket: Int, now: Instant) -> [Output] {
+        guard let (sid, cid) = sockets.removeValue(forKey: socket), let room = rooms[sid], let m = room.members[cid], m.socket == socket else { return [] }
+        m.socket = nil
+        m.droppedAt = now
+        return []
+    }
+
+    /// Expires dropped connections whose grace period is over.
+    public func tick(now: Instant) -> [Output] {
+        var out: [Output] = []
+        for room in rooms.values {
+            for m in room.orderedMembers() where m.socket == nil {
+                if let d = m.droppedAt, now - d >= limits.reconnectGrace { out += remove(room, m, reason: "networkDisconnected") }
+            }
+        }
+        return out
+    }
+
+    // MARK: REST operations (the server SDKs' calls)
+
+    /// A signal from the server (no sender connection), to all or to one connection.
+    public func restSignal(sessionId: String, connectionId: String?, type: String, data: String) throws -> [Output] {
+        guard let room = rooms[sessionId] else { throw RESTError(404, "session not found") }
+        do { try SignalRules.validate(type: type, data: data) } catch let e as OTError {
+            throw RESTError(e.code == .signalDataTooLong ? 413 : 400, e.message)
+        }
+        if let connectionId {
+            guard let target = room.members[connectionId] else { throw RESTError(404, "connection not found") }
+            return deliver([target], .signal(type: type, data: data, from: nil))
+        }
+        return deliver(room.orderedMembers(), .signal(type: type, data: data, from: nil))
+    }
+
+    public func restForceDisconnect(sessionId: String, connectionId: String) throws -> [Output] {
+        guard let room = rooms[sessionId] else { throw RESTError(404, "session not found") }
+        guard let victim = room.members[connectionId] else { throw RESTError(404, "connection not found") }
+        return forceDisconnect(room, victim)
+    }
+
+    public func restMuteStream(sessionId: String, streamId: String) throws -> [Output] {
+        guard let room = rooms[sessionId] else { throw RESTError(404, "session not found") }
+        guard room.streams[streamId] != nil else { throw RESTError(404, "stream not found") }
+        return muteStream(room, streamId)
+    }
+
+    public func restMuteAll(sessionId: String, active: Bool, excluded: [String]) throws -> [Output] {
+        guard let room = rooms[sessionId] else { throw RESTError(404, "session not found") }
+        return muteAll(room, active: active, excluded: excluded)
+    }
+
+    public func restStream(sessionId: String, streamId: String) throws -> StreamInfo {
+        guard let room = rooms[sessionId] else { throw RESTError(404, "session not found") }
+        guard let s = room.streams[streamId] else { throw RESTError(404, "stream not found") }
+        return s
+    }
+
+    public func restStreams(sessionId: String) throws -> [StreamInfo] {
+        guard let room = rooms[sessionId] else { throw RESTError(404, "session not found") }
+        return room.orderedStreams()
+    }
+
+    /// Sets layout class lists; every id must exist (else 400 and nothing changes).
+    public func restSetClassLists(sessionId: String, _ items: [(String, [String])]) throws {
+        guard let room = rooms[sessionId] else { throw RESTError(404, "session not found") }
+        for (id, _) in items where room.streams[id] == nil { throw RESTError(400, "stream \(id) not found") }
+        for (id, classes) in items { room.streams[id]?.layoutClassList = classes }
+    }
+
+    // MARK: internals
+
+    private func connect(socket: Int, _ req: ConnectRequest, now: Instant, nowMillis: Int64) -> [Output] {
+        func refuse(_ e: OTError) -> [Output] { [.send([socket], .error(code: e.code.rawValue, message: e.message)), .close(socket)] }
+        guard sockets[socket] == nil else { return refuse(OTError(.illegalState, "already connected on this socket")) }
+        let sid: SessionID
+        do { sid = try SessionID.parse(req.sessionId) } catch let e as OTError { return refuse(e) } catch { return refuse(OTError(.invalidSession)) }
+        guard let room = rooms[req.sessionId], let project = projects[sid.apiKey] else {
+            return refuse(OTError(.invalidSession, "unknown session \(req.sessionId)"))
+        }
+        guard req.apiKey == sid.apiKey else { return refuse(OTError(.authorizationFailure, "api key does not match the session")) }
+        let token: ClientToken
+        do {
+            token = try ClientToken.verify(req.token, apiKey: project.apiKey, secret: project.secret, now: nowMillis / 1000)
+        } catch let e as OTError { return refuse(e) } catch { return refuse(OTError(.authorizationFailure)) }
+        guard token.sessionId == req.sessionId else { return refuse(OTError(.authorizationFailure, "token refused: it is for another session")) }
+
+        // Resume a dropped connection?
+        if let rid = req.resumeConnectionId {
+            guard let m = room.members[rid], let rt = req.resumeToken, TokenCrypto.equal(Array(rt.utf8), Array(m.resumeToken.utf8)) else {
+                return refuse(OTError(.connectionDropped, "connection \(rid) cannot be resumed"))
+            }
+            var out: [Output] = []
+            if let old = m.socket { sockets[old] = nil; out.append(.close(old)) }
+            m.socket = socket; m.droppedAt = nil
+            sockets[socket] = (req.sessionId, m.info.id)
+            let others = m.eventsSuppressed ? [] : room.orderedMembers().filter { $0 !== m }.map(\.info)
+            out.append(.send([socket], .connected(ConnectedInfo(id: req.id, connection: m.info, role: m.role, resumeToken: m.resumeToken,
+                connections: others, streams: room.orderedStreams().filter { $0.connectionId != m.info.id },
+                muteForced: room.muteAllActive, resumed: true, relayed: room.id.relayed, e2ee: room.id.e2ee))))
+            let q = m.queued; m.queued = []
+            for msg in q { out.append(.send([socket], msg)) }
+            return out
+        }
+        guard room.members.count < limits.maxConnectionsPerSession else { return refuse(OTError(.connectionLimitExceeded)) }
+        var cid = ""
+        repeat { cid = Self.uuid() } while room.members[cid] != nil
+        let info = ConnectionInfo(id: cid, creationTime: nowMillis, data: token.connectionData ?? "")
+        let m = Member(info: info, role: token.role, resumeToken: TokenCrypto.hex(TokenCrypto.randomBytes(16)), socket: socket,
+                       eventsSuppressed: req.eventsSuppressed, tokens: limits.signalBurst, now: now)
+        let others = room.orderedMembers()
+        room.members[cid] = m
+        room.order.append(cid)
+        sockets[socket] = (req.sessionId, cid)
+        var out: [Output] = [.send([socket], .connected(ConnectedInfo(id: req.id, connection: info, role: token.role, resumeToken: m.resumeToken,
+            connections: req.eventsSuppressed ? [] : others.map(\.info), streams: room.orderedStreams(),
+            muteForced: room.muteAllActive, resumed: false, relayed: room.id.relayed, e2ee: room.id.e2ee)))]
+        out += deliver(others.filter { !$0.eventsSuppressed }, .connectionCreated(info))
+        return out
+    }
+
+    /// Sends to live members; queues for dropped ones within grace.
+    private func deliver(_ members: [Member], _ msg: ServerMessage) -> [Output] {
+        var targets: [Int] = []
+        targets.reserveCapacity(members.count)
+        for m in members {
+            if let s = m.socket { targets.append(s) } else if m.queued.count < limits.maxQueuedWhileDropped { m.queued.append(msg) }
+        }
+        return targets.isEmpty ? [] : [.send(targets, msg)]
+    }
+
+    private func remove(_ room: Room, _ m: Member, reason: String) -> [Output] {
+        var out: [Output] = []
+        for s in room.orderedStreams() where s.connectionId == m.info.id { out += removeStream(room, s.id, reason: reason) }
+        room.members[m.info.id] = nil
+        room.order.removeAll { $0 == m.info.id }
+        if let s = m.socket { sockets[s] = nil }
+        out += deliver(room.orderedMembers().filter { !$0.eventsSuppressed }, .connectionDestroyed(connectionId: m.info.id, reason: reason))
+        return out
+    }
+
+    private func removeStream(_ room: Room, _ streamId: String, reason: String) -> [Output] {
+        guard let s = room.streams.removeValue(forKey: streamId) else { return [] }
+        room.streamOrder.removeAll { $0 == streamId }
+        return deliver(room.orderedMembers().filter { $0.info.id != s.connectionId }, .streamDestroyed(streamId: streamId, reason: reason))
+    }
+
+    private func muteStream(_ room: Room, _ streamId: String) -> [Output] {
+        guard var s = room.streams[streamId] else { return [] }
+        var out: [Output] = []
+        if s.hasAudio {
+            s.hasAudio = false
+            room.streams[streamId] = s
+            out += deliver(room.orderedMembers().filter { $0.info.id != s.connectionId }, .streamChanged(s, property: "hasAudio"))
+        }
+        out += deliver(room.orderedMembers(), .muteForced(active: true, streamId: streamId))
+        return out
+    }
+
+    private func muteAll(_ room: Room, active: Bool, excluded: [String]) -> [Output] {
+        room.muteAllActive = active
+        var out: [Output] = []
+        if active {
+            let skip = Set(excluded)
+            for id in room.streamOrder where !skip.contains(id) {
+                guard var s = room.streams[id], s.hasAudio else { continue }
+                s.hasAudio = false
+                room.streams[id] = s
+                out += deliver(room.orderedMembers().filter { $0.info.id != s.connectionId }, .streamChanged(s, property: "hasAudio"))
+            }
+        }
+        out += deliver(room.orderedMembers(), .muteForced(active: active, streamId: nil))
+        return out
+    }
+
+    private func forceDisconnect(_ room: Room, _ victim: Member) -> [Output] {
+        var out: [Output] = []
+        if let s = victim.socket {
+            out.append(.send([s], .disconnected(reason: "forceDisconnected")))
+            out.append(.close(s))
+        }
+        out += remove(room, victim, reason: "forceDisconnected")
+        return out
+    }
+
+    private func refill(_ m: Member, _ now: Instant) {
+        let dt = (now - m.lastRefill).seconds
+        if dt > 0 { m.tokens = min(limits.signalBurst, m.tokens + dt * limits.signalsPerSecond); m.lastRefill = now }
+    }
+
+    static func uuid() -> String {
+        let c = Array(TokenCrypto.hex(TokenCrypto.randomBytes(16)))
+        return String(c[0..<8]) + "-" + String(c[8..<12]) + "-" + String(c[12..<16]) + "-" + String(c[16..<20]) + "-" + String(c[20..<32])
+    }
+}

@@ -1,1 +1,0 @@
-// OTSession: see docs/architecture.md

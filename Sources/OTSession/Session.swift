@@ -1,0 +1,310 @@
+import Dispatch
+import Foundation
+import OTBase
+import OTTransport
+@_exported import struct OTBase.OTError
+@_exported import enum OTBase.OTErrorCode
+@_exported import struct OTWire.ConnectionInfo
+@_exported import struct OTWire.StreamInfo
+@_exported import struct OTWire.PublishRequest
+@_exported import enum OTWire.SessionRole
+import OTWire
+
+/// An ICE server for media (placeholder until media lands: stored and handed to the media layer).
+public struct IceServer: Sendable, Equatable {
+    public var urls: [String]
+    public var username: String?
+    public var credential: String?
+    public init(urls: [String], username: String? = nil, credential: String? = nil) { self.urls = urls; self.username = username; self.credential = credential }
+}
+
+/// Settings of a `Session` (as OTSessionSettings).
+public struct SessionSettings: Sendable {
+    /// The session server: `ws://host:port[/path]` or `http://host:port` (path `/v2/signaling`).
+    public var serverURL: String
+    /// No connection created/destroyed events for other clients.
+    public var connectionEventsSuppressed: Bool
+    /// Custom ICE servers for media.
+    public var iceServers: [IceServer]
+    /// Relay all media through TURN.
+    public var forceTurn: Bool
+    /// Use only the custom TURN servers.
+    public var useCustomTurnOnly: Bool
+    /// How long connecting may take before failing with 1021.
+    public var connectTimeout: Duration
+    /// WebSocket keepalive interval.
+    public var pingInterval: Duration
+
+    public init(serverURL: String, connectionEventsSuppressed: Bool = false, iceServers: [IceServer] = [], forceTurn: Bool = false,
+                useCustomTurnOnly: Bool = false, connectTimeout: Duration = .seconds(15), pingInterval: Duration = .seconds(10)) {
+        self.serverURL = serverURL; self.connectionEventsSuppressed = connectionEventsSuppressed; self.iceServers = iceServers
+        self.forceTurn = forceTurn; self.useCustomTurnOnly = useCustomTurnOnly; self.connectTimeout = connectTimeout; self.pingInterval = pingInterval
+    }
+}
+
+/// Messages a `Session` sends to its delegate, on the session's serial `delegateQueue`, in order.
+/// Every method has an empty default.
+public protocol SessionDelegate: AnyObject {
+    func sessionDidConnect(_ session: Session)
+    func sessionDidDisconnect(_ session: Session)
+    /// Connecting failed (status `.failed`), or a connected session dropped (then `sessionDidDisconnect` follows).
+    func session(_ session: Session, didFailWithError error: OTError)
+    func session(_ session: Session, connectionCreated connection: ConnectionInfo)
+    func session(_ session: Session, connectionDestroyed connection: ConnectionInfo)
+    func session(_ session: Session, streamCreated stream: StreamInfo)
+    func session(_ session: Session, streamDestroyed stream: StreamInfo)
+    func session(_ session: Session, stream: StreamInfo, didChange change: StreamPropertyChange)
+    /// A signal; `connection` is nil when the server (REST API) sent it.
+    func session(_ session: Session, receivedSignalType type: String, from connection: ConnectionInfo?, data: String)
+    func session(_ session: Session, muteForced info: MuteForcedInfo)
+}
+
+extension SessionDelegate {
+    public func sessionDidConnect(_ session: Session) {}
+    public func sessionDidDisconnect(_ session: Session) {}
+    public func session(_ session: Session, didFailWithError error: OTError) {}
+    public func session(_ session: Session, connectionCreated connection: ConnectionInfo) {}
+    public func session(_ session: Session, connectionDestroyed connection: ConnectionInfo) {}
+    public func session(_ session: Session, streamCreated stream: StreamInfo) {}
+    public func session(_ session: Session, streamDestroyed stream: StreamInfo) {}
+    public func session(_ session: Session, stream: StreamInfo, didChange change: StreamPropertyChange) {}
+    public func session(_ session: Session, receivedSignalType type: String, from connection: ConnectionInfo?, data: String) {}
+    public func session(_ session: Session, muteForced info: MuteForcedInfo) {}
+}
+
+/// A client's connection to a session (modelled on OTSession). Thread-safe: call from any thread;
+/// delegate messages and completions arrive on `delegateQueue`.
+public final class Session: @unchecked Sendable {
+    public typealias Completion = @Sendable (OTError?) -> Void
+
+    public let apiKey: String
+    public let sessionId: String
+    public let settings: SessionSettings
+    /// The serial queue delegate messages and completions run on.
+    public let delegateQueue: DispatchQueue
+
+    private let lock = NSLock()
+    private weak var _delegate: SessionDelegate?
+    private var machine: SignalingClient
+    private var socket: WebSocketClient?
+    private var generation = 0
+    private var completions: [Int: @Sendable (Result<RequestReply, OTError>) -> Void] = [:]
+
+    public init(apiKey: String, sessionId: String, delegate: SessionDelegate?, settings: SessionSettings) {
+        self.apiKey = apiKey; self.sessionId = sessionId; self.settings = settings
+        _delegate = delegate
+        delegateQueue = DispatchQueue(label: "otsession.session")
+        machine = SignalingClient(apiKey: apiKey, sessionId: sessionId, eventsSuppressed: settings.connectionEventsSuppressed,
+                                  connectTimeout: settings.connectTimeout)
+    }
+
+    deinit { socket?.close() }
+
+    public var delegate: SessionDelegate? {
+        get { lock.withLock { _delegate } }
+        set { lock.withLock { _delegate = newValue } }
+    }
+
+    /// The connection status, readable at any time.
+    public var status: SessionStatus { lock.withLock { machine.status } }
+    /// This client's connection, after `sessionDidConnect`.
+    public var connection: ConnectionInfo? { lock.withLock { machine.status == .connected || machine.status == .disconnecting ? machine.connection : nil } }
+    /// What the token's role allows, after `sessionDidConnect`.
+    public var capabilities: SessionCapabilities? { lock.withLock { machine.status == .connected ? machine.capabilities : nil } }
+    /// Other clients' streams, by stream id.
+    public var streams: [String: StreamInfo] { lock.withLock { machine.streams } }
+    /// Other clients' connections, by connection id (empty when connection events are suppressed).
+    public var connections: [String: ConnectionInfo] { lock.withLock { machine.connections } }
+    /// Whether a force mute of the whole session is active.
+    public var isMuteForced: Bool { lock.withLock { machine.muteAllActive } }
+
+    /// Connects with a token. Throws 1015 when not disconnected, 1011 for an empty token or bad server URL;
+    /// later failures come as `session(_:didFailWithError:)` (1004 bad token, 1005 unknown session,
+    /// 1006 server unreachable, 1021 timeout, 1027 session full).
+    public func connect(token: String) throws {
+        let endpoint = try ServerEndpoint.parse(settings.serverURL)
+        try lock.withLock {
+            try machine.connect(token: token, now: MonotonicClock.now())
+            generation += 1
+            let gen = generation
+            let ws = WebSocketClient(endpoint: endpoint, pingInterval: settings.pingInterval) { [weak self] ev in self?.socketEvent(ev, gen) }
+            socket = ws
+            ws.start()
+        }
+        scheduleTick(after: settings.connectTimeout)
+    }
+
+    /// Disconnects; `sessionDidDisconnect` follows. Throws 1010 when not connected or connecting.
+    public func disconnect() throws {
+        try lock.withLock { apply(try machine.disconnect(now: MonotonicClock.now())) }
+        scheduleTick(after: .seconds(3))
+    }
+
+    /// Sends a signal to every connection (the sender included) or to one. The type (at most 128 of
+    /// `[A-Za-z0-9_~-]`) and data (at most 8192 bytes) are checked first: throws 1414, 1461, 1413,
+    /// 1010 when not connected, 1535 when the role cannot signal. Server refusals come to `completion`.
+    public func signal(type: String, data: String, to connectionId: String? = nil, completion: Completion? = nil) throws {
+        try lock.withLock {
+            let (id, out) = try machine.signal(type: type, data: data, to: connectionId)
+            register(id, completion)
+            apply(out)
+        }
+    }
+
+    /// Mutes every stream's audio but the excluded ones; streams published while active start muted.
+    public func forceMuteAll(excluding streamIds: [String] = [], completion: Completion? = nil) throws {
+        try moderated(\.canForceMute) { .forceMuteAll(id: $0, active: true, excludedStreams: streamIds) }(completion)
+    }
+
+    /// Mutes one stream's audio.
+    public func forceMuteStream(_ streamId: String, completion: Completion? = nil) throws {
+        try moderated(\.canForceMute) { .forceMuteStream(id: $0, streamId: streamId) }(completion)
+    }
+
+    /// Ends a force mute of the whole session.
+    public func disableForceMute(completion: Completion? = nil) throws {
+        try moderated(\.canForceMute) { .forceMuteAll(id: $0, active: false, excludedStreams: []) }(completion)
+    }
+
+    /// Disconnects another client (moderators only).
+    public func forceDisconnect(_ connectionId: String, completion: Completion? = nil) throws {
+        try moderated(\.canForceDisconnect) { .forceDisconnect(id: $0, connectionId: connectionId) }(completion)
+    }
+
+    /// Reports an issue; returns the issue id the server logs with the report.
+    @discardableResult
+    public func reportIssue(_ description: String, completion: (@Sendable (Result<String, OTError>) -> Void)? = nil) throws -> String {
+        let issueId = UUID().uuidString.lowercased()
+        try lock.withLock {
+            let (id, out) = try machine.request { .reportIssue(id: $0, issueId: issueId, description: description) }
+            if let completion { completions[id] = { r in completion(r.map { $0.issueId ?? issueId }) } }
+            apply(out)
+        }
+        return issueId
+    }
+
+    // MARK: publisher-side signaling (used by the media layer's Publisher)
+
+    /// Announces a published stream; the completion gets the stream the server created
+    /// (1500 when the role cannot publish).
+    public func publishStream(_ request: PublishRequest, completion: @escaping @Sendable (Result<StreamInfo, OTError>) -> Void) throws {
+        try lock.withLock {
+            guard machine.status == .connected else { throw OTError(.notConnected) }
+            let (id, out) = try machine.request { .publish(id: $0, request) }
+            completions[id] = { r in completion(r.flatMap { $0.stream.map { .success($0) } ?? .failure(OTError(.internalError, "no stream in reply")) }) }
+            apply(out)
+        }
+    }
+
+    /// Withdraws a stream published by this client.
+    public func unpublishStream(_ streamId: String, completion: Completion? = nil) throws {
+        try lock.withLock {
+            let (id, out) = try machine.request { .unpublish(id: $0, streamId: streamId) }
+            register(id, completion)
+            apply(out)
+        }
+    }
+
+    /// Changes a published stream's properties; others get a stream property change.
+    public func updateStream(_ streamId: String, hasAudio: Bool? = nil, hasVideo: Bool? = nil, width: Int? = nil, height: Int? = nil,
+                             completion: Completion? = nil) throws {
+        try lock.withLock {
+            let (id, out) = try machine.request { .updateStream(id: $0, streamId: streamId, hasAudio: hasAudio, hasVideo: hasVideo, width: width, height: height) }
+            register(id, completion)
+            apply(out)
+        }
+    }
+
+    /// Asks the server whether this client may subscribe to a stream (1535 by role, 1604 unknown stream).
+    public func requestSubscribe(_ streamId: String, completion: @escaping @Sendable (Result<StreamInfo, OTError>) -> Void) throws {
+        try lock.withLock {
+            let (id, out) = try machine.request { .subscribe(id: $0, streamId: streamId) }
+            completions[id] = { r in completion(r.flatMap { $0.stream.map { .success($0) } ?? .failure(OTError(.serverCannotFindStream)) }) }
+            apply(out)
+        }
+    }
+
+    // MARK: internals
+
+    private func moderated(_ cap: KeyPath<SessionCapabilities, Bool>, _ make: @escaping (Int) -> ClientMessage) -> (Completion?) throws -> Void {
+        { [self] completion in
+            try lock.withLock {
+                guard machine.status == .connected else { throw OTError(.notConnected) }
+                guard machine.capabilities?[keyPath: cap] == true else {
+                    throw OTError(.forceUnpublishOrInvalidStream, "this role is not a moderator")
+                }
+                let (id, out) = try machine.request(make)
+                register(id, completion)
+                apply(out)
+            }
+        }
+    }
+
+    private func register(_ id: Int, _ completion: Completion?) {
+        guard let completion else { return }
+        completions[id] = { r in
+            switch r {
+            case .success: completion(nil)
+            case .failure(let e): completion(e)
+            }
+        }
+    }
+
+    private func scheduleTick(after d: Duration) {
+        let ns = max(0, d.microseconds) * 1000 + 1_000_000
+        delegateQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(ns))) { [weak self] in
+            guard let self else { return }
+            lock.withLock { apply(machine.tick(now: MonotonicClock.now())) }
+        }
+    }
+
+    private func socketEvent(_ ev: WebSocketClient.Event, _ gen: Int) {
+        lock.withLock {
+            guard gen == generation else { return }
+            let now = MonotonicClock.now()
+            switch ev {
+            case .open:
+                apply(machine.transportOpened(now: now))
+            case .text(let t):
+                do { apply(machine.receive(try SignalingCodec.decodeServer(t), now: now)) } catch {
+                    Log.warn("session", "bad message from server: \(error)")
+                }
+            case .closed(let err):
+                socket = nil
+                apply(machine.transportClosed(error: err, now: now))
+            }
+        }
+    }
+
+    /// Called with the lock held: sends in order and queues events in order.
+    private func apply(_ outputs: [SignalingClient.Output]) {
+        for o in outputs {
+            switch o {
+            case .send(let m):
+                socket?.send(SignalingCodec.encode(m))
+            case .closeTransport:
+                socket?.close()
+            case .completed(let id, let result):
+                if let c = completions.removeValue(forKey: id) { delegateQueue.async { c(result) } }
+            case .event(let e):
+                delegateQueue.async { [self] in deliver(e) }
+            }
+        }
+    }
+
+    private func deliver(_ e: SessionEvent) {
+        guard let d = delegate else { return }
+        switch e {
+        case .connected: d.sessionDidConnect(self)
+        case .disconnected: d.sessionDidDisconnect(self)
+        case .failed(let err): d.session(self, didFailWithError: err)
+        case .connectionCreated(let c): d.session(self, connectionCreated: c)
+        case .connectionDestroyed(let c): d.session(self, connectionDestroyed: c)
+        case .streamCreated(let s): d.session(self, streamCreated: s)
+        case .streamDestroyed(let s): d.session(self, streamDestroyed: s)
+        case .streamChanged(let s, let change): d.session(self, stream: s, didChange: change)
+        case .signal(let type, let data, let from): d.session(self, receivedSignalType: type, from: from, data: data)
+        case .muteForced(let info): d.session(self, muteForced: info)
+        }
+    }
+}

@@ -1,0 +1,289 @@
+import OTBase
+import OTWire
+
+/// What a role lets a client do in a session.
+public struct SessionCapabilities: Sendable, Equatable {
+    public var canPublish: Bool
+    public var canSubscribe: Bool
+    public var canSignal: Bool
+    public var canForceMute: Bool
+    public var canForceDisconnect: Bool
+
+    public init(role: SessionRole) {
+        canPublish = role.canPublish; canSubscribe = role.canSubscribe; canSignal = role.canSignal
+        canForceMute = role.canForceMute; canForceDisconnect = role.canForceDisconnect
+    }
+}
+
+/// The session's connection status (as OTSessionConnectionStatus).
+public enum SessionStatus: Int32, Sendable {
+    case notConnected = 0, connected = 1, connecting = 2, disconnecting = 3, failed = 4
+}
+
+/// A change of a stream property.
+public enum StreamPropertyChange: Sendable, Equatable {
+    case hasAudio(Bool)
+    case hasVideo(Bool)
+    case dimensions(width: Int, height: Int)
+}
+
+/// What a force mute changed.
+public struct MuteForcedInfo: Sendable, Equatable {
+    /// True when muting started (all streams or one), false when a mute-all was disabled.
+    public var active: Bool
+    /// The one stream muted, or nil for the whole session.
+    public var streamId: String?
+}
+
+/// Events the signaling client reports, in order.
+public enum SessionEvent: Sendable, Equatable {
+    case connected(ConnectionInfo)
+    case disconnected
+    case failed(OTError)
+    case connectionCreated(ConnectionInfo)
+    case connectionDestroyed(ConnectionInfo)
+    case streamCreated(StreamInfo)
+    case streamDestroyed(StreamInfo)
+    case streamChanged(StreamInfo, StreamPropertyChange)
+    case signal(type: String, data: String, from: ConnectionInfo?)
+    case muteForced(MuteForcedInfo)
+}
+
+/// The answer to a request.
+public struct RequestReply: Sendable, Equatable {
+    public var stream: StreamInfo?
+    public var issueId: String?
+}
+
+/// The sans-IO client side of docs/protocol.md: messages and time in, messages and events out.
+/// Owns no socket, thread or clock. Not thread-safe: its owner serialises calls.
+public struct SignalingClient {
+    public enum Output: Equatable {
+        case send(ClientMessage)
+        case event(SessionEvent)
+        /// A request finished (`id` from the call that sent it).
+        case completed(id: Int, Result<RequestReply, OTError>)
+        /// Close the transport.
+        case closeTransport
+    }
+
+    public let apiKey: String
+    public let sessionId: String
+    public var eventsSuppressed: Bool
+    public var connectTimeout: Duration
+
+    public private(set) var status: SessionStatus = .notConnected
+    public private(set) var connection: ConnectionInfo?
+    public private(set) var role: SessionRole?
+    public private(set) var resumeToken: String?
+    /// Other clients' connections, by id.
+    public private(set) var connections: [String: ConnectionInfo] = [:]
+    /// Other clients' streams, by id.
+    public private(set) var streams: [String: StreamInfo] = [:]
+    /// Whether a force mute of the whole session is active.
+    public private(set) var muteAllActive = false
+    private var nextId = 1
+    private var pending: Set<Int> = []
+    private var connectDeadline: Instant?
+    private var disconnectDeadline: Instant?
+    private var token = ""
+
+    public init(apiKey: String, sessionId: String, eventsSuppressed: Bool = false, connectTimeout: Duration = .seconds(15)) {
+        self.apiKey = apiKey; self.sessionId = sessionId; self.eventsSuppressed = eventsSuppressed; self.connectTimeout = connectTimeout
+    }
+
+    public var capabilities: SessionCapabilities? { role.map(SessionCapabilities.init) }
+
+    /// When `tick` should next be called, if at all.
+    public var nextDeadline: Instant? { connectDeadline ?? disconnectDeadline }
+
+    /// Starts connecting; the transport must be opened by the driver, which then calls `transportOpened`.
+    public mutating func connect(token: String, now: Instant) throws {
+        guard status == .notConnected || status == .failed else { throw OTError(.illegalState, "connect needs a session that is not connected") }
+        guard !token.isEmpty else { throw OTError(.invalidParameter, "the token is empty") }
+        self.token = token
+        status = .connecting
+        connection = nil; role = nil; resumeToken = nil; connections = [:]; streams = [:]; muteAllActive = false
+        connectDeadline = now + connectTimeout
+    }
+
+    /// The transport is open: send the connect request.
+    public mutating func transportOpened(now: Instant) -> [Output] {
+        guard status == .connecting else { return [] }
+        let id = takeId()
+        return [.send(.connect(ConnectRequest(id: id, apiKey: apiKey, sessionId: sessionId, token: token, eventsSuppressed: eventsSuppressed)))]
+    }
+
+    /// A resume request for the connection kept by the server after a dropped socket (nil without one).
+    public mutating func resumeRequest() -> ClientMessage? {
+        guard let c = connection, let rt = resumeToken else { return nil }
+        return .connect(ConnectRequest(id: takeId(), apiKey: apiKey, sessionId: sessionId, token: token, eventsSuppressed: eventsSuppressed,
+                                       resumeConnectionId: c.id, resumeToken: rt))
+    }
+
+    /// Starts an orderly disconnect. Throws 1010 when not connected.
+    public mutating func disconnect(now: Instant) throws -> [Output] {
+        switch status {
+        case .connected:
+            status = .disconnecting
+            disconnectDeadline = now + .seconds(3)
+            return [.send(.disconnect)]
+        case .connecting:
+            status = .disconnecting
+            connectDeadline = nil
+            return [.closeTransport]
+        case .disconnecting:
+            return []
+        case .notConnected, .failed:
+            throw OTError(.notConnected)
+        }
+    }
+
+    /// Sends a request that needs the connected state; returns its id.
+    public mutating func request(_ make: (Int) -> ClientMessage) throws -> (Int, [Output]) {
+        guard status == .connected else { throw OTError(.notConnected) }
+        let id = takeId()
+        pending.insert(id)
+        return (id, [.send(make(id))])
+    }
+
+    /// Validates and sends a signal (to all when `to` is nil).
+    public mutating func signal(type: String, data: String, to: String?) throws -> (Int, [Output]) {
+        guard status == .connected else { throw OTError(.notConnected) }
+        try SignalRules.validate(type: type, data: data)
+        guard role?.canSignal == true else { throw OTError(.forceUnpublishOrInvalidStream, "this role cannot send signals") }
+        return try request { .signal(id: $0, type: type, data: data, to: to) }
+    }
+
+    /// A message from the server.
+    public mutating func receive(_ msg: ServerMessage, now: Instant) -> [Output] {
+        switch msg {
+        case .connected(let info):
+            guard status == .connecting || status == .connected else { return [] }
+            let wasConnected = status == .connected
+            status = .connected
+            connectDeadline = nil
+            connection = info.connection; role = info.role; resumeToken = info.resumeToken; muteAllActive = info.muteForced
+            var out: [Output] = []
+            if !wasConnected { out.append(.event(.connected(info.connection))) }
+            for c in info.connections where c.id != info.connection.id && connections[c.id] == nil {
+                connections[c.id] = c
+                out.append(.event(.connectionCreated(c)))
+            }
+            for s in info.streams where s.connectionId != info.connection.id && streams[s.id] == nil {
+                streams[s.id] = s
+                out.append(.event(.streamCreated(s)))
+            }
+            return out
+        case .error(let code, let message):
+            let err = OTError(OTErrorCode(rawValue: code) ?? .internalError, message)
+            return fail(err)
+        case .disconnected:
+            return finish()
+        case .reply(let id, let code, let message, let stream, let issueId):
+            guard pending.remove(id) != nil else { return [] }
+            if let code { return [.completed(id: id, .failure(OTError(OTErrorCode(rawValue: code) ?? .internalError, message)))] }
+            return [.completed(id: id, .success(RequestReply(stream: stream, issueId: issueId)))]
+        case .connectionCreated(let c):
+            guard status == .connected, c.id != connection?.id else { return [] }
+            connections[c.id] = c
+            return [.event(.connectionCreated(c))]
+        case .connectionDestroyed(let id, _):
+            guard let c = connections.removeValue(forKey: id) else { return [] }
+            return [.event(.connectionDestroyed(c))]
+        case .streamCreated(let s):
+            guard status == .connected else { return [] }
+            streams[s.id] = s
+            return [.event(.streamCreated(s))]
+        case .streamDestroyed(let id, _):
+            guard let s = streams.removeValue(forKey: id) else { return [] }
+            return [.event(.streamDestroyed(s))]
+        case .streamChanged(let s, let property):
+            guard streams[s.id] != nil else { return [] }
+            streams[s.id] = s
+            let change: StreamPropertyChange
+            switch property {
+            case "hasAudio": change = .hasAudio(s.hasAudio)
+            case "hasVideo": change = .hasVideo(s.hasVideo)
+            case "dimensions": change = .dimensions(width: s.width, height: s.height)
+            default: return []
+            }
+            return [.event(.streamChanged(s, change))]
+        case .signal(let type, let data, let from):
+            guard status == .connected else { return [] }
+            let sender: ConnectionInfo? = from.flatMap { id in id == connection?.id ? connection : connections[id] ?? ConnectionInfo(id: id, creationTime: 0, data: "") }
+            return [.event(.signal(type: type, data: data, from: sender))]
+        case .muteForced(let active, let streamId):
+            if streamId == nil { muteAllActive = active }
+            return [.event(.muteForced(MuteForcedInfo(active: active, streamId: streamId)))]
+        }
+    }
+
+    /// The transport closed (error nil for an orderly close).
+    public mutating func transportClosed(error: OTError?, now: Instant) -> [Output] {
+        switch status {
+        case .connecting:
+            return fail(error ?? OTError(.connectionFailed, "the server closed the connection"))
+        case .connected:
+            return fail(error.map { OTError(.connectionDropped, $0.message) } ?? OTError(.connectionDropped))
+        case .disconnecting:
+            return finish()
+        case .notConnected, .failed:
+            return []
+        }
+    }
+
+    /// Timeouts: connect and disconnect.
+    public mutating func tick(now: Instant) -> [Output] {
+        if let d = connectDeadline, now >= d, status == .connecting {
+            connectDeadline = nil
+            return fail(OTError(.connectionTimedOut)) + [.closeTransport]
+        }
+        if let d = disconnectDeadline, now >= d, status == .disconnecting {
+            disconnectDeadline = nil
+            return finish() + [.closeTransport]
+        }
+        return []
+    }
+
+    private mutating func takeId() -> Int { defer { nextId += 1 }; return nextId }
+
+    private mutating func failPending(_ err: OTError) -> [Output] {
+        let ids = pending.sorted()
+        pending = []
+        return ids.map { .completed(id: $0, .failure(err)) }
+    }
+
+    /// A connecting session fails (status failed); a connected one reports the error then disconnects.
+    private mutating func fail(_ err: OTError) -> [Output] {
+        let was = status
+        connectDeadline = nil; disconnectDeadline = nil
+        switch was {
+        case .connecting:
+            status = .failed
+            return [.event(.failed(err)), .closeTransport]
+        case .connected, .disconnecting:
+            var out = failPending(OTError(.notConnected))
+            status = .notConnected
+            clearRoster()
+            out += [.event(.failed(err)), .event(.disconnected), .closeTransport]
+            return out
+        case .notConnected, .failed:
+            return []
+        }
+    }
+
+    private mutating func finish() -> [Output] {
+        guard status == .connected || status == .disconnecting || status == .connecting else { return [] }
+        connectDeadline = nil; disconnectDeadline = nil
+        var out = failPending(OTError(.notConnected))
+        status = .notConnected
+        clearRoster()
+        out += [.event(.disconnected), .closeTransport]
+        return out
+    }
+
+    private mutating func clearRoster() {
+        connections = [:]; streams = [:]; muteAllActive = false
+    }
+}

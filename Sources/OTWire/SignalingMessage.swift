@@ -1,0 +1,285 @@
+import Foundation
+import OTBase
+
+/// A client connection as every participant sees it.
+public struct ConnectionInfo: Codable, Sendable, Equatable, Hashable {
+    public var id: String
+    /// Milliseconds since 1970.
+    public var creationTime: Int64
+    /// The token's connection data ("" when none).
+    public var data: String
+    public init(id: String, creationTime: Int64, data: String) { self.id = id; self.creationTime = creationTime; self.data = data }
+}
+
+/// A published stream's properties.
+public struct StreamInfo: Codable, Sendable, Equatable, Hashable {
+    public var id: String
+    public var connectionId: String
+    public var name: String
+    public var hasAudio: Bool
+    public var hasVideo: Bool
+    /// "camera", "screen" or "custom".
+    public var videoType: String
+    public var width: Int
+    public var height: Int
+    /// Milliseconds since 1970.
+    public var creationTime: Int64
+    public var layoutClassList: [String]
+
+    public init(id: String, connectionId: String, name: String, hasAudio: Bool, hasVideo: Bool, videoType: String,
+                width: Int, height: Int, creationTime: Int64, layoutClassList: [String] = []) {
+        self.id = id; self.connectionId = connectionId; self.name = name; self.hasAudio = hasAudio; self.hasVideo = hasVideo
+        self.videoType = videoType; self.width = width; self.height = height; self.creationTime = creationTime
+        self.layoutClassList = layoutClassList
+    }
+}
+
+/// What a client asks for when publishing (the server fills in id, connection and time).
+public struct PublishRequest: Codable, Sendable, Equatable {
+    public var name: String
+    public var hasAudio: Bool
+    public var hasVideo: Bool
+    public var videoType: String
+    public var width: Int
+    public var height: Int
+    public init(name: String = "", hasAudio: Bool = true, hasVideo: Bool = true, videoType: String = "camera", width: Int = 640, height: Int = 480) {
+        self.name = name; self.hasAudio = hasAudio; self.hasVideo = hasVideo; self.videoType = videoType; self.width = width; self.height = height
+    }
+}
+
+/// The `connect` request: first message on a new socket.
+public struct ConnectRequest: Codable, Sendable, Equatable {
+    public var id: Int
+    public var apiKey: String
+    public var sessionId: String
+    public var token: String
+    /// Skip connectionCreated/Destroyed events for this client.
+    public var eventsSuppressed: Bool
+    /// Resume a connection kept after a dropped socket.
+    public var resumeConnectionId: String?
+    public var resumeToken: String?
+    public init(id: Int, apiKey: String, sessionId: String, token: String, eventsSuppressed: Bool = false,
+                resumeConnectionId: String? = nil, resumeToken: String? = nil) {
+        self.id = id; self.apiKey = apiKey; self.sessionId = sessionId; self.token = token; self.eventsSuppressed = eventsSuppressed
+        self.resumeConnectionId = resumeConnectionId; self.resumeToken = resumeToken
+    }
+}
+
+/// The `connected` answer.
+public struct ConnectedInfo: Codable, Sendable, Equatable {
+    public var id: Int
+    public var connection: ConnectionInfo
+    public var role: SessionRole
+    /// Present this with the connection id to resume after a dropped socket.
+    public var resumeToken: String
+    /// Other connections already in the session (empty when events are suppressed).
+    public var connections: [ConnectionInfo]
+    public var streams: [StreamInfo]
+    /// Whether a force mute of the whole session is active.
+    public var muteForced: Bool
+    /// True when this connect resumed an existing connection.
+    public var resumed: Bool
+    public var relayed: Bool
+    public var e2ee: Bool
+    public init(id: Int, connection: ConnectionInfo, role: SessionRole, resumeToken: String, connections: [ConnectionInfo],
+                streams: [StreamInfo], muteForced: Bool, resumed: Bool, relayed: Bool, e2ee: Bool) {
+        self.id = id; self.connection = connection; self.role = role; self.resumeToken = resumeToken; self.connections = connections
+        self.streams = streams; self.muteForced = muteForced; self.resumed = resumed; self.relayed = relayed; self.e2ee = e2ee
+    }
+}
+
+/// Messages a client sends (docs/protocol.md). Requests carry an `id` echoed by the server's `reply`.
+public enum ClientMessage: Sendable, Equatable {
+    case connect(ConnectRequest)
+    case signal(id: Int, type: String, data: String, to: String?)
+    case publish(id: Int, PublishRequest)
+    case unpublish(id: Int, streamId: String)
+    case updateStream(id: Int, streamId: String, hasAudio: Bool?, hasVideo: Bool?, width: Int?, height: Int?)
+    /// Asks to subscribe to a stream (role and stream checked; media is negotiated elsewhere).
+    case subscribe(id: Int, streamId: String)
+    case forceMuteStream(id: Int, streamId: String)
+    case forceMuteAll(id: Int, active: Bool, excludedStreams: [String])
+    case forceDisconnect(id: Int, connectionId: String)
+    case reportIssue(id: Int, issueId: String, description: String)
+    case disconnect
+}
+
+/// Messages the server sends (docs/protocol.md).
+public enum ServerMessage: Sendable, Equatable {
+    case connected(ConnectedInfo)
+    /// Answer to a request: `code` nil on success, else an OpenTok error code.
+    case reply(id: Int, code: Int32?, message: String?, stream: StreamInfo?, issueId: String?)
+    case connectionCreated(ConnectionInfo)
+    case connectionDestroyed(connectionId: String, reason: String)
+    case streamCreated(StreamInfo)
+    case streamDestroyed(streamId: String, reason: String)
+    /// `property`: "hasAudio", "hasVideo" or "dimensions".
+    case streamChanged(StreamInfo, property: String)
+    /// `from` is nil for signals sent through the REST API.
+    case signal(type: String, data: String, from: String?)
+    case muteForced(active: Bool, streamId: String?)
+    /// The server ends this client's connection (e.g. force disconnect); the socket closes next.
+    case disconnected(reason: String)
+    /// A refused connect or a protocol error; the socket closes next.
+    case error(code: Int32, message: String)
+}
+
+private struct AnyKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(_ s: String) { stringValue = s }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}
+
+extension KeyedDecodingContainer where K == AnyKey {
+    fileprivate func req<T: Decodable>(_ k: String) throws -> T { try decode(T.self, forKey: AnyKey(k)) }
+    fileprivate func opt<T: Decodable>(_ k: String) throws -> T? { try decodeIfPresent(T.self, forKey: AnyKey(k)) }
+}
+
+extension KeyedEncodingContainer where K == AnyKey {
+    fileprivate mutating func put<T: Encodable>(_ k: String, _ v: T?) throws { if let v { try encode(v, forKey: AnyKey(k)) } }
+}
+
+extension ClientMessage: Codable {
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: AnyKey.self)
+        let type: String = try c.req("type")
+        switch type {
+        case "connect": self = .connect(try ConnectRequest(from: decoder))
+        case "signal": self = .signal(id: try c.req("id"), type: try c.req("signalType"), data: try c.req("data"), to: try c.opt("to"))
+        case "publish": self = .publish(id: try c.req("id"), try c.req("stream"))
+        case "unpublish": self = .unpublish(id: try c.req("id"), streamId: try c.req("streamId"))
+        case "updateStream":
+            self = .updateStream(id: try c.req("id"), streamId: try c.req("streamId"), hasAudio: try c.opt("hasAudio"),
+                                 hasVideo: try c.opt("hasVideo"), width: try c.opt("width"), height: try c.opt("height"))
+        case "subscribe": self = .subscribe(id: try c.req("id"), streamId: try c.req("streamId"))
+        case "forceMuteStream": self = .forceMuteStream(id: try c.req("id"), streamId: try c.req("streamId"))
+        case "forceMuteAll":
+            self = .forceMuteAll(id: try c.req("id"), active: try c.req("active"), excludedStreams: try c.opt("excludedStreams") ?? [])
+        case "forceDisconnect": self = .forceDisconnect(id: try c.req("id"), connectionId: try c.req("connectionId"))
+        case "reportIssue": self = .reportIssue(id: try c.req("id"), issueId: try c.opt("issueId") ?? "", description: try c.req("description"))
+        case "disconnect": self = .disconnect
+        default: throw WireError("unknown client message type \(type.prefix(40))")
+        }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: AnyKey.self)
+        switch self {
+        case .connect(let r):
+            try c.put("type", "connect"); try r.encode(to: encoder)
+        case .signal(let id, let type, let data, let to):
+            try c.put("type", "signal"); try c.put("id", id); try c.put("signalType", type); try c.put("data", data); try c.put("to", to)
+        case .publish(let id, let p):
+            try c.put("type", "publish"); try c.put("id", id); try c.put("stream", p)
+        case .unpublish(let id, let s):
+            try c.put("type", "unpublish"); try c.put("id", id); try c.put("streamId", s)
+        case .updateStream(let id, let s, let a, let v, let w, let h):
+            try c.put("type", "updateStream"); try c.put("id", id); try c.put("streamId", s)
+            try c.put("hasAudio", a); try c.put("hasVideo", v); try c.put("width", w); try c.put("height", h)
+        case .subscribe(let id, let s):
+            try c.put("type", "subscribe"); try c.put("id", id); try c.put("streamId", s)
+        case .forceMuteStream(let id, let s):
+            try c.put("type", "forceMuteStream"); try c.put("id", id); try c.put("streamId", s)
+        case .forceMuteAll(let id, let active, let ex):
+            try c.put("type", "forceMuteAll"); try c.put("id", id); try c.put("active", active); try c.put("excludedStreams", ex)
+        case .forceDisconnect(let id, let cid):
+            try c.put("type", "forceDisconnect"); try c.put("id", id); try c.put("connectionId", cid)
+        case .reportIssue(let id, let issueId, let d):
+            try c.put("type", "reportIssue"); try c.put("id", id); try c.put("issueId", issueId); try c.put("description", d)
+        case .disconnect:
+            try c.put("type", "disconnect")
+        }
+    }
+}
+
+extension ServerMessage: Codable {
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: AnyKey.self)
+        let type: String = try c.req("type")
+        switch type {
+        case "connected": self = .connected(try ConnectedInfo(from: decoder))
+        case "reply":
+            self = .reply(id: try c.req("id"), code: try c.opt("code"), message: try c.opt("message"), stream: try c.opt("stream"), issueId: try c.opt("issueId"))
+        case "connectionCreated": self = .connectionCreated(try c.req("connection"))
+        case "connectionDestroyed": self = .connectionDestroyed(connectionId: try c.req("connectionId"), reason: try c.req("reason"))
+        case "streamCreated": self = .streamCreated(try c.req("stream"))
+        case "streamDestroyed": self = .streamDestroyed(streamId: try c.req("streamId"), reason: try c.req("reason"))
+        case "streamChanged": self = .streamChanged(try c.req("stream"), property: try c.req("property"))
+        case "signal": self = .signal(type: try c.req("signalType"), data: try c.req("data"), from: try c.opt("from"))
+        case "muteForced": self = .muteForced(active: try c.req("active"), streamId: try c.opt("streamId"))
+        case "disconnected": self = .disconnected(reason: try c.req("reason"))
+        case "error": self = .error(code: try c.req("code"), message: try c.req("message"))
+        default: throw WireError("unknown server message type \(type.prefix(40))")
+        }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: AnyKey.self)
+        switch self {
+        case .connected(let info):
+            try c.put("type", "connected"); try info.encode(to: encoder)
+        case .reply(let id, let code, let message, let stream, let issueId):
+            try c.put("type", "reply"); try c.put("id", id); try c.put("code", code); try c.put("message", message)
+            try c.put("stream", stream); try c.put("issueId", issueId)
+        case .connectionCreated(let conn):
+            try c.put("type", "connectionCreated"); try c.put("connection", conn)
+        case .connectionDestroyed(let id, let reason):
+            try c.put("type", "connectionDestroyed"); try c.put("connectionId", id); try c.put("reason", reason)
+        case .streamCreated(let s):
+            try c.put("type", "streamCreated"); try c.put("stream", s)
+        case .streamDestroyed(let id, let reason):
+            try c.put("type", "streamDestroyed"); try c.put("streamId", id); try c.put("reason", reason)
+        case .streamChanged(let s, let p):
+            try c.put("type", "streamChanged"); try c.put("stream", s); try c.put("property", p)
+        case .signal(let type, let data, let from):
+            try c.put("type", "signal"); try c.put("signalType", type); try c.put("data", data); try c.put("from", from)
+        case .muteForced(let active, let streamId):
+            try c.put("type", "muteForced"); try c.put("active", active); try c.put("streamId", streamId)
+        case .disconnected(let reason):
+            try c.put("type", "disconnected"); try c.put("reason", reason)
+        case .error(let code, let message):
+            try c.put("type", "error"); try c.put("code", code); try c.put("message", message)
+        }
+    }
+}
+
+/// JSON text for the wire, and back.
+public enum SignalingCodec {
+    public static func encode<T: Encodable>(_ m: T) -> String {
+        let enc = JSONEncoder()
+        enc.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        guard let d = try? enc.encode(m) else { return "{}" }
+        return String(decoding: d, as: UTF8.self)
+    }
+    public static func decodeClient(_ text: String) throws -> ClientMessage {
+        do { return try JSONDecoder().decode(ClientMessage.self, from: Data(text.utf8)) } catch let e as WireError { throw e } catch {
+            throw WireError("bad client message: \(error)")
+        }
+    }
+    public static func decodeServer(_ text: String) throws -> ServerMessage {
+        do { return try JSONDecoder().decode(ServerMessage.self, from: Data(text.utf8)) } catch let e as WireError { throw e } catch {
+            throw WireError("bad server message: \(error)")
+        }
+    }
+}
+
+/// The signal limits of OpenTok, checked by client and server alike.
+public enum SignalRules {
+    public static let maxTypeCharacters = 128
+    public static let maxDataBytes = 8192
+
+    /// Throws 1414 (type too long), 1461 (bad characters) or 1413 (data too long).
+    public static func validate(type: String, data: String) throws {
+        guard type.utf8.count <= maxTypeCharacters else { throw OTError(.signalTypeTooLong) }
+        for b in type.utf8 {
+            switch b {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "-"): continue
+            default: throw OTError(.invalidSignalType)
+            }
+        }
+        guard data.utf8.count <= maxDataBytes else { throw OTError(.signalDataTooLong) }
+    }
+}

@@ -1,0 +1,212 @@
+import Foundation
+import OTBase
+
+/// A client role, as carried by tokens.
+public enum SessionRole: String, Sendable, Codable, CaseIterable {
+    case subscriber, publisher, publisheronly, moderator
+
+    public var canPublish: Bool { self != .subscriber }
+    public var canSubscribe: Bool { self != .publisheronly }
+    /// Whether the role may send signals (publisher and moderator only).
+    public var canSignal: Bool { self == .publisher || self == .moderator }
+    public var canForceMute: Bool { self == .moderator }
+    public var canForceDisconnect: Bool { self == .moderator }
+}
+
+/// JSON Web Tokens signed with HS256 (RFC 7519 / 7515).
+public enum JWT {
+    /// Signs `claims` (a JSON object) with HMAC-SHA256.
+    public static func sign(claims: [String: Any], secret: String) throws -> String {
+        let header = #"{"alg":"HS256","typ":"JWT"}"#
+        let body = try JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys])
+        let input = TokenCrypto.base64url(Array(header.utf8)) + "." + TokenCrypto.base64url([UInt8](body))
+        let sig = TokenCrypto.hmacSHA256(key: Array(secret.utf8), Array(input.utf8))
+        return input + "." + TokenCrypto.base64url(sig)
+    }
+
+    /// The claims of a token without checking anything (to find which key should verify it).
+    public static func unverifiedClaims(_ token: String) throws -> [String: Any] {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { throw WireError("JWT must have 3 parts") }
+        guard let raw = TokenCrypto.base64Decode(String(parts[1])),
+              let obj = try? JSONSerialization.jsonObject(with: Data(raw)), let claims = obj as? [String: Any] else {
+            throw WireError("JWT claims are not a JSON object")
+        }
+        return claims
+    }
+
+    /// Verifies the HS256 signature and returns the claims.
+    public static func verify(_ token: String, secret: String) throws -> [String: Any] {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { throw WireError("JWT must have 3 parts") }
+        guard let hraw = TokenCrypto.base64Decode(String(parts[0])),
+              let hobj = try? JSONSerialization.jsonObject(with: Data(hraw)), let header = hobj as? [String: Any] else {
+            throw WireError("JWT header is not a JSON object")
+        }
+        guard header["alg"] as? String == "HS256" else { throw WireError("JWT alg must be HS256") }
+        guard let sig = TokenCrypto.base64Decode(String(parts[2])) else { throw WireError("JWT signature is not base64url") }
+        let input = Array((parts[0] + "." + parts[1]).utf8)
+        guard TokenCrypto.equal(sig, TokenCrypto.hmacSHA256(key: Array(secret.utf8), input)) else {
+            throw WireError("JWT signature does not match")
+        }
+        return try unverifiedClaims(token)
+    }
+
+    /// A claim as a number (JSON number or numeric string).
+    public static func number(_ v: Any?) -> Double? {
+        if let n = v as? NSNumber { return n.doubleValue }
+        if let s = v as? String { return Double(s) }
+        return nil
+    }
+
+    /// A claim as a string (a number is printed as an integer when whole).
+    public static func string(_ v: Any?) -> String? {
+        if let s = v as? String { return s }
+        if let n = v as? NSNumber {
+            let d = n.doubleValue
+            return d == d.rounded() && abs(d) < 1e15 ? String(Int64(d)) : n.stringValue
+        }
+        return nil
+    }
+}
+
+/// The two token formats OpenTok clients use.
+public enum TokenFormat: String, Sendable { case jwt, t1 }
+
+/// What a client token grants, after verification.
+public struct ClientToken: Sendable, Equatable {
+    public var apiKey: String
+    public var sessionId: String
+    public var role: SessionRole
+    /// Seconds since 1970.
+    public var createTime: Int64
+    /// Seconds since 1970.
+    public var expireTime: Int64
+    public var connectionData: String?
+    public var initialLayoutClassList: [String]
+    public var format: TokenFormat
+
+    /// Largest `connection_data` / `initial_layout_class_list`, in characters.
+    public static let maxDataCharacters = 1000
+    /// Default lifetime: 24 hours.
+    public static let defaultLifetime: Int64 = 24 * 3600
+    /// Longest lifetime: 30 days.
+    public static let maxLifetime: Int64 = 30 * 24 * 3600
+
+    public init(apiKey: String, sessionId: String, role: SessionRole = .publisher, createTime: Int64, expireTime: Int64? = nil,
+                connectionData: String? = nil, initialLayoutClassList: [String] = [], format: TokenFormat = .jwt) {
+        self.apiKey = apiKey; self.sessionId = sessionId; self.role = role; self.createTime = createTime
+        self.expireTime = expireTime ?? createTime + ClientToken.defaultLifetime
+        self.connectionData = connectionData; self.initialLayoutClassList = initialLayoutClassList; self.format = format
+    }
+
+    /// Mints a token signed with `secret` (the same wire forms as the OpenTok Python SDK).
+    /// Throws `invalidParameter` (1011) for oversized data, bad expiry or a session id of another project.
+    public func mint(secret: String) throws -> String {
+        if let d = connectionData, d.count > Self.maxDataCharacters {
+            throw OTError(.invalidParameter, "connection data is longer than \(Self.maxDataCharacters) characters")
+        }
+        let classes = initialLayoutClassList.joined(separator: " ")
+        guard classes.count <= Self.maxDataCharacters else {
+            throw OTError(.invalidParameter, "initial layout class list is longer than \(Self.maxDataCharacters) characters")
+        }
+        guard expireTime > createTime, expireTime <= createTime + Self.maxLifetime else {
+            throw OTError(.invalidParameter, "expire time must be after now and at most 30 days ahead")
+        }
+        guard let sid = try? SessionID.parse(sessionId), sid.apiKey == apiKey else {
+            throw OTError(.invalidParameter, "session id \(sessionId) does not belong to api key \(apiKey)")
+        }
+        let nonce = Int.random(in: 0..<1_000_000)
+        switch format {
+        case .jwt:
+            var claims: [String: Any] = [
+                "iss": apiKey, "ist": "project", "iat": createTime, "exp": expireTime,
+                "session_id": sessionId, "role": role.rawValue, "scope": "session.connect", "nonce": nonce,
+            ]
+            if !classes.isEmpty { claims["initial_layout_class_list"] = classes }
+            if let d = connectionData { claims["connection_data"] = d }
+            return try JWT.sign(claims: claims, secret: secret)
+        case .t1:
+            var fields: [(String, String)] = [
+                ("session_id", sessionId), ("create_time", String(createTime)), ("expire_time", String(expireTime)),
+                ("role", role.rawValue), ("nonce", String(nonce)), ("initial_layout_class_list", classes),
+            ]
+            if let d = connectionData { fields.append(("connection_data", d)) }
+            let dataString = FormEncoding.encode(fields)
+            let sig = TokenCrypto.hex(TokenCrypto.hmacSHA1(key: Array(secret.utf8), Array(dataString.utf8)))
+            return "T1==" + TokenCrypto.base64(Array("partner_id=\(apiKey)&sig=\(sig):\(dataString)".utf8))
+        }
+    }
+
+    /// The api key a token claims to be signed for, without verifying it.
+    public static func claimedAPIKey(_ token: String) -> String? {
+        if token.hasPrefix("T1==") {
+            guard let raw = TokenCrypto.base64Decode(String(token.dropFirst(4))),
+                  let text = String(validating: raw, as: UTF8.self), let colon = text.firstIndex(of: ":") else { return nil }
+            return FormEncoding.decode(String(text[..<colon]))["partner_id"]
+        }
+        return (try? JWT.unverifiedClaims(token)).flatMap { JWT.string($0["iss"]) }
+    }
+
+    /// Verifies a JWT or T1 token: signature with `secret`, expiry against `now` (seconds since 1970),
+    /// and the fields. Throws `authorizationFailure` (1004) with the reason.
+    public static func verify(_ token: String, apiKey: String, secret: String, now: Int64) throws -> ClientToken {
+        func fail(_ why: String) -> OTError { OTError(.authorizationFailure, "token refused: \(why)") }
+        var fields: [String: String] = [:]
+        var format = TokenFormat.jwt
+        if token.hasPrefix("T1==") {
+            format = .t1
+            guard let raw = TokenCrypto.base64Decode(String(token.dropFirst(4))),
+                  let text = String(validating: raw, as: UTF8.self), let colon = text.firstIndex(of: ":") else {
+                throw fail("malformed T1 token")
+            }
+            let meta = FormEncoding.decode(String(text[..<colon]))
+            let dataString = String(text[text.index(after: colon)...])
+            guard meta["partner_id"] == apiKey else { throw fail("token is for another api key") }
+            guard let sig = meta["sig"] else { throw fail("T1 token has no signature") }
+            let expected = TokenCrypto.hex(TokenCrypto.hmacSHA1(key: Array(secret.utf8), Array(dataString.utf8)))
+            guard TokenCrypto.equal(Array(sig.lowercased().utf8), Array(expected.utf8)) else { throw fail("bad signature") }
+            fields = FormEncoding.decode(dataString)
+        } else {
+            let claims: [String: Any]
+            do { claims = try JWT.verify(token, secret: secret) } catch { throw fail("\(error)") }
+            guard JWT.string(claims["iss"]) == apiKey else { throw fail("token is for another api key") }
+            if let ist = claims["ist"] as? String, ist != "project" { throw fail("ist must be project") }
+            for (k, v) in claims {
+                if let s = JWT.string(v) { fields[k] = s }
+            }
+            if fields["exp"] == nil, let e = fields["expire_time"] { fields["exp"] = e }
+            if fields["create_time"] == nil, let i = fields["iat"] { fields["create_time"] = i }
+            fields["expire_time"] = fields["exp"]
+        }
+        guard let sid = fields["session_id"], !sid.isEmpty else { throw fail("no session_id") }
+        guard let exp = fields["expire_time"].flatMap(Double.init) else { throw fail("no expiry") }
+        guard Int64(exp) > now else { throw fail("expired") }
+        let roleName = fields["role"] ?? "publisher"
+        guard let role = SessionRole(rawValue: roleName) else { throw fail("unknown role \(roleName)") }
+        let data = fields["connection_data"]
+        if let d = data, d.count > maxDataCharacters { throw fail("connection data longer than \(maxDataCharacters)") }
+        let classes = (fields["initial_layout_class_list"] ?? "").split(separator: " ").map(String.init)
+        let created = fields["create_time"].flatMap(Double.init).map { Int64($0) } ?? now
+        return ClientToken(apiKey: apiKey, sessionId: sid, role: role, createTime: created, expireTime: Int64(exp),
+                           connectionData: data, initialLayoutClassList: classes, format: format)
+    }
+}
+
+/// REST API authentication: the `X-OPENTOK-AUTH` JWT of the server SDKs.
+public enum ProjectAuth {
+    /// Mints a project JWT as the server SDKs do.
+    public static func mint(apiKey: String, secret: String, now: Int64, lifetime: Int64 = 180) throws -> String {
+        try JWT.sign(claims: ["ist": "project", "iss": apiKey, "iat": now, "exp": now + lifetime,
+                              "jti": TokenCrypto.hex(TokenCrypto.randomBytes(8))], secret: secret)
+    }
+
+    /// Checks signature, `ist == "project"`, `iss == apiKey` and `exp` (with `leeway` seconds).
+    public static func verify(_ token: String, apiKey: String, secret: String, now: Int64, leeway: Int64 = 30) throws {
+        let claims = try JWT.verify(token, secret: secret)
+        guard claims["ist"] as? String == "project" else { throw WireError("ist must be project") }
+        guard JWT.string(claims["iss"]) == apiKey else { throw WireError("iss is not this project") }
+        guard let exp = JWT.number(claims["exp"]) else { throw WireError("no exp") }
+        guard Int64(exp) + leeway > now else { throw WireError("expired") }
+    }
+}

@@ -1,0 +1,174 @@
+import XCTest
+@testable import OTWire
+
+/// Fake VP8 frames: the payload header bits the depacketizer reads, then filler.
+func fakeVP8Frame(key: Bool, size: Int, width: Int = 640, height: Int = 480, fill: UInt8 = 0x5A) -> [UInt8] {
+    var f = [UInt8](repeating: fill, count: max(size, 10))
+    f[0] = key ? 0x10 : 0x11
+    if key {
+        f[3] = 0x9D; f[4] = 0x01; f[5] = 0x2A
+        f[6] = UInt8(width & 0xFF); f[7] = UInt8(width >> 8); f[8] = UInt8(height & 0xFF); f[9] = UInt8(height >> 8)
+    }
+    return f
+}
+
+/// Packetizes frames into RTP packets with consecutive sequence numbers.
+struct FakeVP8Sender {
+    var packetizer = VP8Packetizer(maxPayloadSize: 100)
+    var seq: UInt16 = 65500
+    var timestamp: UInt32 = 1000
+
+    mutating func send(_ frame: [UInt8]) -> [RTPPacket] {
+        var out: [RTPPacket] = []
+        let ts = timestamp
+        var s = seq
+        _ = frame.withUnsafeBytes { raw in
+            packetizer.packetize(raw) { payload, last in
+                out.append(RTPPacket(marker: last, payloadType: 96, sequenceNumber: s, timestamp: ts, ssrc: 42,
+                                     payload: Array(payload)[...]))
+                s &+= 1
+            }
+        }
+        seq = s
+        timestamp &+= 3000
+        return out
+    }
+}
+
+final class VP8PayloadTests: XCTestCase {
+    func testDescriptorRoundTrips() throws {
+        let cases = [
+            VP8PayloadDescriptor(startOfPartition: true),
+            VP8PayloadDescriptor(nonReference: true, startOfPartition: false, partitionIndex: 3, pictureId: 0x55, pictureIdIs15Bit: false),
+            VP8PayloadDescriptor(startOfPartition: true, pictureId: 0x7ABC, tl0PicIdx: 9, temporalLayer: 2, layerSync: true, keyIndex: 17),
+        ]
+        for d in cases {
+            var bytes: [UInt8] = []
+            d.write(into: &bytes)
+            XCTAssertEqual(bytes.count, d.encodedLength)
+            bytes.append(0xEE)
+            let (parsed, rest) = try VP8PayloadDescriptor.parse(bytes[...])
+            XCTAssertEqual(parsed, d)
+            XCTAssertEqual(Array(rest), [0xEE])
+        }
+        XCTAssertThrowsError(try VP8PayloadDescriptor.parse([0x90, 0x80, 0x80][...]), "15-bit picture id truncated")
+        XCTAssertThrowsError(try VP8PayloadDescriptor.parse([0x10][...]), "no VP8 data")
+    }
+
+    func testKeyframeDetectionAndSize() {
+        let key = fakeVP8Frame(key: true, size: 50, width: 1280, height: 720)
+        XCTAssertTrue(VP8FrameHeader.isKeyframe(key[...]))
+        XCTAssertEqual(VP8FrameHeader.keyframeSize(key[...])?.width, 1280)
+        XCTAssertEqual(VP8FrameHeader.keyframeSize(key[...])?.height, 720)
+        XCTAssertFalse(VP8FrameHeader.isKeyframe(fakeVP8Frame(key: false, size: 50)[...]))
+        XCTAssertNil(VP8FrameHeader.keyframeSize([0x10, 0, 0, 0x9D][...]))
+    }
+
+    func testPacketizerRespectsMTUAndBalancesSizes() {
+        var p = VP8Packetizer(maxPayloadSize: 1000)
+        let frame = fakeVP8Frame(key: true, size: 2500)
+        var sizes: [Int] = [], markers: [Bool] = [], starts: [Bool] = [], ids: [UInt16?] = []
+        var data: [UInt8] = []
+        _ = frame.withUnsafeBytes { raw in
+            p.packetize(raw) { payload, last in
+                sizes.append(payload.count); markers.append(last)
+                if let (d, rest) = try? VP8PayloadDescriptor.parse(payload) {
+                    starts.append(d.startOfPartition); ids.append(d.pictureId); data += rest
+                }
+            }
+        }
+        XCTAssertEqual(sizes.count, 3)
+        XCTAssertTrue(sizes.allSatisfy { $0 <= 1000 })
+        XCTAssertLessThanOrEqual(sizes.max()! - sizes.min()!, 1, "balanced split")
+        XCTAssertEqual(markers, [false, false, true])
+        XCTAssertEqual(starts, [true, false, false])
+        XCTAssertEqual(Set(ids), [0])
+        XCTAssertEqual(data, frame)
+        XCTAssertEqual(p.pictureId, 1)
+        XCTAssertEqual(VP8Packetizer.maxPayloadSize(mtu: 1200, rtpHeaderLength: 20, srtpOverhead: 16), 1136)
+    }
+
+    func testDepacketizerReassemblesFramesAcrossPacketsAndWrap() {
+        var sender = FakeVP8Sender()
+        var d = VP8Depacketizer()
+        let frames = [fakeVP8Frame(key: true, size: 450), fakeVP8Frame(key: false, size: 230, fill: 1), fakeVP8Frame(key: false, size: 90, fill: 2)]
+        var got: [[UInt8]] = [], requests = 0
+        for f in frames {
+            for p in sender.send(f) {
+                d.insert(p) { e in
+                    switch e {
+                    case .frame(let fr): got.append(Array(fr.data))
+                    case .keyframeRequest: requests += 1
+                    }
+                }
+            }
+        }
+        XCTAssertEqual(got, frames)
+        XCTAssertEqual(requests, 0)
+    }
+
+    func testReorderedPacketsWithinWindowStillAssemble() {
+        var sender = FakeVP8Sender()
+        var d = VP8Depacketizer(reorderWindow: 8)
+        let frames = [fakeVP8Frame(key: true, size: 350), fakeVP8Frame(key: false, size: 300, fill: 1), fakeVP8Frame(key: false, size: 150, fill: 2)]
+        var packets = frames.flatMap { sender.send($0) }
+        XCTAssertEqual(packets.count, 10)  // 4 + 4 + 2 packets
+        packets.swapAt(1, 2)   // inside the keyframe
+        packets.swapAt(3, 4)   // the keyframe's last packet after the next frame's first
+        packets.swapAt(7, 9)   // the end of frame 2 after all of frame 3
+        var got: [[UInt8]] = [], requests = 0
+        for p in packets {
+            d.insert(p) { if case .frame(let f) = $0 { got.append(Array(f.data)) } else { requests += 1 } }
+        }
+        XCTAssertEqual(got, frames)
+        XCTAssertEqual(requests, 0)
+        // A duplicate of a delivered packet is ignored.
+        d.insert(packets[2]) { _ in XCTFail("duplicate must not produce output") }
+        XCTAssertEqual(d.stats.latePackets, 1)
+    }
+
+    func testLostPacketYieldsKeyframeRequestAndNoBrokenFrames() {
+        var sender = FakeVP8Sender()
+        var d = VP8Depacketizer(reorderWindow: 4)
+        var events: [String] = []
+        func feed(_ packets: [RTPPacket]) {
+            for p in packets {
+                d.insert(p) { e in
+                    switch e {
+                    case .frame(let f): events.append(f.isKeyframe ? "K" : "D")
+                    case .keyframeRequest(let r): events.append("R:\(r)")
+                    }
+                }
+            }
+        }
+        feed(sender.send(fakeVP8Frame(key: true, size: 300)))
+        var lossy = sender.send(fakeVP8Frame(key: false, size: 300))
+        lossy.remove(at: 1)   // a middle packet of a delta frame is lost
+        feed(lossy)
+        for _ in 0..<4 { feed(sender.send(fakeVP8Frame(key: false, size: 120))) }
+        XCTAssertEqual(events.first, "K")
+        XCTAssertEqual(events.filter { $0.hasPrefix("R:") }.count, 1, "\(events)")
+        XCTAssertTrue(events.contains("R:packetLoss(missing: 1)"), "\(events)")
+        XCTAssertEqual(events.filter { $0 == "D" }.count, 0, "no delta frame may pass after the loss: \(events)")
+        XCTAssertTrue(d.isWaitingForKeyframe)
+        XCTAssertGreaterThan(d.stats.framesDropped, 0)
+        // The sender answers with a keyframe; decoding resumes.
+        feed(sender.send(fakeVP8Frame(key: true, size: 300)))
+        feed(sender.send(fakeVP8Frame(key: false, size: 100)))
+        XCTAssertEqual(Array(events.suffix(2)), ["K", "D"])
+        XCTAssertFalse(d.isWaitingForKeyframe)
+    }
+
+    func testStreamStartingWithDeltaFramesAsksForKeyframe() {
+        var sender = FakeVP8Sender()
+        var d = VP8Depacketizer()
+        var requests: [VP8KeyframeRequestReason] = [], frames = 0
+        for _ in 0..<3 {
+            for p in sender.send(fakeVP8Frame(key: false, size: 150)) {
+                d.insert(p) { if case .keyframeRequest(let r) = $0 { requests.append(r) } else { frames += 1 } }
+            }
+        }
+        XCTAssertEqual(requests, [.noKeyframeYet])
+        XCTAssertEqual(frames, 0)
+    }
+}

@@ -1,0 +1,125 @@
+/* The C ABI's conventions, checked from C: every entry point refuses NULL,
+ * never-issued, deleted and foreign handles and out-of-range values with the
+ * documented status instead of crashing. */
+#include <otsession.h>
+#include <stdio.h>
+#include <string.h>
+
+static int failures = 0;
+#define EXPECT(cond) do { if (!(cond)) { fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); failures++; } } while (0)
+
+static int log_calls = 0;
+static void *seen_user_data = NULL;
+static void count_log(int level, const char *message, void *user_data) {
+    (void)level; (void)message;
+    log_calls++;
+    seen_user_data = user_data;
+}
+
+static void test_global(void) {
+    EXPECT(strcmp(ot_status_message(OT_OK), "ok") == 0);
+    EXPECT(strstr(ot_status_message(OT_ERR_AUTHORIZATION_FAILURE), "authorization") != NULL);
+    EXPECT(strcmp(ot_status_message(-5), "unknown status code") == 0);
+    EXPECT(ot_log_set_level(-1) == OT_ERR_INVALID_PARAM);
+    EXPECT(ot_log_set_level(6) == OT_ERR_INVALID_PARAM);
+    int marker = 7;
+    EXPECT(ot_log_set_callback(count_log, &marker) == OT_OK);
+    EXPECT(ot_log_set_level(OT_LOG_INFO) == OT_OK);
+    EXPECT(log_calls == 1 && seen_user_data == &marker);
+    EXPECT(ot_log_set_callback(NULL, NULL) == OT_OK);
+    EXPECT(ot_log_set_level(OT_LOG_WARN) == OT_OK);
+    EXPECT(log_calls == 1);
+}
+
+/* Calls every function that takes a session handle with `s` and expects `want`. */
+static void expect_session_calls(ot_session *s, ot_status want) {
+    char buf[OT_ID_BUFFER_SIZE];
+    int32_t st = -1;
+    ot_session_capabilities caps;
+    const char *ids[1] = {"x"};
+    EXPECT(ot_session_connect(s, "token") == want);
+    EXPECT(ot_session_disconnect(s) == want);
+    EXPECT(ot_session_get_status(s, &st) == want && st == -1);
+    EXPECT(ot_session_get_id(s, buf, sizeof buf) == want);
+    EXPECT(ot_session_get_capabilities(s, &caps) == want);
+    EXPECT(ot_session_get_connection(s) == NULL);
+    EXPECT(ot_session_send_signal(s, "t", "d") == want);
+    EXPECT(ot_session_send_signal_to_connection(s, "t", "d", NULL) == want);
+    EXPECT(ot_session_force_mute_all(s, ids, 1) == want);
+    EXPECT(ot_session_force_mute_stream(s, "x") == want);
+    EXPECT(ot_session_disable_force_mute(s) == want);
+    EXPECT(ot_session_force_disconnect(s, NULL) == want);
+    EXPECT(ot_session_report_issue(s, "d", buf, sizeof buf) == want);
+    EXPECT(ot_session_delete(s) == want);
+}
+
+static void expect_server_calls(ot_server *sv, ot_status want) {
+    char buf[OT_TOKEN_BUFFER_SIZE];
+    int32_t port = -1;
+    EXPECT(ot_server_start(sv, &port) == want && port == -1);
+    EXPECT(ot_server_get_url(sv, buf, sizeof buf) == want);
+    EXPECT(ot_server_create_session(sv, OT_FALSE, buf, sizeof buf) == want);
+    EXPECT(ot_server_new_token(sv, "1_x", OT_ROLE_PUBLISHER, NULL, OT_TOKEN_JWT, buf, sizeof buf) == want);
+    EXPECT(ot_server_stop(sv) == want);
+    EXPECT(ot_server_delete(sv) == want);
+}
+
+static void test_bad_handles(void) {
+    static const ot_session_callbacks no_callbacks;
+    expect_session_calls(NULL, OT_ERR_INVALID_PARAM);
+    expect_session_calls((ot_session *)(uintptr_t)0x4242, OT_ERR_INVALID_HANDLE);
+    expect_server_calls(NULL, OT_ERR_INVALID_PARAM);
+    expect_server_calls((ot_server *)(uintptr_t)0x4242, OT_ERR_INVALID_HANDLE);
+
+    /* A deleted handle is refused, and so is a handle of another type. */
+    ot_session *s = ot_session_new("123", "1_session", &no_callbacks);
+    EXPECT(s != NULL);
+    EXPECT(ot_session_delete(s) == OT_OK);
+    expect_session_calls(s, OT_ERR_INVALID_HANDLE);
+    ot_server *sv = ot_server_new(NULL, 0, "123", "abcdef");
+    EXPECT(sv != NULL);
+    expect_session_calls((ot_session *)(void *)sv, OT_ERR_INVALID_HANDLE);
+    EXPECT(ot_server_delete(sv) == OT_OK);
+    expect_server_calls(sv, OT_ERR_INVALID_HANDLE);
+
+    /* Constructors refuse NULL and out-of-range arguments with NULL. */
+    EXPECT(ot_session_new(NULL, "1_s", &no_callbacks) == NULL);
+    EXPECT(ot_session_new("123", NULL, &no_callbacks) == NULL);
+    EXPECT(ot_session_new("123", "1_s", NULL) == NULL);
+    EXPECT(ot_session_new("", "1_s", &no_callbacks) == NULL);
+    EXPECT(ot_server_new(NULL, 70000, "k", "s") == NULL);
+    EXPECT(ot_server_new(NULL, -1, "k", "s") == NULL);
+    EXPECT(ot_server_new(NULL, 0, NULL, "s") == NULL);
+    EXPECT(ot_session_settings_default(NULL) == OT_ERR_INVALID_PARAM);
+
+    /* Streams and connections. */
+    ot_stream_info si;
+    ot_connection_info ci;
+    EXPECT(ot_stream_get_info(NULL, &si) == OT_ERR_INVALID_PARAM);
+    EXPECT(ot_stream_get_info((const ot_stream *)(uintptr_t)0x4242, &si) == OT_ERR_INVALID_HANDLE);
+    EXPECT(ot_stream_get_id(NULL) == NULL);
+    EXPECT(ot_stream_copy(NULL) == NULL);
+    EXPECT(ot_stream_delete(NULL) == OT_ERR_INVALID_PARAM);
+    EXPECT(ot_stream_delete((ot_stream *)(uintptr_t)0x4242) == OT_ERR_INVALID_HANDLE);
+    EXPECT(ot_connection_get_info(NULL, &ci) == OT_ERR_INVALID_PARAM);
+    EXPECT(ot_connection_get_info((const ot_connection *)(uintptr_t)0x4242, &ci) == OT_ERR_INVALID_HANDLE);
+    EXPECT(ot_connection_get_id(NULL) == NULL);
+    EXPECT(ot_connection_copy(NULL) == NULL);
+    EXPECT(ot_connection_delete(NULL) == OT_ERR_INVALID_PARAM);
+    EXPECT(ot_connection_delete((ot_connection *)(uintptr_t)0x4242) == OT_ERR_INVALID_HANDLE);
+
+    /* Tokens: bad role, bad format, short buffer, session of another key. */
+    char tok[OT_TOKEN_BUFFER_SIZE];
+    EXPECT(ot_token_new("123", "secret", "1_x", 9, NULL, OT_TOKEN_JWT, tok, sizeof tok) == OT_ERR_INVALID_PARAM);
+    EXPECT(ot_token_new("123", "secret", "1_x", OT_ROLE_PUBLISHER, NULL, 5, tok, sizeof tok) == OT_ERR_INVALID_PARAM);
+    EXPECT(ot_token_new(NULL, "secret", "1_x", OT_ROLE_PUBLISHER, NULL, OT_TOKEN_JWT, tok, sizeof tok) == OT_ERR_INVALID_PARAM);
+    EXPECT(ot_token_new("123", "secret", "1_x", OT_ROLE_PUBLISHER, NULL, OT_TOKEN_JWT, NULL, 0) == OT_ERR_INVALID_PARAM);
+}
+
+int main(void) {
+    test_global();
+    test_bad_handles();
+    if (failures) { fprintf(stderr, "abi_test: %d failed\n", failures); return 1; }
+    printf("abi_test: all passed\n");
+    return 0;
+}

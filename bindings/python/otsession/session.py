@@ -1,0 +1,312 @@
+"""Sessions, the embedded server and tokens."""
+from __future__ import annotations
+
+import ctypes
+import enum
+import traceback
+import weakref
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Optional
+
+from ._errors import OTError, check
+from ._lib import lib
+
+ID_BUFFER = 256
+TOKEN_BUFFER = 4096
+
+
+class SessionStatus(enum.IntEnum):
+    NOT_CONNECTED = 0
+    CONNECTED = 1
+    CONNECTING = 2
+    DISCONNECTING = 3
+    FAILED = 4
+
+
+class Role(enum.IntEnum):
+    SUBSCRIBER = 0
+    PUBLISHER = 1
+    PUBLISHER_ONLY = 2
+    MODERATOR = 3
+
+
+class VideoType(enum.IntEnum):
+    CAMERA = 0
+    SCREEN = 1
+    CUSTOM = 2
+
+
+def _buffer_call(fn, *args, size: int = ID_BUFFER, context: str = "") -> str:
+    buf = ctypes.create_string_buffer(size)
+    check(fn(*args, buf, size), context)
+    return buf.value.decode()
+
+
+def _role(role) -> int:
+    if isinstance(role, str):
+        return Role[role.upper().replace("PUBLISHERONLY", "PUBLISHER_ONLY")]
+    return int(role)
+
+
+def token(api_key: str, api_secret: str, session_id: str, role: Role | str = Role.PUBLISHER,
+          data: Optional[str] = None, t1: bool = False) -> str:
+    """Mints a client token for a session with a project's key and secret."""
+    return _buffer_call(lib().fn.ot_token_new, api_key.encode(), api_secret.encode(), session_id.encode(), _role(role),
+                        None if data is None else data.encode(), 1 if t1 else 0, size=TOKEN_BUFFER, context="token")
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A client's connection to a session."""
+    id: str
+    data: str
+    creation_time: int
+    _handle: Optional[int] = field(default=None, repr=False, compare=False)
+
+    @staticmethod
+    def _from_borrowed(ptr) -> "Connection":
+        l = lib()
+        info = l.decl.structs["ot_connection_info"]()
+        check(l.fn.ot_connection_get_info(ptr, ctypes.byref(info)), "connection info")
+        copy = l.fn.ot_connection_copy(ptr)
+        conn = Connection(info.id.decode(), info.data.decode(), info.creation_time, copy)
+        if copy:
+            weakref.finalize(conn, l.fn.ot_connection_delete, copy)
+        return conn
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A stream published into a session."""
+    id: str
+    name: str
+    connection_id: str
+    has_audio: bool
+    has_video: bool
+    video_type: VideoType
+    width: int
+    height: int
+    creation_time: int
+
+    @staticmethod
+    def _from_borrowed(ptr) -> "Stream":
+        l = lib()
+        i = l.decl.structs["ot_stream_info"]()
+        check(l.fn.ot_stream_get_info(ptr, ctypes.byref(i)), "stream info")
+        return Stream(i.id.decode(), i.name.decode(), i.connection_id.decode(), bool(i.has_audio), bool(i.has_video),
+                      VideoType(i.video_type), i.width, i.height, i.creation_time)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    can_publish: bool
+    can_subscribe: bool
+    can_force_mute: bool
+    can_force_disconnect: bool
+
+
+class Server:
+    """An embedded session server (REST API and WebSocket signaling on one loopback port)."""
+
+    def __init__(self, api_key: str = "100", api_secret: str = "0" * 32, host: str = "127.0.0.1", port: int = 0):
+        self.api_key, self.api_secret = api_key, api_secret
+        self._h = lib().fn.ot_server_new(host.encode(), port, api_key.encode(), api_secret.encode())
+        if not self._h:
+            raise OTError(1011, "Server")
+        self.port = 0
+
+    def start(self) -> int:
+        port = ctypes.c_int32()
+        check(lib().fn.ot_server_start(self._h, ctypes.byref(port)), "Server.start")
+        self.port = port.value
+        return self.port
+
+    @property
+    def url(self) -> str:
+        """Base URL for the REST API and for Session(server_url=...)."""
+        return _buffer_call(lib().fn.ot_server_get_url, self._h, context="Server.url")
+
+    def create_session(self, relayed: bool = False) -> str:
+        return _buffer_call(lib().fn.ot_server_create_session, self._h, 1 if relayed else 0, context="create_session")
+
+    def token(self, session_id: str, role: Role | str = Role.PUBLISHER, data: Optional[str] = None, t1: bool = False) -> str:
+        return _buffer_call(lib().fn.ot_server_new_token, self._h, session_id.encode(), _role(role),
+                            None if data is None else data.encode(), 1 if t1 else 0, size=TOKEN_BUFFER, context="token")
+
+    def close(self) -> None:
+        if self._h:
+            check(lib().fn.ot_server_delete(self._h), "Server.close")
+            self._h = None
+
+    def __enter__(self) -> "Server":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+_EVENTS = ("connected", "disconnected", "error", "connection_created", "connection_destroyed", "stream_created",
+           "stream_destroyed", "stream_has_audio_changed", "stream_has_video_changed", "stream_video_dimensions_changed",
+           "signal_received", "mute_forced", "reconnecting", "reconnected")
+
+
+class Session:
+    """A client's session, as OTSession. Override the on_* methods or register
+    functions with `session.on("signal_received", fn)`; callbacks run on a
+    library thread, one at a time."""
+
+    def __init__(self, api_key: str, session_id: str, server_url: Optional[str] = None,
+                 connection_events_suppressed: bool = False, relay_only: bool = False):
+        l = lib()
+        self._listeners: dict[str, list[Callable]] = {e: [] for e in _EVENTS}
+        self._cb_struct = l.decl.structs["ot_session_callbacks"]()
+        self._refs = []
+        for name, ctype in self._cb_struct._fields_:
+            if name.startswith("on_"):
+                ref = ctype(self._make_trampoline(name[3:]))
+                self._refs.append(ref)
+                setattr(self._cb_struct, name, ref)
+        settings = l.decl.structs["ot_session_settings"]()
+        check(l.fn.ot_session_settings_default(ctypes.byref(settings)))
+        self._url = None if server_url is None else server_url.encode()
+        settings.server_url = self._url
+        settings.connection_events_suppressed = int(connection_events_suppressed)
+        settings.ice_relay_only = int(relay_only)
+        self._h = l.fn.ot_session_new_with_settings(api_key.encode(), session_id.encode(), ctypes.byref(self._cb_struct),
+                                                   ctypes.byref(settings))
+        if not self._h:
+            raise OTError(1011, "Session: api_key and session_id must be non-empty")
+
+    # -- events -------------------------------------------------------------------------------------------
+
+    def on(self, event: str, fn: Callable) -> None:
+        """Registers `fn` for an event (same arguments as the on_<event> method)."""
+        if event not in self._listeners:
+            raise ValueError(f"unknown event {event!r}; events: {', '.join(_EVENTS)}")
+        self._listeners[event].append(fn)
+
+    def on_connected(self) -> None: ...
+    def on_disconnected(self) -> None: ...
+    def on_error(self, code: int, message: str) -> None: ...
+    def on_connection_created(self, connection: Connection) -> None: ...
+    def on_connection_destroyed(self, connection: Connection) -> None: ...
+    def on_stream_created(self, stream: Stream) -> None: ...
+    def on_stream_destroyed(self, stream: Stream) -> None: ...
+    def on_stream_has_audio_changed(self, stream: Stream, has_audio: bool) -> None: ...
+    def on_stream_has_video_changed(self, stream: Stream, has_video: bool) -> None: ...
+    def on_stream_video_dimensions_changed(self, stream: Stream, width: int, height: int) -> None: ...
+    def on_signal_received(self, type: str, data: str, connection: Optional[Connection]) -> None: ...
+    def on_mute_forced(self, active: bool) -> None: ...
+    def on_reconnecting(self) -> None: ...
+    def on_reconnected(self) -> None: ...
+
+    def _make_trampoline(self, event: str):
+        convert = {
+            "error": lambda code, msg: (int(code), msg.decode(errors="replace")),
+            "connection_created": lambda c: (Connection._from_borrowed(c),),
+            "connection_destroyed": lambda c: (Connection._from_borrowed(c),),
+            "stream_created": lambda s: (Stream._from_borrowed(s),),
+            "stream_destroyed": lambda s: (Stream._from_borrowed(s),),
+            "stream_has_audio_changed": lambda s, v: (Stream._from_borrowed(s), bool(v)),
+            "stream_has_video_changed": lambda s, v: (Stream._from_borrowed(s), bool(v)),
+            "stream_video_dimensions_changed": lambda s, w, h: (Stream._from_borrowed(s), w, h),
+            "signal_received": lambda t, d, c: (t.decode(errors="replace"), d.decode(errors="replace"),
+                                                Connection._from_borrowed(c) if c else None),
+            "mute_forced": lambda a: (bool(a),),
+        }.get(event, lambda: ())
+        this = weakref.ref(self)
+
+        def trampoline(_session, _user_data, *args):
+            s = this()
+            if s is None:
+                return
+            try:
+                values = convert(*args)
+                getattr(s, "on_" + event)(*values)
+                for fn in list(s._listeners[event]):
+                    fn(*values)
+            except Exception:  # never let an exception unwind into C
+                traceback.print_exc()
+        return trampoline
+
+    # -- calls --------------------------------------------------------------------------------------------
+
+    def _handle(self):
+        if not self._h:
+            raise OTError(9001, "the session is closed")
+        return self._h
+
+    def connect(self, token: str) -> None:
+        """Starts connecting; on_connected or on_error follows."""
+        check(lib().fn.ot_session_connect(self._handle(), token.encode()), "connect")
+
+    def disconnect(self) -> None:
+        check(lib().fn.ot_session_disconnect(self._handle()), "disconnect")
+
+    @property
+    def status(self) -> SessionStatus:
+        v = ctypes.c_int32()
+        check(lib().fn.ot_session_get_status(self._handle(), ctypes.byref(v)), "status")
+        return SessionStatus(v.value)
+
+    @property
+    def session_id(self) -> str:
+        return _buffer_call(lib().fn.ot_session_get_id, self._handle(), context="session_id")
+
+    @property
+    def connection(self) -> Optional[Connection]:
+        """This client's connection, once connected."""
+        p = lib().fn.ot_session_get_connection(self._handle())
+        return Connection._from_borrowed(p) if p else None
+
+    @property
+    def capabilities(self) -> Capabilities:
+        c = lib().decl.structs["ot_session_capabilities"]()
+        check(lib().fn.ot_session_get_capabilities(self._handle(), ctypes.byref(c)), "capabilities")
+        return Capabilities(bool(c.can_publish), bool(c.can_subscribe), bool(c.can_force_mute), bool(c.can_force_disconnect))
+
+    def send_signal(self, type: str, data: str = "", to: Optional[Connection] = None) -> None:
+        """Sends a signal to everyone, or to one connection."""
+        if to is not None and not to._handle:
+            raise OTError(1011, "send_signal: that connection has no handle")
+        check(lib().fn.ot_session_send_signal_to_connection(self._handle(), type.encode(), data.encode(),
+                                                            to._handle if to else None), "send_signal")
+
+    def force_mute_all(self, excluded_stream_ids: Iterable[str] = ()) -> None:
+        ids = [s.encode() for s in excluded_stream_ids]
+        arr = (ctypes.c_char_p * max(1, len(ids)))(*ids)
+        check(lib().fn.ot_session_force_mute_all(self._handle(), arr, len(ids)), "force_mute_all")
+
+    def force_mute_stream(self, stream_id: str) -> None:
+        check(lib().fn.ot_session_force_mute_stream(self._handle(), stream_id.encode()), "force_mute_stream")
+
+    def disable_force_mute(self) -> None:
+        check(lib().fn.ot_session_disable_force_mute(self._handle()), "disable_force_mute")
+
+    def force_disconnect(self, connection: Connection) -> None:
+        if not connection._handle:
+            raise OTError(1011, "force_disconnect: that connection has no handle")
+        check(lib().fn.ot_session_force_disconnect(self._handle(), connection._handle), "force_disconnect")
+
+    def report_issue(self, description: str) -> str:
+        """Reports an issue; returns the id the server logged it under."""
+        return _buffer_call(lib().fn.ot_session_report_issue, self._handle(), description.encode(), context="report_issue")
+
+    def close(self) -> None:
+        """Disconnects and releases the session; no callback runs after this returns."""
+        if self._h:
+            h, self._h = self._h, None
+            check(lib().fn.ot_session_delete(h), "close")
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Checks the shipped artefacts the way a user meets them: the .so's links and
+# exports, an install into a fresh prefix, a C build with only pkg-config flags,
+# and the Python package installed with pip into a fresh virtual environment.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+lib=dist/lib/libotsession.so
+fail() { echo "check-package: FAIL: $*" >&2; exit 1; }
+
+if ldd "$lib" | grep -q libswift; then fail "ldd lists Swift runtime libraries"; fi
+readelf -d "$lib" | grep -q 'SONAME.*libotsession.so.0' || fail "no SONAME libotsession.so.0"
+# Global (upper-case type letter) symbols other than ot_* and the version node.
+extra=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[BDGRSTVW]$/ {print $3}' | grep -v '^ot_' || true)
+[ -z "$extra" ] || fail "exports beyond ot_*: $extra"
+echo "check-package: $(nm -D --defined-only "$lib" | grep -c ' ot_') ot_* symbols exported, no libswift*"
+
+prefix=$(mktemp -d)
+trap 'rm -rf "$prefix"' EXIT
+make -s install PREFIX="$prefix" >/dev/null
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+pkg-config --cflags --libs otsession >/dev/null || fail "pkg-config otsession"
+cat > "$prefix/first.c" <<'C'
+#include <otsession.h>
+#include <stdio.h>
+int main(void) { printf("%s\n", ot_version()); return 0; }
+C
+cc -std=c99 -Wall -Wextra -Werror -pedantic "$prefix/first.c" -o "$prefix/first" $(pkg-config --cflags --libs otsession)
+"$prefix/first" >/dev/null || fail "a C program built with pkg-config flags did not run"
+echo "check-package: installed to a fresh prefix; a C program builds with pkg-config flags only"
+
+python3 -m venv "$prefix/venv"
+"$prefix/venv/bin/pip" install -q --disable-pip-version-check ./bindings/python >/dev/null
+v=$(cd "$prefix" && "$prefix/venv/bin/python" -c "import otsession; print(otsession.version())")
+echo "check-package: pip-installed otsession imports and reports version $v (found via pkg-config)"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what building and testing libotsession needs, skipping what is there.
+# Idempotent; run as root (or with sudo available) on Debian.
+set -euo pipefail
+
+APT_PACKAGES=(pkg-config libopus-dev libvpx-dev libsrtp2-dev libssl-dev libpng-dev coturn)
+PIP_PACKAGES=(pytest aiortc opentok)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}"
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+pip_missing=()
+for p in "${PIP_PACKAGES[@]}"; do
+    python3 -m pip show -q "$p" >/dev/null 2>&1 || pip_missing+=("$p")
+done
+if ((${#pip_missing[@]})); then
+    echo "setup: pip installing ${pip_missing[*]}"
+    python3 -m pip install -q --disable-pip-version-check "${pip_missing[@]}"
+fi
+echo "setup: ok"
