@@ -43,23 +43,12 @@ public final class DTLSCertificate: @unchecked Sendable {
     }
 }
 
-/// SRTP protection profiles negotiated by use_srtp (RFC 5764, RFC 7714).
-public enum SRTPProfile: UInt16, Sendable {
-    case aes128CmHmacSha1_80 = 0x0001
-    case aes128CmHmacSha1_32 = 0x0002
-    case aeadAes128Gcm = 0x0007
-    case aeadAes256Gcm = 0x0008
-
-    /// Master key and salt lengths in bytes.
-    public var keyLength: Int { self == .aeadAes256Gcm ? 32 : 16 }
-    public var saltLength: Int { self == .aeadAes128Gcm || self == .aeadAes256Gcm ? 12 : 14 }
-    /// The OpenSSL use_srtp profile name.
-    public var openSSLName: String {
+extension SRTPProfile {
+    /// The OpenSSL use_srtp profile name (the profiles themselves live with SRTPContext).
+    var openSSLName: String {
         switch self {
         case .aes128CmHmacSha1_80: "SRTP_AES128_CM_SHA1_80"
-        case .aes128CmHmacSha1_32: "SRTP_AES128_CM_SHA1_32"
         case .aeadAes128Gcm: "SRTP_AEAD_AES_128_GCM"
-        case .aeadAes256Gcm: "SRTP_AEAD_AES_256_GCM"
         }
     }
 }
@@ -71,6 +60,9 @@ public struct SRTPKeyingMaterial: Sendable, Equatable {
     public var localSalt: [UInt8]
     public var remoteKey: [UInt8]
     public var remoteSalt: [UInt8]
+
+    /// The keys in the form `SRTPContext(profile:keys:)` takes (key then salt per direction).
+    public var srtpKeys: SRTPKeys { SRTPKeys(local: localKey + localSalt, remote: remoteKey + remoteSalt) }
 }
 
 /// What the DTLS endpoint reports.

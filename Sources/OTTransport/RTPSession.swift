@@ -142,7 +142,8 @@ public final class RTPSession {
 
     // MARK: media in and out
 
-    /// Records an RTP packet we sent (after the caller built it, before SRTP), keeping it for retransmission.
+    /// Records an RTP packet we sent, keeping `packet` for retransmission. Pass the SRTP-protected bytes:
+    /// a retransmission is then the same SRTP packet again (a receiver that already has it drops it as a replay).
     public func sent(ssrc: UInt32, sequence: UInt16, rtpTimestamp: UInt32, clockRate: UInt32, payloadBytes: Int, packet: [UInt8], now: Instant) {
         // Mutated in place: a copy of the state would copy the retransmission cache on every packet.
         send[ssrc, default: SendState()].record(rtpTimestamp: rtpTimestamp, clockRate: clockRate, payloadBytes: payloadBytes, now: now)
@@ -252,7 +253,7 @@ public final class RTPSession {
 
     /// The next RTCP compound packet to protect and send.
     public func pollRTCP() -> [UInt8]? { rtcpOut.pop() }
-    /// The next RTP packet to resend (as stored by `sent`), in answer to a NACK.
+    /// The next packet to resend as it is (as stored by `sent`), in answer to a NACK.
     public func pollRetransmission() -> [UInt8]? { retransmissions.pop() }
     public func pollEvent() -> RTPSessionEvent? { events.pop() }
     public func pollTimeout() -> Instant? {

@@ -46,7 +46,7 @@ public struct SDPCodec: Equatable, Sendable {
         var d: [String: String] = [:]
         for kv in (fmtp ?? "").split(separator: ";") {
             let p = kv.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            d[p[0].trimmingSpaces] = p.count > 1 ? p[1].trimmingSpaces : ""
+            d[p[0].sdpTrimmed] = p.count > 1 ? p[1].sdpTrimmed : ""
         }
         return d
     }
@@ -174,8 +174,8 @@ public struct SessionDescription: Equatable, Sendable {
 }
 
 extension Substring {
-    var trimmingSpaces: String { String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed()) }
+    var sdpTrimmed: String { String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed()) }
 }
 extension StringProtocol {
-    var trimmingSpaces: String { Substring(self).trimmingSpaces }
+    var sdpTrimmed: String { Substring(self).sdpTrimmed }
 }
