@@ -232,3 +232,27 @@ final class RTPSessionThroughputTests: XCTestCase {
         XCTAssertEqual(r.statistics(ssrc: 1)?.received, Int64(n - n / 50))
     }
 }
+
+final class RTXTests: XCTestCase {
+    func testWrapAndUnwrapRoundTrip() throws {
+        var tx = RTXSender(rtxSSRC: 0xBEEF, payloadTypes: [96: 97], initialSequence: 65535)
+        let original = RTPPacket(marker: true, payloadType: 96, sequenceNumber: 1234, timestamp: 90000, ssrc: 0xCAFE, payload: [1, 2, 3][...])
+        let rtx = try XCTUnwrap(tx.wrap(original))
+        XCTAssertEqual(rtx.ssrc, 0xBEEF)
+        XCTAssertEqual(rtx.payloadType, 97)
+        XCTAssertEqual(rtx.sequenceNumber, 65535)
+        XCTAssertEqual(Array(rtx.payload), [0x04, 0xD2, 1, 2, 3])
+        XCTAssertEqual(tx.wrap(original)?.sequenceNumber, 0, "RTX has its own sequence, wrapping")
+        XCTAssertNil(tx.wrap(RTPPacket(payloadType: 111, sequenceNumber: 1, timestamp: 0, ssrc: 1)), "no RTX for Opus here")
+
+        let rx = RTXReceiver(ssrcs: [0xBEEF: 0xCAFE], payloadTypes: [97: 96])
+        let back = try XCTUnwrap(rx.unwrap(try RTPPacket(parsing: rtx.serialized())))
+        XCTAssertEqual(back.ssrc, 0xCAFE)
+        XCTAssertEqual(back.sequenceNumber, 1234)
+        XCTAssertEqual(back.payloadType, 96)
+        XCTAssertTrue(back.marker)
+        XCTAssertEqual(Array(back.payload), [1, 2, 3])
+        XCTAssertNil(try rx.unwrap(original), "media packets pass through")
+        XCTAssertThrowsError(try rx.unwrap(RTPPacket(payloadType: 97, sequenceNumber: 1, timestamp: 0, ssrc: 0xBEEF, payload: [7][...])))
+    }
+}
