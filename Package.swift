@@ -54,7 +54,7 @@ let package = Package(
 
         .testTarget(name: "OTBaseTests", dependencies: ["OTBase"]),
         .testTarget(name: "OTWireTests", dependencies: ["OTWire"]),
-        .testTarget(name: "OTTransportTests", dependencies: ["OTTransport"]),
+        .testTarget(name: "OTTransportTests", dependencies: ["OTTransport", "OTMedia"]),
         .testTarget(name: "OTMediaTests", dependencies: ["OTMedia", "OTTransport"]),
         .testTarget(name: "OTServerTests", dependencies: ["OTServer", "OTSession"]),
         .testTarget(name: "OTSessionTests", dependencies: ["OTSession", "OTServer"]),

@@ -73,7 +73,7 @@ final class AiortcInteropTests: XCTestCase {
         return x
     }
 
-    func startAiortc(_ args: [String]) throws -> (Process, Pipe, LineReader, Pipe) {
+    static func startAiortc(_ args: [String]) throws -> (Process, Pipe, LineReader, Pipe) {
         let proc = Process()
         proc.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         proc.arguments = ["python3", Self.script.path] + args
@@ -85,7 +85,7 @@ final class AiortcInteropTests: XCTestCase {
 
     /// We offer (audio sendrecv + video VP8/RTX), aiortc answers: ICE controlling here, DTLS server here.
     func testOurOfferAcceptedByAiortcWithDTLSServerRole() throws {
-        let (proc, stdin, reader, stderr) = try startAiortc(["answer", "3"])
+        let (proc, stdin, reader, stderr) = try Self.startAiortc(["answer", "3"])
         defer { if proc.isRunning { proc.terminate() }; proc.waitUntilExit() }
         let peer = try LoopbackPeer()
         defer { peer.driver.stop() }
@@ -127,7 +127,7 @@ final class AiortcInteropTests: XCTestCase {
     }
 
     func testICEAndDTLSSRTPWithAiortcBothWays() throws {
-        let (proc, stdin, reader, stderr) = try startAiortc(["3"])
+        let (proc, stdin, reader, stderr) = try Self.startAiortc(["3"])
         defer { if proc.isRunning { proc.terminate() }; proc.waitUntilExit() }
 
         guard let offerMsg = reader.json(where: "type", is: "offer"), let offerText = offerMsg["sdp"] as? String else {

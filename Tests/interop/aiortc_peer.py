@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """aiortc peer for libotsession's interop test (driven by OTTransportTests.AiortcInteropTests).
 
-Modes: (default) aiortc offers and we answer; `answer` we offer and aiortc answers; `pair` two aiortc peers
-(setup-time reference). Protocol on stdin/stdout, one JSON object per line (the offering side's
+Modes: (default) aiortc offers and we answer; `answer` we offer and aiortc answers; `media` aiortc offers
+Opus + VP8 with known content and reports what it decoded of ours; `pair` two aiortc peers (setup-time reference). Protocol on stdin/stdout, one JSON object per line (the offering side's
 description first):
   -> {"type": "offer", "sdp": ...}                 our offer (audio sendrecv, Opus), candidates on 127.0.0.1 only
   <- {"type": "answer", "sdp": ...}                from the test
@@ -49,6 +49,111 @@ class ToneTrack(MediaStreamTrack):
         frame.time_base = fractions.Fraction(1, 48000)
         self.pts += 960
         return frame
+
+
+class SineTrack(MediaStreamTrack):
+    """20 ms frames of a 440 Hz sine, 48 kHz mono s16 (content the other side checks)."""
+    kind = "audio"
+
+    def __init__(self, hz=440.0):
+        super().__init__()
+        self.hz = hz
+        self.pts = 0
+        self.start = None
+
+    async def recv(self):
+        import numpy as np
+        if self.start is None:
+            self.start = time.monotonic()
+        delay = self.start + self.pts / 48000 - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        t = (np.arange(960) + self.pts) / 48000.0
+        samples = (8000 * np.sin(2 * np.pi * self.hz * t)).astype(np.int16).reshape(1, -1)
+        frame = av.AudioFrame.from_ndarray(samples, format="s16", layout="mono")
+        frame.sample_rate = 48000
+        frame.pts = self.pts
+        frame.time_base = fractions.Fraction(1, 48000)
+        self.pts += 960
+        return frame
+
+
+class ColorTrack(MediaStreamTrack):
+    """320x240 frames of one solid colour (Y=170, U=80, V=200) at 30 fps."""
+    kind = "video"
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+        self.start = None
+
+    async def recv(self):
+        import numpy as np
+        if self.start is None:
+            self.start = time.monotonic()
+        delay = self.start + self.count / 30 - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        w, h = 320, 240
+        yuv = np.empty((h * 3 // 2, w), dtype=np.uint8)
+        yuv[:h] = 170
+        yuv[h:h + h // 4] = 80
+        yuv[h + h // 4:] = 200
+        frame = av.VideoFrame.from_ndarray(yuv, format="yuv420p")
+        frame.pts = self.count * 3000
+        frame.time_base = fractions.Fraction(1, 90000)
+        self.count += 1
+        return frame
+
+
+async def media(duration):
+    """aiortc offers audio (440 Hz sine) and video (solid colour), both sendrecv, and measures what it decodes
+    of ours: video frames and their mean luma, audio frames, RMS and frequency (zero crossings)."""
+    import numpy as np
+    pc = RTCPeerConnection()
+    got = {"videoFrames": 0, "videoMeanY": -1.0, "audioFrames": 0, "samples": []}
+    connected = asyncio.Event()
+
+    @pc.on("track")
+    def on_track(track):
+        async def consume():
+            while True:
+                try:
+                    frame = await track.recv()
+                except Exception:
+                    return
+                if track.kind == "video":
+                    got["videoFrames"] += 1
+                    got["videoMeanY"] = float(frame.to_ndarray(format="yuv420p")[:frame.height].mean())
+                else:
+                    got["audioFrames"] += 1
+                    arr = frame.to_ndarray().reshape(-1)
+                    channels = len(frame.layout.channels)
+                    got["samples"].extend(arr[::channels].tolist()[:960])
+        asyncio.ensure_future(consume())
+
+    @pc.on("connectionstatechange")
+    def on_state():
+        if pc.connectionState == "connected":
+            connected.set()
+
+    pc.addTransceiver(SineTrack(), direction="sendrecv")
+    pc.addTransceiver(ColorTrack(), direction="sendrecv")
+    t0 = time.monotonic()
+    await pc.setLocalDescription(await pc.createOffer())
+    emit({"type": "offer", "sdp": pc.localDescription.sdp})
+    line = await asyncio.get_event_loop().run_in_executor(None, sys.stdin.readline)
+    await pc.setRemoteDescription(RTCSessionDescription(sdp=json.loads(line)["sdp"], type="answer"))
+    await asyncio.wait_for(connected.wait(), timeout=20)
+    emit({"event": "connected", "ms": (time.monotonic() - t0) * 1000})
+    await asyncio.sleep(duration)
+    samples = np.array(got["samples"][-48000:], dtype=np.float64)
+    rms = float(np.sqrt(np.mean(samples ** 2))) if len(samples) else 0.0
+    crossings = int(np.sum((samples[:-1] < 0) & (samples[1:] >= 0))) if len(samples) > 1 else 0
+    hz = crossings * 48000.0 / len(samples) if len(samples) else 0.0
+    emit({"event": "media", "videoFrames": got["videoFrames"], "videoMeanY": got["videoMeanY"],
+          "audioFrames": got["audioFrames"], "audioRMS": rms, "audioHz": hz})
+    await pc.close()
 
 
 def emit(obj):
@@ -127,6 +232,9 @@ async def answerer(duration):
 async def main():
     if len(sys.argv) > 1 and sys.argv[1] == "pair":
         await pair()
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "media":
+        await media(float(sys.argv[2]) if len(sys.argv) > 2 else 4.0)
         return
     if len(sys.argv) > 1 and sys.argv[1] == "answer":
         await answerer(float(sys.argv[2]) if len(sys.argv) > 2 else 3.0)
