@@ -67,6 +67,7 @@ final class LoopbackTransportTests: XCTestCase {
         var localA = SDPLocalParameters(iceUfrag: credA.ufrag, icePwd: credA.pwd, fingerprint: certA.fingerprint)
         localA.candidates = candA.map { [$0] } ?? []
         localA.audioTrack = SDPLocalTrack(ssrc: 11, streamID: "a", trackID: "a-audio", cname: "a")
+        localA.videoTrack = SDPLocalTrack(ssrc: 12, rtxSSRC: 13, streamID: "a", trackID: "a-video", cname: "a")
         let offer = SDPNegotiation.offer(localA).serialized()
 
         let iceB = ICEAgent(config: ICEConfig(role: .controlled, localUfrag: credB.ufrag, localPwd: credB.pwd, tieBreaker: .random(in: 0 ... .max), seed: 2))

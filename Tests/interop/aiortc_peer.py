@@ -20,6 +20,7 @@ import aioice.ice
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamTrack
 import av
+import numpy as np
 
 # Loopback only: aioice leaves 127.0.0.1 out of host candidates by default.
 aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: ["127.0.0.1"]
@@ -62,7 +63,6 @@ class SineTrack(MediaStreamTrack):
         self.start = None
 
     async def recv(self):
-        import numpy as np
         if self.start is None:
             self.start = time.monotonic()
         delay = self.start + self.pts / 48000 - time.monotonic()
@@ -88,7 +88,6 @@ class ColorTrack(MediaStreamTrack):
         self.start = None
 
     async def recv(self):
-        import numpy as np
         if self.start is None:
             self.start = time.monotonic()
         delay = self.start + self.count / 30 - time.monotonic()
@@ -109,7 +108,6 @@ class ColorTrack(MediaStreamTrack):
 async def media(duration):
     """aiortc offers audio (440 Hz sine) and video (solid colour), both sendrecv, and measures what it decodes
     of ours: video frames and their mean luma, audio frames, RMS and frequency (zero crossings)."""
-    import numpy as np
     pc = RTCPeerConnection()
     got = {"videoFrames": 0, "videoMeanY": -1.0, "audioFrames": 0, "samples": []}
     connected = asyncio.Event()
@@ -162,26 +160,39 @@ def emit(obj):
 
 
 async def pair():
-    """Two aiortc peers in one process: offer -> both connected, audio sendrecv (the same setup as ours)."""
+    """Two aiortc peers in one process: offer -> both connected, and offer -> first decoded video frame at the
+    answerer (a sends solid-colour VP8 video, b receives; audio sendrecv too)."""
     a, b = RTCPeerConnection(), RTCPeerConnection()
     done = {"a": asyncio.Event(), "b": asyncio.Event()}
+    first_frame = asyncio.Event()
     for name, pc in (("a", a), ("b", b)):
         def handler(pc=pc, name=name):
             if pc.connectionState == "connected":
                 done[name].set()
         pc.on("connectionstatechange", handler)
+
+    @b.on("track")
+    def on_track(track):
+        if track.kind == "video":
+            async def first():
+                await track.recv()
+                first_frame.set()
+            asyncio.ensure_future(first())
+
     a.addTransceiver(ToneTrack(), direction="sendrecv")
     b.addTransceiver(ToneTrack(), direction="sendrecv")
+    a.addTransceiver(ColorTrack(), direction="sendonly")
     t0 = time.monotonic()
     await a.setLocalDescription(await a.createOffer())
     await b.setRemoteDescription(a.localDescription)
     await b.setLocalDescription(await b.createAnswer())
     await a.setRemoteDescription(b.localDescription)
     await asyncio.wait_for(asyncio.gather(done["a"].wait(), done["b"].wait()), timeout=20)
-    emit({"event": "pair", "ms": (time.monotonic() - t0) * 1000})
+    connected_ms = (time.monotonic() - t0) * 1000
+    await asyncio.wait_for(first_frame.wait(), timeout=20)
+    emit({"event": "pair", "ms": connected_ms, "firstFrameMs": (time.monotonic() - t0) * 1000})
     await a.close()
     await b.close()
-
 
 async def answerer(duration):
     """aiortc answers our offer (audio sendrecv with a tone, video receive-only)."""
