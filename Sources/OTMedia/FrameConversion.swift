@@ -3,7 +3,7 @@ import OTBase
 /// Packed RGB layouts capturers hand over, named by byte order in memory
 /// (`.bgra` is B,G,R,A at increasing addresses: what libyuv and Windows call ARGB).
 public enum PackedRGBFormat: Sendable, CaseIterable {
-    case rgb24, bgr24, bgra, argb, rgba
+    case rgb24, bgr24, bgra, argb, rgba, abgr
 
     /// Bytes per pixel.
     public var bytesPerPixel: Int {
@@ -17,6 +17,7 @@ public enum PackedRGBFormat: Sendable, CaseIterable {
         case .bgra: (2, 1, 0)
         case .argb: (1, 2, 3)
         case .rgba: (0, 1, 2)
+        case .abgr: (3, 2, 1)
         }
     }
 }
@@ -36,9 +37,17 @@ extension VideoFrame {
         if v.count != c.width * c.height { v = [UInt8](repeating: 0, count: c.width * c.height) }
     }
 
+    /// Bytes a plane of `rows` rows at `stride` spans, or nil when that overflows.
+    static func planeSpan(stride: Int, rowBytes: Int, rows: Int) -> Int? {
+        guard stride >= rowBytes, rowBytes > 0, rows > 0 else { return nil }
+        let (full, o1) = stride.multipliedReportingOverflow(by: rows - 1)
+        let (span, o2) = full.addingReportingOverflow(rowBytes)
+        return o1 || o2 ? nil : span
+    }
+
     private static func check(_ buffer: UnsafeRawBufferPointer, stride: Int, rowBytes: Int, rows: Int, _ what: String) throws {
-        guard buffer.baseAddress != nil, stride >= rowBytes, rows > 0,
-              buffer.count >= stride * (rows - 1) + rowBytes else {
+        guard buffer.baseAddress != nil, let span = planeSpan(stride: stride, rowBytes: rowBytes, rows: rows),
+              buffer.count >= span else {
             throw OTError(.invalidParameter, "\(what) buffer of \(buffer.count) bytes too small for stride \(stride) × \(rows) rows")
         }
     }
@@ -47,10 +56,25 @@ extension VideoFrame {
     public mutating func convertFromNV12(width: Int, height: Int, y srcY: UnsafeRawBufferPointer, strideY srcStrideY: Int,
                                          uv srcUV: UnsafeRawBufferPointer, strideUV: Int,
                                          timestampMicros: Int64, rotation: VideoRotation = .r0) throws {
+        try convertFromSemiPlanar(width: width, height: height, y: srcY, strideY: srcStrideY, chroma: srcUV,
+                                  strideChroma: strideUV, uFirst: true, "NV12", timestampMicros: timestampMicros, rotation: rotation)
+    }
+
+    /// Fills this frame from NV21 (Y plane, then interleaved V/U at half resolution).
+    public mutating func convertFromNV21(width: Int, height: Int, y srcY: UnsafeRawBufferPointer, strideY srcStrideY: Int,
+                                         vu srcVU: UnsafeRawBufferPointer, strideVU: Int,
+                                         timestampMicros: Int64, rotation: VideoRotation = .r0) throws {
+        try convertFromSemiPlanar(width: width, height: height, y: srcY, strideY: srcStrideY, chroma: srcVU,
+                                  strideChroma: strideVU, uFirst: false, "NV21", timestampMicros: timestampMicros, rotation: rotation)
+    }
+
+    private mutating func convertFromSemiPlanar(width: Int, height: Int, y srcY: UnsafeRawBufferPointer, strideY srcStrideY: Int,
+                                                chroma srcUV: UnsafeRawBufferPointer, strideChroma strideUV: Int, uFirst: Bool,
+                                                _ name: String, timestampMicros: Int64, rotation: VideoRotation) throws {
         let c = Self.chromaSize(width: width, height: height)
         try reshape(width: width, height: height)
-        try Self.check(srcY, stride: srcStrideY, rowBytes: width, rows: height, "NV12 Y")
-        try Self.check(srcUV, stride: strideUV, rowBytes: c.width * 2, rows: c.height, "NV12 UV")
+        try Self.check(srcY, stride: srcStrideY, rowBytes: width, rows: height, "\(name) Y")
+        try Self.check(srcUV, stride: strideUV, rowBytes: c.width * 2, rows: c.height, "\(name) chroma")
         self.timestampMicros = timestampMicros; self.rotation = rotation
         guard let sy = srcY.baseAddress, let suv = srcUV.baseAddress else { return }
         y.withUnsafeMutableBytes { dy in
@@ -60,6 +84,7 @@ extension VideoFrame {
             }
         }
         let cw = c.width
+        let uo = uFirst ? 0 : 1, vo = 1 - uo
         u.withUnsafeMutableBufferPointer { du in
             v.withUnsafeMutableBufferPointer { dv in
                 guard let pu = du.baseAddress, let pv = dv.baseAddress else { return }
@@ -67,9 +92,19 @@ extension VideoFrame {
                 for row in 0..<c.height {
                     let s = src + row * strideUV
                     let ou = pu + row * cw, ov = pv + row * cw
-                    for x in 0..<cw {
-                        ou[x] = s[2 * x]
-                        ov[x] = s[2 * x + 1]
+                    var x = 0
+                    // 16 chroma pairs at a time: split even and odd bytes (U,V for NV12; V,U for NV21).
+                    let (even, odd) = uo == 0 ? (ou, ov) : (ov, ou)
+                    while x + 16 <= cw {
+                        let pair = UnsafeRawPointer(s + 2 * x).loadUnaligned(as: SIMD32<UInt8>.self)
+                        UnsafeMutableRawPointer(even + x).storeBytes(of: pair.evenHalf, as: SIMD16<UInt8>.self)
+                        UnsafeMutableRawPointer(odd + x).storeBytes(of: pair.oddHalf, as: SIMD16<UInt8>.self)
+                        x += 16
+                    }
+                    while x < cw {
+                        ou[x] = s[2 * x + uo]
+                        ov[x] = s[2 * x + vo]
+                        x += 1
                     }
                 }
             }
@@ -79,19 +114,36 @@ extension VideoFrame {
     /// Fills this frame from YUY2 (packed Y0 U Y1 V, 4:2:2); chroma of two rows is averaged.
     public mutating func convertFromYUY2(width: Int, height: Int, data: UnsafeRawBufferPointer, stride: Int,
                                          timestampMicros: Int64, rotation: VideoRotation = .r0) throws {
+        try convertFromPacked422(width: width, height: height, data: data, stride: stride, offsets: (0, 1, 3), "YUY2",
+                                 timestampMicros: timestampMicros, rotation: rotation)
+    }
+
+    /// Fills this frame from UYVY (packed U Y0 V Y1, 4:2:2); chroma of two rows is averaged.
+    public mutating func convertFromUYVY(width: Int, height: Int, data: UnsafeRawBufferPointer, stride: Int,
+                                         timestampMicros: Int64, rotation: VideoRotation = .r0) throws {
+        try convertFromPacked422(width: width, height: height, data: data, stride: stride, offsets: (1, 0, 2), "UYVY",
+                                 timestampMicros: timestampMicros, rotation: rotation)
+    }
+
+    /// Packed 4:2:2 with the byte offsets of the first luma sample, U and V in each 4-byte pair of pixels
+    /// (the second luma sample is at first luma + 2).
+    private mutating func convertFromPacked422(width: Int, height: Int, data: UnsafeRawBufferPointer, stride: Int,
+                                               offsets: (y: Int, u: Int, v: Int), _ name: String,
+                                               timestampMicros: Int64, rotation: VideoRotation) throws {
         let c = Self.chromaSize(width: width, height: height)
         try reshape(width: width, height: height)
-        try Self.check(data, stride: stride, rowBytes: c.width * 4, rows: height, "YUY2")
+        try Self.check(data, stride: stride, rowBytes: c.width * 4, rows: height, name)
         self.timestampMicros = timestampMicros; self.rotation = rotation
         guard let base = data.baseAddress else { return }
         let src = base.assumingMemoryBound(to: UInt8.self)
         let w = width, h = height, cw = c.width
+        let yo = offsets.y, uo = offsets.u, vo = offsets.v
         y.withUnsafeMutableBufferPointer { dy in
             u.withUnsafeMutableBufferPointer { du in
                 v.withUnsafeMutableBufferPointer { dv in
                     guard let py = dy.baseAddress, let pu = du.baseAddress, let pv = dv.baseAddress else { return }
                     for row in 0..<h {
-                        let s = src + row * stride
+                        let s = src + row * stride + yo
                         let o = py + row * w
                         for x in 0..<w { o[x] = s[2 * x] }
                     }
@@ -100,8 +152,8 @@ extension VideoFrame {
                         let r1 = src + min(2 * crow + 1, h - 1) * stride
                         let ou = pu + crow * cw, ov = pv + crow * cw
                         for x in 0..<cw {
-                            ou[x] = UInt8((Int(r0[4 * x + 1]) + Int(r1[4 * x + 1]) + 1) >> 1)
-                            ov[x] = UInt8((Int(r0[4 * x + 3]) + Int(r1[4 * x + 3]) + 1) >> 1)
+                            ou[x] = UInt8((Int(r0[4 * x + uo]) + Int(r1[4 * x + uo]) + 1) >> 1)
+                            ov[x] = UInt8((Int(r0[4 * x + vo]) + Int(r1[4 * x + vo]) + 1) >> 1)
                         }
                     }
                 }

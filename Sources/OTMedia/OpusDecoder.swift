@@ -1,6 +1,7 @@
 import COTShims
 import COpus
 import OTBase
+import OTWire
 
 /// An Opus decoder on libopus with packet-loss concealment and FEC recovery.
 /// Named `OpusAudioDecoder` so it does not clash with libopus' `OpusDecoder`.
@@ -47,7 +48,9 @@ public final class OpusAudioDecoder {
     @discardableResult
     public func decode(_ payload: ArraySlice<UInt8>, into pcm: inout [Int16]) throws -> Int {
         guard !payload.isEmpty else { throw CodecError(.opus, code: OPUS_INVALID_PACKET, "empty Opus packet") }
-        return try payload.withUnsafeBytes { try run($0, frameSize: maxFrame, fec: false, into: &pcm) }
+        // Size the output from the TOC (48 kHz samples) instead of the 120 ms maximum.
+        let frameSize = (try? OpusPayload.packetInfo(payload)).map { $0.samples * sampleRate / 48_000 } ?? maxFrame
+        return try payload.withUnsafeBytes { try run($0, frameSize: frameSize, fec: false, into: &pcm) }
     }
 
     /// Conceals `samples` per channel of lost audio (packet-loss concealment).

@@ -24,10 +24,12 @@ public final class VP8Decoder {
         ctx.deallocate()
     }
 
-    /// Decodes one compressed frame into `frame` (resized as needed). Returns false when libvpx produced no picture.
-    /// Throws `CodecError` for a bitstream libvpx rejects or reports as corrupt, so no damaged picture is shown.
+    /// Decodes one compressed frame and lends each decoded picture to `picture` without copying
+    /// (the planes belong to libvpx and are valid only during the call). Returns false when libvpx produced
+    /// no picture. Throws `CodecError` for a bitstream libvpx rejects or reports as corrupt.
     @discardableResult
-    public func decode(_ data: UnsafeRawBufferPointer, timestampMicros: Int64 = 0, into frame: inout VideoFrame) throws -> Bool {
+    public func decode(_ data: UnsafeRawBufferPointer, timestampMicros: Int64 = 0,
+                       picture: (I420PlanesView) throws -> Void) throws -> Bool {
         guard let base = data.baseAddress, data.count > 0, data.count <= Int(UInt32.max) else {
             throw CodecError(.vpx, code: -1, "empty VP8 frame")
         }
@@ -47,19 +49,56 @@ public final class VP8Decoder {
             }
             let c = VideoFrame.chromaSize(width: w, height: h)
             let sy = Int(img.pointee.stride.0), su = Int(img.pointee.stride.1), sv = Int(img.pointee.stride.2)
-            try frame.convertFromI420(width: w, height: h,
-                                      y: UnsafeRawBufferPointer(start: y, count: sy * (h - 1) + w), strideY: sy,
-                                      u: UnsafeRawBufferPointer(start: u, count: su * (c.height - 1) + c.width), strideU: su,
-                                      v: UnsafeRawBufferPointer(start: v, count: sv * (c.height - 1) + c.width), strideV: sv,
-                                      timestampMicros: timestampMicros)
+            try picture(I420PlanesView(width: w, height: h,
+                                       y: UnsafeBufferPointer(start: y, count: sy * (h - 1) + w), strideY: sy,
+                                       u: UnsafeBufferPointer(start: u, count: su * (c.height - 1) + c.width), strideU: su,
+                                       v: UnsafeBufferPointer(start: v, count: sv * (c.height - 1) + c.width), strideV: sv,
+                                       timestampMicros: timestampMicros))
             produced = true
         }
         return produced
     }
 
-    /// Decodes a frame held in an array slice.
+    /// Decodes one compressed frame into `frame` (resized as needed; its planes are reused). Returns false when
+    /// libvpx produced no picture. Throws `CodecError` for a bitstream libvpx rejects or reports as corrupt,
+    /// so no damaged picture is shown.
+    @discardableResult
+    public func decode(_ data: UnsafeRawBufferPointer, timestampMicros: Int64 = 0, into frame: inout VideoFrame) throws -> Bool {
+        try decode(data, timestampMicros: timestampMicros) { try $0.copy(into: &frame) }
+    }
+
+    /// Decodes a frame held in an array slice into `frame`.
     @discardableResult
     public func decode(_ data: ArraySlice<UInt8>, timestampMicros: Int64 = 0, into frame: inout VideoFrame) throws -> Bool {
         try data.withUnsafeBytes { try decode($0, timestampMicros: timestampMicros, into: &frame) }
+    }
+
+    /// Decodes a frame held in an array slice, lending the picture to `picture`.
+    @discardableResult
+    public func decode(_ data: ArraySlice<UInt8>, timestampMicros: Int64 = 0,
+                       picture: (I420PlanesView) throws -> Void) throws -> Bool {
+        try data.withUnsafeBytes { try decode($0, timestampMicros: timestampMicros, picture: picture) }
+    }
+}
+
+/// Borrowed I420 planes (e.g. a decoder's output): valid only while the call that lends them runs.
+public struct I420PlanesView {
+    public let width: Int
+    public let height: Int
+    public let y: UnsafeBufferPointer<UInt8>
+    public let strideY: Int
+    public let u: UnsafeBufferPointer<UInt8>
+    public let strideU: Int
+    public let v: UnsafeBufferPointer<UInt8>
+    public let strideV: Int
+    public let timestampMicros: Int64
+
+    /// Copies the picture into an owned frame (planes resized only when the size changes).
+    public func copy(into frame: inout VideoFrame) throws {
+        try frame.convertFromI420(width: width, height: height,
+                                  y: UnsafeRawBufferPointer(y), strideY: strideY,
+                                  u: UnsafeRawBufferPointer(u), strideU: strideU,
+                                  v: UnsafeRawBufferPointer(v), strideV: strideV,
+                                  timestampMicros: timestampMicros)
     }
 }

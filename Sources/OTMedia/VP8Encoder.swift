@@ -183,17 +183,19 @@ public final class VP8Encoder {
             throw OTError(.invalidParameter, "frame is \(frame.width)x\(frame.height), encoder is \(config.width)x\(config.height)")
         }
         let c = VideoFrame.chromaSize(width: frame.width, height: frame.height)
-        guard frame.strideY >= frame.width, frame.strideU >= c.width, frame.strideV >= c.width,
-              frame.y.count >= frame.strideY * (frame.height - 1) + frame.width,
-              frame.u.count >= frame.strideU * (c.height - 1) + c.width,
-              frame.v.count >= frame.strideV * (c.height - 1) + c.width else {
+        guard let spanY = VideoFrame.planeSpan(stride: frame.strideY, rowBytes: frame.width, rows: frame.height),
+              let spanU = VideoFrame.planeSpan(stride: frame.strideU, rowBytes: c.width, rows: c.height),
+              let spanV = VideoFrame.planeSpan(stride: frame.strideV, rowBytes: c.width, rows: c.height),
+              frame.y.count >= spanY, frame.u.count >= spanU, frame.v.count >= spanV,
+              frame.strideY <= Int(Int32.max), frame.strideU <= Int(Int32.max), frame.strideV <= Int(Int32.max) else {
             throw OTError(.invalidParameter, "frame planes are smaller than their strides say")
         }
         let key = forceKeyframe || keyframeRequested
         keyframeRequested = false
         let period = config.temporalLayers == 3 ? 4 : config.temporalLayers
         if key { patternIndex = 0 }
-        var (tid, sync, nonRef, flags) = layerPlan(patternIndex % period)
+        // Without temporal layers libvpx picks references freely (no per-frame flags).
+        var (tid, sync, nonRef, flags) = config.temporalLayers > 1 ? layerPlan(patternIndex % period) : (0, false, false, 0)
         patternIndex = (patternIndex + 1) % period
         if key { flags = Int(VPX_EFLAG_FORCE_KF); tid = 0; sync = true; nonRef = false }
         if config.temporalLayers > 1 {

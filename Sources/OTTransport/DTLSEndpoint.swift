@@ -43,16 +43,6 @@ public final class DTLSCertificate: @unchecked Sendable {
     }
 }
 
-extension SRTPProfile {
-    /// The OpenSSL use_srtp profile name (the profiles themselves live with SRTPContext).
-    var openSSLName: String {
-        switch self {
-        case .aes128CmHmacSha1_80: "SRTP_AES128_CM_SHA1_80"
-        case .aeadAes128Gcm: "SRTP_AEAD_AES_128_GCM"
-        }
-    }
-}
-
 /// SRTP master keys and salts exported from DTLS (RFC 5764 §4.2), split into what this side sends with and receives with.
 public struct SRTPKeyingMaterial: Sendable, Equatable {
     public var profile: SRTPProfile

@@ -8,6 +8,13 @@ public enum SRTPProfile: UInt16, Sendable, CaseIterable {
     /// AEAD_AES_128_GCM (0x0007): preferred.
     case aeadAes128Gcm = 0x0007
 
+    /// The OpenSSL use_srtp profile name (DTLS-SRTP negotiation, RFC 5764 / RFC 7714).
+    public var openSSLName: String {
+        switch self {
+        case .aes128CmHmacSha1_80: "SRTP_AES128_CM_SHA1_80"
+        case .aeadAes128Gcm: "SRTP_AEAD_AES_128_GCM"
+        }
+    }
     /// Master key length in bytes.
     public var keyLength: Int { 16 }
     /// Master salt length in bytes.
@@ -18,6 +25,20 @@ public enum SRTPProfile: UInt16, Sendable, CaseIterable {
     public var rtcpOverhead: Int { rtpOverhead + 4 }
     /// Bytes of keying material to export from DTLS: client and server key and salt.
     public var keyingMaterialLength: Int { 2 * (keyLength + saltLength) }
+
+    /// The profile's name in OpenSSL's `SSL_CTX_set_tlsext_use_srtp` list.
+    public var opensslName: String {
+        self == .aeadAes128Gcm ? "SRTP_AEAD_AES_128_GCM" : "SRTP_AES128_CM_SHA1_80"
+    }
+
+    /// The profile for an OpenSSL name (as `SSL_get_selected_srtp_profile` reports it).
+    public init?(opensslName: String) {
+        guard let p = Self.allCases.first(where: { $0.opensslName == opensslName }) else { return nil }
+        self = p
+    }
+
+    /// Profiles in order of preference, for offering in DTLS: GCM first.
+    public static let preferred: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmHmacSha1_80]
 
     var libsrtpProfile: srtp_profile_t {
         self == .aeadAes128Gcm ? srtp_profile_aead_aes_128_gcm : srtp_profile_aes128_cm_sha1_80
@@ -121,7 +142,8 @@ public final class SRTPContext {
         guard st == srtp_err_status_ok else { throw SRTPError(st, "policy rtcp") }
         policy.ssrc = srtp_ssrc_t(type: direction, value: 0)
         policy.window_size = 1024
-        policy.allow_repeat_tx = 0
+        // NACK answers resend a packet with the same SSRC and sequence number (no RTX), as libwebrtc allows.
+        policy.allow_repeat_tx = 1
         policy.next = nil
         var keyCopy = key
         var session: srtp_t?

@@ -264,6 +264,7 @@ public enum FormEncoding {
 }
 
 extension StringProtocol {
+    /// The string without leading and trailing spaces and tabs (HTTP headers, SDP attributes).
     func trimmingSpaces() -> String {
         var s = Substring(self)
         while let f = s.first, f == " " || f == "\t" { s.removeFirst() }

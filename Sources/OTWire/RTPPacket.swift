@@ -177,6 +177,18 @@ public struct RTPHeaderExtensions: Sendable, Equatable {
         return found
     }
 
+    /// Replaces the value of element `id` in place with one of the same length (e.g. a new abs-send-time or
+    /// transport-wide sequence number in a block built once per stream): no allocation when the block's
+    /// storage is not shared. Throws when the element is absent or the length differs.
+    public mutating func overwrite<C: Collection>(id: UInt8, with value: C) throws where C.Element == UInt8 {
+        guard let old = self.value(id: id) else { throw WireError("RTP extension id \(id) not present") }
+        guard old.count == value.count else {
+            throw WireError("RTP extension id \(id) holds \(old.count) bytes, new value has \(value.count)")
+        }
+        var i = old.startIndex
+        for b in value { data[i] = b; i += 1 }
+    }
+
     /// All elements in order.
     public var elements: [RTPHeaderExtensionElement] {
         guard isOneByte || isTwoByte else { return [] }
@@ -226,9 +238,10 @@ public struct RTPHeaderExtensions: Sendable, Equatable {
 /// abs-send-time (http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time): 24-bit 6.18 fixed-point seconds.
 public enum AbsSendTime {
     public static let uri = "http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time"
-    /// Encodes a time in microseconds (wraps every 64 s).
+    /// Encodes a time in microseconds (the field wraps every 64 s).
     public static func encode(micros: Int64) -> [UInt8] {
-        let v = UInt32(truncatingIfNeeded: ((micros << 18) / 1_000_000)) & 0xFF_FFFF
+        let m = ((micros % 64_000_000) + 64_000_000) % 64_000_000
+        let v = UInt32(truncatingIfNeeded: (m << 18) / 1_000_000) & 0xFF_FFFF
         return [UInt8(v >> 16), UInt8(truncatingIfNeeded: v >> 8), UInt8(truncatingIfNeeded: v)]
     }
     /// The 24-bit value (units of 2^-18 s).

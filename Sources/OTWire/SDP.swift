@@ -46,7 +46,7 @@ public struct SDPCodec: Equatable, Sendable {
         var d: [String: String] = [:]
         for kv in (fmtp ?? "").split(separator: ";") {
             let p = kv.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            d[p[0].sdpTrimmed] = p.count > 1 ? p[1].sdpTrimmed : ""
+            d[p[0].trimmingSpaces()] = p.count > 1 ? p[1].trimmingSpaces() : ""
         }
         return d
     }
@@ -173,9 +173,3 @@ public struct SessionDescription: Equatable, Sendable {
     public func setup(of m: SDPMedia) -> SDPSetupRole? { m.setup ?? setup }
 }
 
-extension Substring {
-    var sdpTrimmed: String { String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed()) }
-}
-extension StringProtocol {
-    var sdpTrimmed: String { Substring(self).sdpTrimmed }
-}

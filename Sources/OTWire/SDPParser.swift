@@ -91,7 +91,7 @@ extension SessionDescription {
             let f = (v ?? "").split(separator: " ")
             guard let sem = f.first else { throw fail("a=group needs semantics") }
             sd.groups.append((String(sem), f.dropFirst().map(String.init)))
-        case "msid-semantic": sd.msidSemantic = v?.sdpTrimmed
+        case "msid-semantic": sd.msidSemantic = v?.trimmingSpaces()
         case "ice-lite": sd.iceLite = true
         case "ice-ufrag": sd.iceUfrag = try iceChars(v, "ice-ufrag", 4, fail)
         case "ice-pwd": sd.icePwd = try iceChars(v, "ice-pwd", 22, fail)

@@ -256,7 +256,7 @@ public struct VP8Depacketizer: Sendable {
 
     /// - Parameters:
     ///   - capacity: packets held while reassembling (rounded up to a power of two).
-    public init(reorderWindow: Int = 16, capacity: Int = 512, repeatRequestAfterFrames: Int = 30) {
+    public init(reorderWindow: Int = 16, capacity: Int = 256, repeatRequestAfterFrames: Int = 30) {
         var cap = 16
         while cap < max(capacity, reorderWindow * 2) { cap <<= 1 }
         slots = Array(repeating: Slot(), count: cap)
@@ -301,6 +301,8 @@ public struct VP8Depacketizer: Sendable {
         slots[index].pictureId = d.pictureId
         slots[index].temporalLayer = d.temporalLayer
         slots[index].data.removeAll(keepingCapacity: true)
+        // Size a slot once for any packet, so a steady stream reuses it without reallocating.
+        if slots[index].data.capacity < data.count { slots[index].data.reserveCapacity(max(data.count, 1500)) }
         slots[index].data.append(contentsOf: data)
         if highest.map({ seq > $0 }) ?? true { highest = seq }
 

@@ -20,6 +20,13 @@ struct Stopwatch {
     }
 }
 
+/// The monotonic clock in seconds (vDSO, cheap enough to call per packet).
+@inline(__always) func monotonicSeconds() -> Double {
+    var t = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &t)
+    return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
+}
+
 /// Heap allocations since start (the COTAllocCounter interposer).
 func allocations() -> UInt64 { UInt64(ot_alloc_count()) }
 

@@ -19,6 +19,7 @@ final class FrameConversionTests: XCTestCase {
         case .bgra: return [b, g, r, 255]
         case .argb: return [255, r, g, b]
         case .rgba: return [r, g, b, 255]
+        case .abgr: return [255, b, g, r]
         }
     }
 
@@ -78,5 +79,7 @@ final class FrameConversionTests: XCTestCase {
         XCTAssertThrowsError(try small.withUnsafeBytes { try f.convertFromYUY2(width: 4, height: 4, data: $0, stride: 4, timestampMicros: 0) },
                              "stride below the row size")
         XCTAssertThrowsError(try small.withUnsafeBytes { try f.convertFromRGB(.rgb24, width: 0, height: 4, data: $0, stride: 0, timestampMicros: 0) })
+        XCTAssertThrowsError(try small.withUnsafeBytes { try f.convertFromRGB(.rgb24, width: 4, height: 4, data: $0, stride: Int.max / 2, timestampMicros: 0) },
+                             "an overflowing stride is rejected, not trapped on")
     }
 }

@@ -34,6 +34,24 @@ final class VP8CodecTests: XCTestCase {
         XCTAssertGreaterThan(worst, 30, "worst luma PSNR \(worst) dB")
     }
 
+    func testDecoderLendsPlanesWithoutCopy() throws {
+        let enc = try VP8Encoder(config: VP8EncoderConfig(width: 176, height: 144, bitrateKbps: 600, frameDropThreshold: 0))
+        let dec = try VP8Decoder()
+        let frames = try encodeAll(enc, frames: 0..<3, width: 176, height: 144)
+        for (t, e) in frames {
+            var lent = 0
+            try dec.decode(e.data[...]) { view in
+                lent += 1
+                XCTAssertEqual(view.width, 176); XCTAssertEqual(view.height, 144)
+                XCTAssertGreaterThanOrEqual(view.strideY, 176)
+                var owned = VideoFrame(width: 1, height: 1)
+                try view.copy(into: &owned)
+                XCTAssertGreaterThan(lumaPSNR(movingPicture(width: 176, height: 144, t: t), owned), 30)
+            }
+            XCTAssertEqual(lent, 1)
+        }
+    }
+
     func testForcedAndRequestedKeyframes() throws {
         let enc = try VP8Encoder(config: VP8EncoderConfig(width: 160, height: 120, frameDropThreshold: 0))
         var keys: [Int] = []

@@ -81,6 +81,21 @@ final class SRTPContextTests: XCTestCase {
         }
     }
 
+    func testKeyingMaterialLayoutFollowsRFC5764() throws {
+        // client_write_key | server_write_key | client_write_salt | server_write_salt
+        let m = (0..<60).map { UInt8($0) }
+        let client = try SRTPKeys(keyingMaterial: m, profile: .aes128CmHmacSha1_80, isDTLSClient: true)
+        XCTAssertEqual(client.local, Array(0..<16) + Array(32..<46))
+        XCTAssertEqual(client.remote, Array(16..<32) + Array(46..<60))
+        XCTAssertEqual(SRTPProfile(opensslName: "SRTP_AEAD_AES_128_GCM"), .aeadAes128Gcm)
+        XCTAssertEqual(SRTPProfile(rawValue: 0x0001), .aes128CmHmacSha1_80)
+        XCTAssertEqual(SRTPProfile.preferred.map(\.opensslName).joined(separator: ":"), "SRTP_AEAD_AES_128_GCM:SRTP_AES128_CM_SHA1_80")
+        let g = (0..<56).map { UInt8($0) }
+        let server = try SRTPKeys(keyingMaterial: g, profile: .aeadAes128Gcm, isDTLSClient: false)
+        XCTAssertEqual(server.local, Array(16..<32) + Array(44..<56))
+        XCTAssertEqual(server.remote, Array(0..<16) + Array(32..<44))
+    }
+
     func testWrongKeysAndBadInputs() throws {
         let (client, _) = try pair(.aeadAes128Gcm)
         let other = try SRTPContext(profile: .aeadAes128Gcm,

@@ -33,6 +33,8 @@ final class RTPPacketTests: XCTestCase {
         XCTAssertTrue(level.voiceActivity); XCTAssertEqual(level.levelDBov, 30)
         XCTAssertEqual(try MidExtension.decode(XCTUnwrap(q.extensions.value(id: 9))), "audio0")
         XCTAssertNil(q.extensions.value(id: 4))
+        XCTAssertEqual(AbsSendTime.encode(micros: 65_500_000), AbsSendTime.encode(micros: 1_500_000), "wraps every 64 s")
+        XCTAssertEqual(AbsSendTime.encode(micros: Int64.max).count, 3)
         XCTAssertEqual(q.serialized(), bytes)
     }
 
@@ -46,6 +48,25 @@ final class RTPPacketTests: XCTestCase {
         XCTAssertEqual(q.extensions.value(id: 20).map(Array.init), long)
         XCTAssertEqual(q.extensions.value(id: 2).map(Array.init), [9])
         XCTAssertEqual(Array(q.payload), [0xAA])
+    }
+
+    func testExtensionValuesCanBeRewrittenPerPacket() throws {
+        var ext = try RTPHeaderExtensions([
+            RTPHeaderExtensionElement(id: 2, value: AbsSendTime.encode(micros: 0)[...]),
+            RTPHeaderExtensionElement(id: 4, value: TransportWideSequenceNumber.encode(0)[...]),
+        ])
+        var wire: [UInt8] = []
+        for seq in UInt16(1)...3 {
+            try ext.overwrite(id: 4, with: TransportWideSequenceNumber.encode(seq * 100))
+            try ext.overwrite(id: 2, with: AbsSendTime.encode(micros: Int64(seq) * 250_000))
+            wire.removeAll(keepingCapacity: true)
+            RTPPacket(payloadType: 96, sequenceNumber: seq, timestamp: 0, ssrc: 1, extensions: ext, payload: [7][...]).write(into: &wire)
+            let p = try RTPPacket(parsing: wire)
+            XCTAssertEqual(try TransportWideSequenceNumber.decode(XCTUnwrap(p.extensions.value(id: 4))), seq * 100)
+            XCTAssertEqual(try AbsSendTime.decode(XCTUnwrap(p.extensions.value(id: 2))), UInt32(seq) << 16)
+        }
+        XCTAssertThrowsError(try ext.overwrite(id: 4, with: [1, 2, 3]), "length differs")
+        XCTAssertThrowsError(try ext.overwrite(id: 9, with: [1]), "absent")
     }
 
     func testMalformedPacketsThrow() {

@@ -88,6 +88,26 @@ final class VP8PayloadTests: XCTestCase {
         XCTAssertEqual(VP8Packetizer.maxPayloadSize(mtu: 1200, rtpHeaderLength: 20, srtpOverhead: 16), 1136)
     }
 
+    func testPacketizerSignalsTemporalLayers() throws {
+        var p = VP8Packetizer(maxPayloadSize: 1200, initialPictureId: 0x7FFF)
+        let layers = [VP8LayerInfo(temporalLayer: 0, layerSync: true), VP8LayerInfo(temporalLayer: 1, layerSync: true),
+                      VP8LayerInfo(temporalLayer: 0, layerSync: false)]
+        var seen: [VP8PayloadDescriptor] = []
+        for (i, layer) in layers.enumerated() {
+            let frame = fakeVP8Frame(key: i == 0, size: 50)
+            _ = try frame.withUnsafeBytes { raw in
+                try p.packetize(raw, nonReference: layer.temporalLayer == 1, layer: layer) { payload, _ in
+                    seen.append(try VP8PayloadDescriptor.parse(payload).0)
+                }
+            }
+        }
+        XCTAssertEqual(seen.map(\.pictureId), [0x7FFF, 0, 1], "15-bit picture id wraps")
+        XCTAssertEqual(seen.map(\.temporalLayer), [0, 1, 0])
+        XCTAssertEqual(seen.map(\.tl0PicIdx), [1, 1, 2], "TL0PICIDX advances on base-layer frames only")
+        XCTAssertEqual(seen.map(\.layerSync), [true, true, false])
+        XCTAssertEqual(seen.map(\.nonReference), [false, true, false])
+    }
+
     func testDepacketizerReassemblesFramesAcrossPacketsAndWrap() {
         var sender = FakeVP8Sender()
         var d = VP8Depacketizer()

@@ -1,0 +1,339 @@
+import OTBase
+import OTWire
+
+/// Settings of a `VideoReceivePipeline`.
+public struct VideoReceiveConfig: Sendable {
+    /// The VP8 payload type; packets with another are discarded. nil accepts any.
+    public var payloadType: UInt8?
+    public var jitter: VideoJitterConfig
+    /// Packets past a missing one after which the depacketizer gives up on it (a backstop to `lossTimeoutMillis`).
+    public var reorderWindowPackets: Int
+    public var nackEnabled: Bool
+    /// Interval between NACKs of the same packet until an RTT is known (then 1.5 × RTT, at least 20 ms).
+    public var nackRetryIntervalMillis: Int
+    public var nackMaxRetries: Int
+    /// How long a missing packet may stay missing before the receiver gives up and asks for a keyframe.
+    public var lossTimeoutMillis: Int
+    /// Missing packets tracked at most; a larger gap asks for a keyframe at once.
+    public var maxNackListSize: Int
+    /// Keyframe requests are sent at most this often.
+    public var keyframeRequestMinIntervalMillis: Int
+    public var decoderThreads: Int
+
+    public init(payloadType: UInt8? = 96, jitter: VideoJitterConfig = VideoJitterConfig(), reorderWindowPackets: Int = 64,
+                nackEnabled: Bool = true, nackRetryIntervalMillis: Int = 100, nackMaxRetries: Int = 10,
+                lossTimeoutMillis: Int = 400, maxNackListSize: Int = 250, keyframeRequestMinIntervalMillis: Int = 250,
+                decoderThreads: Int = 1) {
+        self.payloadType = payloadType; self.jitter = jitter; self.reorderWindowPackets = reorderWindowPackets
+        self.nackEnabled = nackEnabled; self.nackRetryIntervalMillis = nackRetryIntervalMillis
+        self.nackMaxRetries = nackMaxRetries; self.lossTimeoutMillis = lossTimeoutMillis
+        self.maxNackListSize = maxNackListSize; self.keyframeRequestMinIntervalMillis = keyframeRequestMinIntervalMillis
+        self.decoderThreads = decoderThreads
+    }
+}
+
+/// A decoded picture and what the receiver knows about it.
+public struct DecodedVideoFrame: Sendable {
+    /// The picture; `timestampMicros` is the RTP timestamp in microseconds since the stream's first frame.
+    public var frame: VideoFrame
+    public var rtpTimestamp: UInt32
+    public var isKeyframe: Bool
+    /// Bytes of the encoded frame.
+    public var encodedBytes: Int
+}
+
+/// What a `VideoReceivePipeline` asks of its driver.
+public enum VideoReceiveEvent: Sendable {
+    /// A decoded frame to render.
+    case frame(DecodedVideoFrame)
+    /// Send a PLI: the stream cannot be decoded until a keyframe arrives.
+    case requestKeyframe
+    /// Send a generic NACK for these sequence numbers.
+    case nack([UInt16])
+}
+
+/// Counters of a `VideoReceivePipeline` (W3C `inbound-rtp` names where one exists).
+public struct VideoReceiveStats: Sendable, Equatable {
+    public var ssrc: UInt32 = 0
+    public var packetsReceived = 0
+    public var bytesReceived = 0
+    public var headerBytesReceived = 0
+    public var packetsLost = 0
+    /// Packets discarded: wrong payload type, duplicates, malformed or too late.
+    public var packetsDiscarded = 0
+    /// Interarrival jitter in seconds.
+    public var jitter = 0.0
+    /// Complete frames assembled from packets.
+    public var framesReceived = 0
+    public var framesDecoded = 0
+    public var keyFramesDecoded = 0
+    /// Frames not decoded (some of their packets arrived, but a later frame was decoded first, or the decoder
+    /// or transform rejected them): undecodable after a loss, or too late.
+    public var framesDropped = 0
+    public var decodeErrors = 0
+    public var transformErrors = 0
+    public var freezeCount = 0
+    /// Total length of freezes in seconds.
+    public var totalFreezesDuration = 0.0
+    /// Sequence numbers NACKed (retries included) and packets that arrived after being NACKed.
+    public var nackCount = 0
+    public var packetsRepaired = 0
+    /// Keyframe requests (PLIs) asked for.
+    public var pliCount = 0
+    public var frameWidth = 0
+    public var frameHeight = 0
+    public init() {}
+}
+
+/// The subscriber's video path, sans-IO: RTP packets and the time in, decoded frames, PLI and NACK requests out.
+///
+/// RTP → `VP8Depacketizer` → `VideoJitterBuffer` → `FrameTransform` → `VP8Decoder`. Missing sequence numbers
+/// are NACKed (retried every `nackRetryInterval`); a packet missing for `lossTimeoutMillis`, a gap too large,
+/// an undecodable frame or a decoder error leads to a keyframe request (rate-limited). Call `poll(now:)` at
+/// `nextDeadline` when no packet arrives. Not thread-safe: drive it from one thread.
+public final class VideoReceivePipeline {
+    public let config: VideoReceiveConfig
+    private let transform: any FrameTransform
+    private let decoder: VP8Decoder
+    private var depacketizer: VP8Depacketizer
+    /// Counters of depacketizers replaced after a loss (malformed + late + duplicate packets; frames delivered, dropped).
+    private var retired = (discarded: 0, framesDelivered: 0, framesDropped: 0)
+    private var jitterBuffer: VideoJitterBuffer<[UInt8]>
+    private var nack: NackTracker
+    private var rtpStats: RTPReceiveStatistics
+    private var limiter: KeyframeRequestLimiter
+    private var counters = VideoReceiveStats()
+    private var ssrc: UInt32?
+    private var picture = VideoFrame(width: 2, height: 2)
+    private var transformed: [UInt8] = []
+    private var firstTimestamp: UInt32?
+    private var lastTimestamp: UInt32 = 0
+    private var extendedTimestamp: Int64 = 0
+    private var received: [(frame: VP8ReceivedFrame, data: [UInt8])] = []
+    private var depacketizerRequests: [VP8KeyframeRequestReason] = []
+    /// RTP timestamps of frames with packets here that are newer than the last decoded frame: those a later
+    /// decoded frame overtakes were dropped.
+    private var undecoded: [UInt32] = []
+    private var lastDecodedTimestamp: UInt32?
+
+    public init(config: VideoReceiveConfig = VideoReceiveConfig(), transform: any FrameTransform = IdentityFrameTransform()) throws {
+        self.config = config
+        self.transform = transform
+        decoder = try VP8Decoder(threads: config.decoderThreads)
+        depacketizer = Self.makeDepacketizer(config)
+        jitterBuffer = VideoJitterBuffer(config: config.jitter)
+        nack = NackTracker(retryInterval: .milliseconds(config.nackRetryIntervalMillis), maxRetries: config.nackMaxRetries,
+                           lossTimeout: .milliseconds(config.lossTimeoutMillis), maxEntries: config.maxNackListSize)
+        rtpStats = RTPReceiveStatistics(clockRate: 90_000)
+        limiter = KeyframeRequestLimiter(interval: .milliseconds(config.keyframeRequestMinIntervalMillis))
+    }
+
+    private static func makeDepacketizer(_ c: VideoReceiveConfig) -> VP8Depacketizer {
+        VP8Depacketizer(reorderWindow: c.reorderWindowPackets, capacity: max(512, 4 * c.reorderWindowPackets))
+    }
+
+    /// Sets the round-trip time measured by RTCP, which paces NACK retries.
+    public func setRoundTripTime(_ rtt: Duration) {
+        nack.retryInterval = max(.milliseconds(20), rtt + rtt / 2)
+    }
+
+    /// Handles one received RTP packet at `now`.
+    public func receive(_ packet: RTPPacket, now: Instant) -> [VideoReceiveEvent] {
+        var events: [VideoReceiveEvent] = []
+        if let pt = config.payloadType, packet.payloadType != pt {
+            counters.packetsDiscarded += 1
+            return events
+        }
+        if let s = ssrc, s != packet.ssrc {
+            restart()
+            rtpStats.rebase()
+        }
+        ssrc = packet.ssrc
+        if rtpStats.record(packet, now: now) == .duplicate {
+            counters.packetsDiscarded += 1
+            return events
+        }
+        noteFrame(packet.timestamp)
+        if config.nackEnabled, !nack.packetArrived(packet.sequenceNumber, now: now) {
+            giveUp(now: now, &events)
+        }
+        received.removeAll(keepingCapacity: true)
+        depacketizerRequests.removeAll(keepingCapacity: true)
+        depacketizer.insert(packet) { event in
+            switch event {
+            case .frame(var f):
+                let data = Array(f.data)  // the depacketizer reuses its buffer: copy, and hold no reference to it
+                f.data = []
+                received.append((f, data))
+            case .keyframeRequest(let reason): depacketizerRequests.append(reason)
+            }
+        }
+        for reason in depacketizerRequests {
+            if case .packetLoss = reason { nack.clear() }  // the depacketizer gave up on the missing packets
+            requestKeyframe(now: now, &events)
+        }
+        for (f, data) in received {
+            let frame = VideoJitterFrame(firstSequence: UInt16(truncatingIfNeeded: f.firstSequence),
+                                         lastSequence: UInt16(truncatingIfNeeded: f.lastSequence), timestamp: f.rtpTimestamp,
+                                         isKeyframe: f.isKeyframe, pictureId: f.pictureId, payload: data)
+            handle(jitterBuffer.insert(frame, now: now), now: now, &events)
+        }
+        runTimers(now: now, &events)
+        return events
+    }
+
+    /// Runs timers (NACK retries, loss timeouts, the jitter buffer's waits); call at `nextDeadline`.
+    public func poll(now: Instant) -> [VideoReceiveEvent] {
+        var events: [VideoReceiveEvent] = []
+        handle(jitterBuffer.poll(now: now), now: now, &events)
+        runTimers(now: now, &events)
+        return events
+    }
+
+    /// When `poll` should next be called if no packet arrives, or nil when nothing is pending.
+    public var nextDeadline: Instant? {
+        let a = jitterBuffer.nextDeadline, b = config.nackEnabled ? nack.nextDeadline : nil
+        switch (a, b) {
+        case let (x?, y?): return min(x, y)
+        default: return a ?? b
+        }
+    }
+
+    /// Forgets held packets and frames and waits for a keyframe, without counting the pause as a freeze
+    /// (video disabled and re-enabled, or a new SSRC). Counters are kept.
+    public func restart() {
+        retire()
+        jitterBuffer.reset()
+        nack.reset()
+        firstTimestamp = nil
+        undecoded.removeAll(keepingCapacity: true)
+        lastDecodedTimestamp = nil
+    }
+
+    /// The receive counters now.
+    public var stats: VideoReceiveStats {
+        var s = counters
+        s.ssrc = ssrc ?? 0
+        s.packetsReceived = rtpStats.packetsReceived
+        s.bytesReceived = rtpStats.bytesReceived
+        s.headerBytesReceived = rtpStats.headerBytesReceived
+        s.packetsLost = rtpStats.packetsLost
+        s.jitter = rtpStats.jitterSeconds
+        let d = depacketizer.stats, j = jitterBuffer.stats
+        s.packetsDiscarded += d.malformedPackets + d.latePackets + d.duplicatePackets + retired.discarded
+        s.framesReceived = d.framesDelivered + d.framesDropped + retired.framesDelivered + retired.framesDropped
+        s.freezeCount = j.freezeCount
+        s.totalFreezesDuration = j.totalFreezeDuration.seconds
+        s.packetsRepaired = nack.recovered
+        return s
+    }
+
+    // MARK: private
+
+    private func noteFrame(_ ts: UInt32) {
+        if let last = lastDecodedTimestamp, Int32(bitPattern: ts &- last) <= 0 { return }
+        guard !undecoded.contains(ts) else { return }
+        if undecoded.count >= 256 { undecoded.removeFirst(); counters.framesDropped += 1 }
+        undecoded.append(ts)
+    }
+
+    /// The frame with `ts` was decoded (or failed to): undecoded frames before it were dropped.
+    private func frameDone(_ ts: UInt32) {
+        lastDecodedTimestamp = ts
+        var overtaken = 0
+        undecoded.removeAll { e in
+            guard Int32(bitPattern: e &- ts) <= 0 else { return false }
+            if e != ts { overtaken += 1 }
+            return true
+        }
+        counters.framesDropped += overtaken
+    }
+
+    private func retire() {
+        let d = depacketizer.stats
+        retired.discarded += d.malformedPackets + d.latePackets + d.duplicatePackets
+        retired.framesDelivered += d.framesDelivered
+        retired.framesDropped += d.framesDropped
+        depacketizer = Self.makeDepacketizer(config)
+    }
+
+    /// Gives up on the missing packets: drop what depends on them and ask for a keyframe.
+    private func giveUp(now: Instant, _ events: inout [VideoReceiveEvent]) {
+        nack.clear()
+        retire()
+        requestKeyframe(now: now, &events)
+    }
+
+    private func runTimers(now: Instant, _ events: inout [VideoReceiveEvent]) {
+        guard config.nackEnabled else { return }
+        if nack.hasExpired(now: now) {
+            giveUp(now: now, &events)
+            return
+        }
+        let due = nack.due(now: now)
+        if !due.isEmpty {
+            counters.nackCount += due.count
+            events.append(.nack(due))
+        }
+    }
+
+    private func requestKeyframe(now: Instant, _ events: inout [VideoReceiveEvent]) {
+        guard limiter.allow(now: now) else { return }
+        counters.pliCount += 1
+        events.append(.requestKeyframe)
+    }
+
+    private func handle(_ jitterEvents: [VideoJitterEvent<[UInt8]>], now: Instant, _ events: inout [VideoReceiveEvent]) {
+        for e in jitterEvents {
+            switch e {
+            case .decode(let f): decode(f, now: now, &events)
+            case .requestKeyframe: requestKeyframe(now: now, &events)
+            }
+        }
+    }
+
+    private func decode(_ f: VideoJitterFrame<[UInt8]>, now: Instant, _ events: inout [VideoReceiveEvent]) {
+        if firstTimestamp == nil {
+            firstTimestamp = f.timestamp
+            extendedTimestamp = 0
+        } else {
+            extendedTimestamp += Int64(Int32(bitPattern: f.timestamp &- lastTimestamp))
+        }
+        lastTimestamp = f.timestamp
+        frameDone(f.timestamp)
+        let micros = extendedTimestamp * 100 / 9
+        do {
+            let produced: Bool
+            if transform.isIdentity {
+                produced = try decoder.decode(f.payload[...], timestampMicros: micros, into: &picture)
+            } else {
+                let info = EncodedFrameInfo(kind: .video, ssrc: ssrc ?? 0, rtpTimestamp: f.timestamp, isKeyframe: f.isKeyframe)
+                do {
+                    try f.payload.withUnsafeBytes { try transform.transformIncoming($0, info: info, into: &transformed) }
+                } catch {
+                    counters.transformErrors += 1
+                    dropAfterError(now: now, &events)
+                    return
+                }
+                produced = try decoder.decode(transformed[...], timestampMicros: micros, into: &picture)
+            }
+            guard produced else { return }
+            counters.framesDecoded += 1
+            if f.isKeyframe { counters.keyFramesDecoded += 1 }
+            counters.frameWidth = picture.width; counters.frameHeight = picture.height
+            events.append(.frame(DecodedVideoFrame(frame: picture, rtpTimestamp: f.timestamp, isKeyframe: f.isKeyframe,
+                                                   encodedBytes: f.payload.count)))
+        } catch {
+            counters.decodeErrors += 1
+            dropAfterError(now: now, &events)
+        }
+    }
+
+    /// A frame could not be decoded: the following delta frames cannot be either.
+    private func dropAfterError(now: Instant, _ events: inout [VideoReceiveEvent]) {
+        counters.framesDropped += 1
+        nack.clear()
+        retire()
+        requestKeyframe(now: now, &events)
+    }
+}

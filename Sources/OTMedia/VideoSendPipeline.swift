@@ -1,0 +1,209 @@
+import OTBase
+import OTWire
+
+/// Settings of a `VideoSendPipeline`.
+public struct VideoSendConfig: Sendable {
+    public var ssrc: UInt32
+    public var payloadType: UInt8
+    /// Encoder settings; the size follows the frames (the encoder is reopened when it changes).
+    public var encoder: VP8EncoderConfig
+    /// Path MTU; packets are sized so IPv4 + UDP + RTP + SRTP tag fit.
+    public var mtu: Int
+    /// Bytes SRTP adds per packet (16 for AEAD_AES_128_GCM, 10 for AES_CM_128_HMAC_SHA1_80).
+    public var srtpOverhead: Int
+    public var extensionIds: RTPHeaderExtensionIds
+    /// The media id sent in the mid extension (when its id is set).
+    public var mid: String?
+    /// Sent packets kept for retransmission.
+    public var historyCapacity: Int
+    /// First sequence number and timestamp; random when nil (RFC 3550 §5.1).
+    public var initialSequenceNumber: UInt16?
+    public var initialTimestamp: UInt32?
+
+    public init(ssrc: UInt32, payloadType: UInt8 = 96, encoder: VP8EncoderConfig, mtu: Int = 1200, srtpOverhead: Int = 16,
+                extensionIds: RTPHeaderExtensionIds = RTPHeaderExtensionIds(), mid: String? = nil, historyCapacity: Int = 1024,
+                initialSequenceNumber: UInt16? = nil, initialTimestamp: UInt32? = nil) {
+        self.ssrc = ssrc; self.payloadType = payloadType; self.encoder = encoder; self.mtu = mtu
+        self.srtpOverhead = srtpOverhead; self.extensionIds = extensionIds; self.mid = mid
+        self.historyCapacity = historyCapacity
+        self.initialSequenceNumber = initialSequenceNumber; self.initialTimestamp = initialTimestamp
+    }
+}
+
+/// How a receiver asked for a keyframe.
+public enum KeyframeRequestKind: Sendable {
+    /// RTCP picture loss indication (RFC 4585 §6.3.1).
+    case pli
+    /// RTCP full intra request (RFC 5104 §4.3.1).
+    case fir
+}
+
+/// Counters of a `VideoSendPipeline` (W3C `outbound-rtp` names where one exists).
+public struct VideoSendStats: Sendable, Equatable {
+    public var ssrc: UInt32 = 0
+    /// Frames given to `send`.
+    public var framesSubmitted = 0
+    public var framesEncoded = 0
+    public var keyFramesEncoded = 0
+    /// Encoded bytes of all frames (after the transform).
+    public var totalEncodedBytes = 0
+    /// RTP packets and payload bytes sent, retransmissions included.
+    public var packetsSent = 0
+    public var bytesSent = 0
+    public var headerBytesSent = 0
+    public var retransmittedPacketsSent = 0
+    public var retransmittedBytesSent = 0
+    /// NACKed sequence numbers received, and those no longer in the history.
+    public var nackCount = 0
+    public var nackMisses = 0
+    public var pliCount = 0
+    public var firCount = 0
+    public var frameWidth = 0
+    public var frameHeight = 0
+    public var targetBitrateKbps = 0
+    public var targetFramerate = 0
+    public init() {}
+}
+
+/// The publisher's video path, sans-IO: I420 frames in, RTP packets out.
+///
+/// VideoFrame → `VP8Encoder` → `FrameTransform` → `VP8Packetizer` → RTP (90 kHz timestamps from the capture
+/// time, marker on a frame's last packet, RFC 8285 extensions) → `emit`. Keeps a bounded history of sent
+/// packets for NACK retransmission. Not thread-safe: drive it from one thread.
+public final class VideoSendPipeline {
+    public private(set) var config: VideoSendConfig
+    public private(set) var stats = VideoSendStats()
+    private var encoder: VP8Encoder
+    private let transform: any FrameTransform
+    private var extensions: RTPExtensionWriter
+    private var packetizer: VP8Packetizer
+    private var history: RTPPacketHistory
+    private var sequence: UInt16
+    private let timestampBase: UInt32
+    private var firstCaptureMicros: Int64?
+    private var transformed: [UInt8] = []
+    private var scratch: [UInt8] = []
+
+    /// Opens the encoder. `transportSequence` numbers packets transport-wide when the config has an id for it.
+    public init(config: VideoSendConfig, transform: any FrameTransform = IdentityFrameTransform(),
+                transportSequence: TransportSequenceCounter? = nil) throws {
+        self.config = config
+        encoder = try VP8Encoder(config: config.encoder)
+        self.transform = transform
+        extensions = try RTPExtensionWriter(ids: config.extensionIds, mid: config.mid, transportCounter: transportSequence)
+        let headerLength = 12 + config.extensionIds.maxBlockLength(midLength: config.mid?.utf8.count ?? 0)
+        packetizer = VP8Packetizer(maxPayloadSize: VP8Packetizer.maxPayloadSize(mtu: config.mtu, rtpHeaderLength: headerLength,
+                                                                               srtpOverhead: config.srtpOverhead),
+                                   initialPictureId: UInt16.random(in: 0...0x7FFF))
+        history = RTPPacketHistory(capacity: config.historyCapacity)
+        sequence = config.initialSequenceNumber ?? UInt16.random(in: 0...UInt16.max)
+        timestampBase = config.initialTimestamp ?? UInt32.random(in: 0...UInt32.max)
+        scratch.reserveCapacity(config.mtu)
+        stats.ssrc = config.ssrc
+        stats.frameWidth = config.encoder.width; stats.frameHeight = config.encoder.height
+        stats.targetBitrateKbps = config.encoder.bitrateKbps; stats.targetFramerate = config.encoder.framerate
+    }
+
+    /// The sequence number the next packet gets.
+    public var nextSequenceNumber: UInt16 { sequence }
+
+    /// The RTP timestamp for a capture time (90 kHz, counted from the first frame's capture time).
+    public func rtpTimestamp(captureMicros: Int64) -> UInt32 {
+        let elapsed = captureMicros - (firstCaptureMicros ?? captureMicros)
+        return timestampBase &+ UInt32(truncatingIfNeeded: elapsed * 9 / 100)
+    }
+
+    /// Encodes one frame and hands each RTP packet to `emit` (serialized, ready for SRTP; the buffer is reused
+    /// after `emit` returns, which may protect it in place). Sends nothing when rate control drops the frame.
+    /// A frame of a new size reopens the encoder (the next frame is a keyframe).
+    public func send(_ frame: VideoFrame, now: Instant, emit: (inout [UInt8]) throws -> Void) throws {
+        if frame.width != config.encoder.width || frame.height != config.encoder.height {
+            var c = config.encoder
+            c.width = frame.width; c.height = frame.height
+            encoder = try VP8Encoder(config: c)
+            config.encoder = c
+            stats.frameWidth = c.width; stats.frameHeight = c.height
+        }
+        stats.framesSubmitted += 1
+        if firstCaptureMicros == nil { firstCaptureMicros = frame.timestampMicros }
+        let timestamp = rtpTimestamp(captureMicros: frame.timestampMicros)
+        try encoder.encode(frame) { encoded in
+            stats.framesEncoded += 1
+            if encoded.isKeyframe { stats.keyFramesEncoded += 1 }
+            if transform.isIdentity {
+                stats.totalEncodedBytes += encoded.data.count
+                try packetize(encoded.data, encoded, timestamp: timestamp, now: now, emit)
+            } else {
+                let info = EncodedFrameInfo(kind: .video, ssrc: config.ssrc, rtpTimestamp: timestamp, isKeyframe: encoded.isKeyframe)
+                try transform.transformOutgoing(encoded.data, info: info, into: &transformed)
+                stats.totalEncodedBytes += transformed.count
+                let data = transformed
+                try data.withUnsafeBytes { try packetize($0, encoded, timestamp: timestamp, now: now, emit) }
+            }
+        }
+    }
+
+    private func packetize(_ data: UnsafeRawBufferPointer, _ encoded: VP8EncodedFrame, timestamp: UInt32, now: Instant,
+                           _ emit: (inout [UInt8]) throws -> Void) throws {
+        try packetizer.packetize(data, nonReference: encoded.nonReference, layer: encoded.layer) { payload, last in
+            let packet = RTPPacket(marker: last, payloadType: config.payloadType, sequenceNumber: sequence, timestamp: timestamp,
+                                   ssrc: config.ssrc, extensions: try extensions.block(now: now), payload: payload)
+            scratch.removeAll(keepingCapacity: true)
+            packet.write(into: &scratch)
+            history.store(sequence: sequence, packet: scratch)
+            sequence &+= 1
+            stats.packetsSent += 1
+            stats.bytesSent += payload.count
+            stats.headerBytesSent += packet.headerLength
+            try emit(&scratch)
+        }
+    }
+
+    /// Makes the next frame a keyframe, as a receiver asked with a PLI or FIR.
+    public func requestKeyframe(_ kind: KeyframeRequestKind = .pli) {
+        switch kind {
+        case .pli: stats.pliCount += 1
+        case .fir: stats.firCount += 1
+        }
+        encoder.requestKeyframe()
+    }
+
+    /// Changes the encoder's target bitrate (kbit/s), for example from congestion-control feedback.
+    public func setTargetBitrate(kbps: Int) throws {
+        try encoder.setRates(bitrateKbps: kbps)
+        config.encoder.bitrateKbps = kbps
+        stats.targetBitrateKbps = kbps
+    }
+
+    /// Changes the frame rate the encoder budgets for.
+    public func setFramerate(_ fps: Int) throws {
+        try encoder.setRates(framerate: fps)
+        config.encoder.framerate = fps
+        stats.targetFramerate = fps
+    }
+
+    /// Answers a NACK: hands every still-held packet among `sequenceNumbers` to `emit` again (same SSRC and
+    /// sequence number). Returns how many were found.
+    @discardableResult
+    public func retransmit(_ sequenceNumbers: [UInt16], emit: (inout [UInt8]) throws -> Void) rethrows -> Int {
+        var found = 0
+        for seq in sequenceNumbers {
+            stats.nackCount += 1
+            guard let packet = history.packet(sequence: seq) else { stats.nackMisses += 1; continue }
+            scratch.removeAll(keepingCapacity: true)
+            scratch.append(contentsOf: packet)
+            found += 1
+            stats.retransmittedPacketsSent += 1
+            stats.packetsSent += 1
+            let payloadBytes = (try? RTPPacket(parsing: packet).payload.count) ?? 0
+            stats.retransmittedBytesSent += payloadBytes
+            stats.bytesSent += payloadBytes
+            stats.headerBytesSent += packet.count - payloadBytes
+            try emit(&scratch)
+        }
+        return found
+    }
+
+    /// The serialized packet with `sequence` from the send history, if still held.
+    public func sentPacket(sequence: UInt16) -> [UInt8]? { history.packet(sequence: sequence) }
+}

@@ -1,0 +1,59 @@
+"""Builds and starts our `ot-server` on a free loopback port for the interop tests."""
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def _binary():
+    path = os.environ.get("OT_SERVER_BIN")
+    if path:
+        return path
+    subprocess.run(["swift", "build", "--product", "ot-server"], cwd=ROOT, check=True)
+    out = subprocess.run(["swift", "build", "--show-bin-path"], cwd=ROOT, check=True, capture_output=True, text=True)
+    return os.path.join(out.stdout.strip(), "ot-server")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, binary, port, key, secret, proc):
+        self.binary, self.port, self.key, self.secret, self.proc = binary, port, key, secret, proc
+        self.api_url = f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="session")
+def ot_server():
+    binary = _binary()
+    key, secret = subprocess.run([binary, "keygen"], check=True, capture_output=True, text=True).stdout.strip().split(":")
+    for _ in range(5):
+        port = _free_port()
+        proc = subprocess.Popen([binary, "--listen", f"127.0.0.1:{port}", "--project", f"{key}:{secret}",
+                                 "--reconnect-grace", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        line = proc.stdout.readline()
+        if "listening" in line:
+            break
+        proc.wait(timeout=5)
+    else:
+        raise RuntimeError("ot-server did not start")
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    yield Server(binary, port, key, secret, proc)
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
