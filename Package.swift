@@ -51,6 +51,7 @@ let package = Package(
         .target(name: "COTAllocCounter"),
         .executableTarget(name: "ot-bench", dependencies: ["OTMedia", "OTTransport", "OTWire", "COTShims", "CVPX", "COpus", "CSRTP", "COTAllocCounter"]),
         .executableTarget(name: "ot-fuzz-rtp-vp8", dependencies: ["OTWire"], path: "Fuzz/rtp_vp8"),
+        .executableTarget(name: "ot-fuzz-wire", dependencies: ["OTWire"], path: "Fuzz/wire"),
 
         .testTarget(name: "OTBaseTests", dependencies: ["OTBase"]),
         .testTarget(name: "OTWireTests", dependencies: ["OTWire"]),
