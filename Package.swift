@@ -53,10 +53,11 @@ let package = Package(
         .executableTarget(name: "ot-bench", dependencies: ["OTMedia", "OTTransport", "OTWire", "COTShims", "CVPX", "COpus", "CSRTP", "COTAllocCounter"]),
         .executableTarget(name: "ot-fuzz-rtp-vp8", dependencies: ["OTWire"], path: "Fuzz/rtp_vp8"),
         .executableTarget(name: "ot-loadtest", dependencies: ["OTSession", "OTServer"]),
+        .executableTarget(name: "ot-fuzz-wire", dependencies: ["OTWire"], path: "Fuzz/wire"),
 
         .testTarget(name: "OTBaseTests", dependencies: ["OTBase"]),
         .testTarget(name: "OTWireTests", dependencies: ["OTWire"]),
-        .testTarget(name: "OTTransportTests", dependencies: ["OTTransport"]),
+        .testTarget(name: "OTTransportTests", dependencies: ["OTTransport", "OTMedia"]),
         .testTarget(name: "OTMediaTests", dependencies: ["OTMedia", "OTTransport"]),
         .testTarget(name: "OTServerTests", dependencies: ["OTServer", "OTSession"]),
         .testTarget(name: "OTSessionTests", dependencies: ["OTSession", "OTServer"]),

@@ -50,6 +50,9 @@ public struct SRTPKeyingMaterial: Sendable, Equatable {
     public var localSalt: [UInt8]
     public var remoteKey: [UInt8]
     public var remoteSalt: [UInt8]
+
+    /// The keys in the form `SRTPContext(profile:keys:)` takes (key then salt per direction).
+    public var srtpKeys: SRTPKeys { SRTPKeys(local: localKey + localSalt, remote: remoteKey + remoteSalt) }
 }
 
 /// What the DTLS endpoint reports.
@@ -193,8 +196,7 @@ public final class DTLSEndpoint {
     /// Runs the retransmission timer.
     public func handleTimeout(now: Instant) {
         guard let at = retransmitAt, at <= now, !isFailed else { return }
-        retransmissions += 1
-        if retransmissions > maxRetransmissions {
+        if retransmissions >= maxRetransmissions {
             fail(OTError(.connectionTimedOut, "DTLS: handshake timed out after \(maxRetransmissions) retransmissions"))
             return
         }
@@ -207,13 +209,17 @@ public final class DTLSEndpoint {
                 usleep(UInt32(clamping: min(usec, 100_000)))
             }
         }
-        if ot_dtls_handle_timeout(ssl) < 0 {
+        let r = ot_dtls_handle_timeout(ssl)
+        if r < 0 {
             _ = collectOutput()
             fail(OTError(.connectionTimedOut, "DTLS: handshake timed out (\(openSSLErrorString()))"))
             return
         }
         _ = collectOutput()
-        rto = min(rto * 2, maxRTO)
+        if r > 0 {  // a flight went out again (on the wall clock, OpenSSL's timer may not quite be due yet)
+            retransmissions += 1
+            rto = min(rto * 2, maxRTO)
+        }
         scheduleTimer(now: now, newFlight: false)
     }
 

@@ -39,16 +39,16 @@ public struct NACKGenerator: Sendable {
     /// Sequence numbers to NACK now, given the current round-trip time estimate.
     public mutating func poll(now: Instant, rtt: Duration) -> [UInt16] {
         var out: [Int64] = []
-        for (ext, var e) in missing {
+        for ext in Array(missing.keys) {  // iterate a copy of the keys so the updates below do not copy `missing`
+            guard let e = missing[ext] else { continue }
             if now - e.firstMissing > maxAge || e.retries >= maxRetries {
                 missing[ext] = nil
                 givenUp += 1
                 continue
             }
             if let last = e.lastSent, now - last < rtt { continue }
-            e.lastSent = now
-            e.retries += 1
-            missing[ext] = e
+            missing[ext]?.lastSent = now
+            missing[ext]?.retries += 1
             out.append(ext)
         }
         return out.sorted().map { UInt16(truncatingIfNeeded: $0) }

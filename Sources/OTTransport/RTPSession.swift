@@ -96,6 +96,14 @@ public final class RTPSession {
         var lastSentAt: Instant?
         var clockRate: UInt32 = 90000
         var cache = RetransmissionCache()
+
+        mutating func record(rtpTimestamp: UInt32, clockRate: UInt32, payloadBytes: Int, now: Instant) {
+            packets &+= 1
+            octets &+= UInt32(truncatingIfNeeded: payloadBytes)
+            lastRTPTimestamp = rtpTimestamp
+            lastSentAt = now
+            self.clockRate = clockRate
+        }
     }
 
     struct ReceiveState {
@@ -134,24 +142,19 @@ public final class RTPSession {
 
     // MARK: media in and out
 
-    /// Records an RTP packet we sent (after the caller built it, before SRTP), keeping it for retransmission.
+    /// Records an RTP packet we sent, keeping `packet` for retransmission. Pass the SRTP-protected bytes:
+    /// a retransmission is then the same SRTP packet again (a receiver that already has it drops it as a replay).
     public func sent(ssrc: UInt32, sequence: UInt16, rtpTimestamp: UInt32, clockRate: UInt32, payloadBytes: Int, packet: [UInt8], now: Instant) {
-        var s = send[ssrc] ?? SendState()
-        s.packets &+= 1
-        s.octets &+= UInt32(truncatingIfNeeded: payloadBytes)
-        s.lastRTPTimestamp = rtpTimestamp
-        s.lastSentAt = now
-        s.clockRate = clockRate
-        if config.nack { s.cache.store(sequence: sequence, packet: packet) }
-        send[ssrc] = s
+        // Mutated in place: a copy of the state would copy the retransmission cache on every packet.
+        send[ssrc, default: SendState()].record(rtpTimestamp: rtpTimestamp, clockRate: clockRate, payloadBytes: payloadBytes, now: now)
+        if config.nack { send[ssrc]?.cache.store(sequence: sequence, packet: packet) }
     }
 
     /// Records an RTP packet we received (after SRTP unprotect).
     public func received(ssrc: UInt32, sequence: UInt16, rtpTimestamp: UInt32, clockRate: UInt32, now: Instant) {
-        var r = receive[ssrc] ?? ReceiveState(stats: RTPReceiveStatistics(ssrc: ssrc, clockRate: clockRate))
-        r.stats.packet(sequence: sequence, rtpTimestamp: rtpTimestamp, now: now)
-        if config.nack { r.nack.received(sequence: sequence, now: now) }
-        receive[ssrc] = r
+        receive[ssrc, default: ReceiveState(stats: RTPReceiveStatistics(ssrc: ssrc, clockRate: clockRate))]
+            .stats.packet(sequence: sequence, rtpTimestamp: rtpTimestamp, now: now)
+        if config.nack { receive[ssrc]?.nack.received(sequence: sequence, now: now) }
         if config.nack { flushNACKs(now: now) }
     }
 
@@ -178,9 +181,8 @@ public final class RTPSession {
             case .receiverReport(_, let reports):
                 reportBlocks(reports, now: now)
             case .nack(_, let media, let lost):
-                guard var s = send[media] else { continue }
-                retransmissions.push(contentsOf: s.cache.packets(for: lost, now: now, rtt: rtt))
-                send[media] = s
+                let rtt = self.rtt
+                if let packets = send[media]?.cache.packets(for: lost, now: now, rtt: rtt) { retransmissions.push(contentsOf: packets) }
             case .pli(_, let media):
                 if send[media] != nil || config.localSSRCs.contains(media) { events.push(.keyframeRequested(ssrc: media)) }
             case .fir(_, let entries):
@@ -208,10 +210,9 @@ public final class RTPSession {
     }
 
     private func flushNACKs(now: Instant) {
-        for (ssrc, var r) in receive {
-            let lost = r.nack.poll(now: now, rtt: rtt)
-            receive[ssrc] = r
-            guard !lost.isEmpty else { continue }
+        let rtt = self.rtt
+        for ssrc in Array(receive.keys) {  // a copy of the keys, so mutating `receive` does not copy it
+            guard let lost = receive[ssrc]?.nack.poll(now: now, rtt: rtt), !lost.isEmpty else { continue }
             // One FCI list per packet keeps each NACK small.
             rtcpOut.push(RTCP.serialize([.nack(senderSSRC: senderSSRC, mediaSSRC: ssrc, lost: lost)]))
         }
@@ -225,7 +226,7 @@ public final class RTPSession {
         guard let at = nextReportAt, at <= now else { return }
         var packets: [RTCPPacket] = []
         var blocks: [RTCPReportBlock] = []
-        for ssrc in receive.keys.sorted() { if var r = receive[ssrc] { blocks.append(r.stats.reportBlock(now: now)); receive[ssrc] = r } }
+        for ssrc in receive.keys.sorted() { if let b = receive[ssrc]?.stats.reportBlock(now: now) { blocks.append(b) } }
         let sending = send.filter { $0.value.lastSentAt.map { now - $0 < .seconds(2) } ?? false }
         if let (ssrc, s) = sending.sorted(by: { $0.key < $1.key }).first {
             let ntpNow = ntp(now)
@@ -252,7 +253,7 @@ public final class RTPSession {
 
     /// The next RTCP compound packet to protect and send.
     public func pollRTCP() -> [UInt8]? { rtcpOut.pop() }
-    /// The next RTP packet to resend (as stored by `sent`), in answer to a NACK.
+    /// The next packet to resend as it is (as stored by `sent`), in answer to a NACK.
     public func pollRetransmission() -> [UInt8]? { retransmissions.pop() }
     public func pollEvent() -> RTPSessionEvent? { events.pop() }
     public func pollTimeout() -> Instant? {

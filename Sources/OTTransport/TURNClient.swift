@@ -10,12 +10,17 @@ public enum TURNEvent: Sendable, Equatable {
     case failed(OTError)
 }
 
-/// A sans-IO TURN client (RFC 8656) over UDP: allocation with long-term credentials, refreshes,
-/// permissions, channel bindings, Send/Data indications and ChannelData.
-/// It talks only to the server: `pollTransmit` datagrams go from our local socket to `config.server`.
+/// A sans-IO TURN client (RFC 8656) over UDP or TCP to the server (relayed traffic is UDP): allocation with
+/// long-term credentials, refreshes, permissions, channel bindings, Send/Data indications and ChannelData.
+/// It talks only to the server: `pollTransmit` messages go from our local socket/connection to `config.server`.
+/// Over TCP, `handleReceive` takes stream bytes in any chunking and frames them itself.
 public final class TURNClient {
+    public enum ServerTransport: Sendable { case udp, tcp }
+
     public struct Config: Sendable {
         public var server: TransportAddress
+        /// How we reach the server.
+        public var transport: ServerTransport = .udp
         public var username: String
         public var password: String
         /// Requested allocation lifetime.
@@ -62,6 +67,8 @@ public final class TURNClient {
     /// Data waiting for a permission.
     private var queued: [(TransportAddress, [UInt8])] = []
     private var authRetries = 0
+    /// TCP: bytes received that do not yet form a whole message.
+    private var streamBuffer: [UInt8] = []
 
     public init(config: Config) {
         self.config = config
@@ -126,8 +133,9 @@ public final class TURNClient {
     public func send(_ data: [UInt8], to peer: TransportAddress, now: Instant) {
         guard relayedAddress != nil, !isFailed, data.count <= 65_000 else { return }
         if let c = channels[peer], c.bound {
-            var w = ByteWriter(capacity: data.count + 4)
+            var w = ByteWriter(capacity: data.count + 8)
             w.u16(c.number); w.u16(UInt16(data.count)); w.append(data)
+            if config.transport == .tcp { w.zeros((4 - data.count % 4) % 4) }  // RFC 8656 §12.5: padded over TCP
             transmits.push(w.bytes)
             return
         }
@@ -152,9 +160,33 @@ public final class TURNClient {
 
     // MARK: input
 
-    /// Handles a datagram from the TURN server. Returns false if it is not TURN traffic.
+    /// Handles a datagram (UDP) or stream bytes (TCP) from the TURN server. Returns false if it is not TURN traffic.
     @discardableResult
     public func handleReceive(_ bytes: [UInt8], now: Instant) -> Bool {
+        guard config.transport == .tcp else { return handleMessage(bytes, now: now) }
+        streamBuffer += bytes
+        var offset = 0
+        while streamBuffer.count - offset >= 4 {
+            let b0 = streamBuffer[offset]
+            let len = Int(streamBuffer[offset + 2]) << 8 | Int(streamBuffer[offset + 3])
+            let frame: Int
+            if b0 >= 0x40 && b0 <= 0x4F { frame = 4 + len + (4 - len % 4) % 4 } else if b0 & 0xC0 == 0 { frame = 20 + len } else {
+                fail(OTError(.connectionFailed, "TURN: unframeable byte 0x\(String(b0, radix: 16)) on the TCP stream"))
+                streamBuffer = []
+                return false
+            }
+            guard streamBuffer.count - offset >= frame else { break }
+            var message = Array(streamBuffer[offset..<offset + frame])
+            if b0 >= 0x40 && b0 <= 0x4F { message = Array(message.prefix(4 + len)) }
+            handleMessage(message, now: now)
+            offset += frame
+        }
+        streamBuffer.removeFirst(offset)
+        return true
+    }
+
+    @discardableResult
+    private func handleMessage(_ bytes: [UInt8], now: Instant) -> Bool {
         guard let first = bytes.first else { return false }
         if first >= 0x40 && first <= 0x4F {
             var r = ByteReader(bytes)

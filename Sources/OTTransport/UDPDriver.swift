@@ -7,9 +7,10 @@ import OTBase
 import OTWire
 import Synchronization
 
-/// The thin IO layer under the sans-IO engines: non-blocking UDP sockets served by one thread that
-/// polls them and sleeps until the engines' next deadline. The handler runs on that thread, so
-/// engines it owns need no locks; `send`, `setDeadline` and `wake` may be called from any thread.
+/// The thin IO layer under the sans-IO engines: non-blocking UDP sockets (and outgoing TCP connections,
+/// for TURN over TCP) served by one thread that polls them and sleeps until the engines' next deadline.
+/// The handler runs on that thread, so engines it owns need no locks; `send`, `setDeadline` and `wake`
+/// may be called from any thread.
 public final class UDPDriver: Sendable {
     /// What the IO thread hands to the handler.
     public enum Event: Sendable {
@@ -17,11 +18,21 @@ public final class UDPDriver: Sendable {
         case datagram(bytes: [UInt8], from: TransportAddress, local: TransportAddress, now: Instant)
         /// The deadline set with `setDeadline` passed, or `wake()` was called.
         case timer(now: Instant)
+        /// A TCP connection (from `connectTCP`, known by its local address) closed or failed.
+        case closed(local: TransportAddress, now: Instant)
     }
 
     struct Socket: Sendable { let fd: Int32; let address: TransportAddress }
+    struct TCPConnection: Sendable {
+        let fd: Int32
+        let local: TransportAddress
+        let remote: TransportAddress
+        var connected = false
+        var pending: [UInt8] = []
+    }
     struct State: Sendable {
         var sockets: [Socket] = []
+        var tcp: [TCPConnection] = []
         var deadline: Instant?
         var running = false
         var wakePending = false
@@ -49,6 +60,7 @@ public final class UDPDriver: Sendable {
     deinit {
         stop()
         for s in state.withLock({ $0.sockets }) { close(s.fd) }
+        for c in state.withLock({ $0.tcp }) { close(c.fd) }
         close(wakeFD)
         close(wakeWriteFD)
     }
@@ -82,10 +94,54 @@ public final class UDPDriver: Sendable {
         return actual
     }
 
-    /// Sends a datagram from the socket bound at `local`. Returns false when it could not be sent now
+    /// Opens a TCP connection to `remote` (non-blocking; data sent before it is up waits). Returns its local
+    /// address, which names it in `send(_:from:to:)` and in the `.datagram` events carrying its stream bytes.
+    public func connectTCP(to remote: TransportAddress) throws -> TransportAddress {
+        let fd = socket(remote.ip.isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw OTError(.internalError, "driver: socket() failed (errno \(errno))") }
+        guard ot_set_nonblocking(fd) == 0 else { close(fd); throw OTError(.internalError, "driver: non-blocking failed") }
+        var on: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
+        let r = Self.withSockaddr(remote) { sa, len in Glibc.connect(fd, sa, len) }
+        guard r == 0 || errno == EINPROGRESS else {
+            let e = errno
+            close(fd)
+            throw OTError(.connectionFailed, "driver: connect \(remote) failed (errno \(e))")
+        }
+        var storage = sockaddr_storage()
+        var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let local = withUnsafeMutablePointer(to: &storage) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) == 0 ? Self.address(from: $0) : nil }
+        }
+        guard let local else { close(fd); throw OTError(.internalError, "driver: getsockname failed") }
+        state.withLock { $0.tcp.append(TCPConnection(fd: fd, local: local, remote: remote, connected: r == 0)) }
+        wake()
+        return local
+    }
+
+    /// Writes what a connection has pending; call with the state locked. Returns false when the connection broke.
+    private static func flush(_ c: inout TCPConnection) -> Bool {
+        while c.connected && !c.pending.isEmpty {
+            let n = c.pending.withUnsafeBytes { Glibc.send(c.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n > 0 { c.pending.removeFirst(n); continue }
+            return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        }
+        return true
+    }
+
+    /// Sends a datagram from the socket bound at `local` (or stream bytes on the TCP connection named by `local`). Returns false when it could not be sent now
     /// (no such socket, or the kernel buffer is full — UDP may drop).
     @discardableResult
     public func send(_ bytes: [UInt8], from local: TransportAddress, to destination: TransportAddress) -> Bool {
+        let tcpResult = state.withLock { st -> Bool? in
+            guard let i = st.tcp.firstIndex(where: { $0.local == local && $0.remote == destination }) else { return nil }
+            st.tcp[i].pending += bytes
+            return Self.flush(&st.tcp[i])
+        }
+        if let tcpResult {
+            if tcpResult { signalWake() }
+            return tcpResult
+        }
         guard let fd = state.withLock({ $0.sockets.first { $0.address == local }?.fd }) else { return false }
         let n = bytes.withUnsafeBytes { buf in
             Self.withSockaddr(destination) { sa, len in sendto(fd, buf.baseAddress, buf.count, Int32(MSG_NOSIGNAL), sa, len) }
@@ -132,10 +188,11 @@ public final class UDPDriver: Sendable {
     private func run() {
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
-            let (running, sockets, deadline) = state.withLock { ($0.running, $0.sockets, $0.deadline) }
+            let (running, sockets, deadline, tcp) = state.withLock { ($0.running, $0.sockets, $0.deadline, $0.tcp) }
             guard running else { return }
             var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
             fds += sockets.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+            fds += tcp.map { pollfd(fd: $0.fd, events: Int16(POLLIN) | (!$0.connected || !$0.pending.isEmpty ? Int16(POLLOUT) : 0), revents: 0) }
             var timeoutMS: Int32 = 1000
             if let d = deadline {
                 let remaining = (d - clock.now()).microseconds
@@ -150,6 +207,9 @@ public final class UDPDriver: Sendable {
             for (i, s) in sockets.enumerated() where fds[i + 1].revents & Int16(POLLIN) != 0 {
                 receiveAll(s, &buffer)
             }
+            for (i, c) in tcp.enumerated() where fds[1 + sockets.count + i].revents != 0 {
+                serviceTCP(c, revents: fds[1 + sockets.count + i].revents, &buffer)
+            }
             let now = clock.now()
             let fire = state.withLock { st -> Bool in
                 var f = st.wakePending
@@ -159,6 +219,37 @@ public final class UDPDriver: Sendable {
             }
             if fire { handler(.timer(now: now)) }
         }
+    }
+
+    private func serviceTCP(_ c: TCPConnection, revents: Int16, _ buffer: inout [UInt8]) {
+        var broken = revents & Int16(POLLERR | POLLNVAL) != 0
+        if !broken && revents & Int16(POLLOUT) != 0 {
+            broken = !state.withLock { st -> Bool in
+                guard let i = st.tcp.firstIndex(where: { $0.fd == c.fd }) else { return false }
+                if !st.tcp[i].connected {
+                    var err: Int32 = 0
+                    var len = socklen_t(MemoryLayout<Int32>.size)
+                    guard getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0, err == 0 else { return false }
+                    st.tcp[i].connected = true
+                }
+                return Self.flush(&st.tcp[i])
+            }
+        }
+        if !broken && revents & Int16(POLLIN | POLLHUP) != 0 {
+            for _ in 0..<64 {
+                let n = buffer.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
+                if n > 0 {
+                    handler(.datagram(bytes: Array(buffer[0..<n]), from: c.remote, local: c.local, now: clock.now()))
+                    continue
+                }
+                if n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) { broken = true }
+                break
+            }
+        }
+        guard broken else { return }
+        state.withLock { $0.tcp.removeAll { $0.fd == c.fd } }
+        close(c.fd)
+        handler(.closed(local: c.local, now: clock.now()))
     }
 
     private func receiveAll(_ s: Socket, _ buffer: inout [UInt8]) {

@@ -198,6 +198,12 @@ extension SessionDescription {
             if sem == "FID" && ssrcs.count != 2 { throw fail("a=ssrc-group:FID needs exactly 2 ssrcs, got \(ssrcs.count)") }
             m.ssrcGroups.append(SDPSSRCGroup(semantics: String(sem), ssrcs: ssrcs))
         case "candidate":
+            let fields = (v ?? "").split(separator: " ")
+            if fields.count > 4, fields[4].hasSuffix(".local") {
+                // An mDNS-hidden host candidate (browsers): kept as text; the peer is found as peer-reflexive instead.
+                m.attributes.append(SDPAttribute(name, v))
+                return
+            }
             do { m.candidates.append(try SDPCandidate(parsing: "candidate:" + (v ?? ""))) } catch let e as WireError { throw fail(e.message) }
         case "end-of-candidates": m.endOfCandidates = true
         default: m.attributes.append(SDPAttribute(name, v))

@@ -42,16 +42,93 @@ final class AiortcInteropTests: XCTestCase {
         }
     }
 
-    func testICEAndDTLSSRTPWithAiortcBothWays() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/env") else { throw XCTSkip("no /usr/bin/env") }
+    struct Exchange { var rtpOK = 0, rtcpOK = 0, bad = 0; var stats: [String: Any] = [:]; var connectedMs = -1.0 }
+
+    /// Sends 100 Opus SRTP packets (20 ms silence frames, paced at 20 ms), then unprotects what aiortc sent.
+    func exchangeSRTP(_ peer: LoopbackPeer, _ keys: SRTPKeyingMaterial, payloadType: UInt8, ourSSRC: UInt32,
+                      remoteSSRC: UInt32?, _ reader: LineReader) throws -> Exchange {
+        let srtp = try SRTPContext(profile: keys.profile, keys: keys.srtpKeys)
+        for i in 0..<100 {
+            var w = ByteWriter()
+            w.u8(0x80); w.u8(payloadType | (i == 0 ? 0x80 : 0)); w.u16(UInt16(1000 + i)); w.u32(UInt32(i * 960)); w.u32(ourSSRC)
+            w.append([0xF8, 0xFF, 0xFE])
+            var protected = w.bytes
+            try srtp.protectRTP(&protected)
+            peer.withTransport { _ = $0?.sendMedia(protected) }
+            peer.driver.wake()
+            usleep(20_000)
+        }
+        var x = Exchange()
+        x.connectedMs = reader.json(where: "event", is: "connected")?["ms"] as? Double ?? -1
+        x.stats = try XCTUnwrap(reader.json(where: "event", is: "stats", timeout: 20))
+        for e in peer.events.withLock({ $0 }) {
+            guard case .srtp(let bytes, let isRTCP) = e else { continue }
+            var plain = bytes
+            do { if isRTCP { try srtp.unprotectRTCP(&plain) } else { try srtp.unprotectRTP(&plain) } } catch { x.bad += 1; continue }
+            if isRTCP { x.rtcpOK += 1; continue }
+            guard plain.count > 12 else { continue }
+            let ssrc = UInt32(plain[8]) << 24 | UInt32(plain[9]) << 16 | UInt32(plain[10]) << 8 | UInt32(plain[11])
+            if plain[1] & 0x7F == payloadType, remoteSSRC.map({ $0 == ssrc }) ?? true { x.rtpOK += 1 }
+        }
+        return x
+    }
+
+    static func startAiortc(_ args: [String]) throws -> (Process, Pipe, LineReader, Pipe) {
         let proc = Process()
         proc.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        proc.arguments = ["python3", Self.script.path, "3"]
+        proc.arguments = ["python3", Self.script.path] + args
         let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
         proc.standardInput = stdin; proc.standardOutput = stdout; proc.standardError = stderr
         try proc.run()
+        return (proc, stdin, LineReader(stdout.fileHandleForReading), stderr)
+    }
+
+    /// We offer (audio sendrecv + video VP8/RTX), aiortc answers: ICE controlling here, DTLS server here.
+    func testOurOfferAcceptedByAiortcWithDTLSServerRole() throws {
+        let (proc, stdin, reader, stderr) = try Self.startAiortc(["answer", "3"])
         defer { if proc.isRunning { proc.terminate() }; proc.waitUntilExit() }
-        let reader = LineReader(stdout.fileHandleForReading)
+        let peer = try LoopbackPeer()
+        defer { peer.driver.stop() }
+        let cert = try DTLSCertificate()
+        var rng = SystemRandomNumberGenerator()
+        let cred = ICEConfig.randomCredentials(using: &rng)
+        let ice = ICEAgent(config: ICEConfig(role: .controlling, localUfrag: cred.ufrag, localPwd: cred.pwd, tieBreaker: .random(in: 0 ... .max), seed: 9))
+        var local = SDPLocalParameters(iceUfrag: cred.ufrag, icePwd: cred.pwd, fingerprint: cert.fingerprint)
+        local.candidates = [try XCTUnwrap(ice.addLocalCandidate(peer.address))]
+        local.endOfCandidates = true
+        let ourSSRC: UInt32 = 0x4242_0002
+        local.audioTrack = SDPLocalTrack(ssrc: ourSSRC, streamID: "ot", trackID: "ot-audio", cname: "libotsession")
+        local.videoTrack = SDPLocalTrack(ssrc: 0x4242_0003, rtxSSRC: 0x4242_0004, streamID: "ot", trackID: "ot-video", cname: "libotsession")
+        let offer = SDPNegotiation.offer(local)
+        XCTAssertNotNil(reader.json(where: "event", is: "ready"), "aiortc did not start")
+        let start = MonotonicClock.now()
+        stdin.fileHandleForWriting.write(try JSONSerialization.data(withJSONObject: ["type": "offer", "sdp": offer.serialized()]) + Data("\n".utf8))
+        guard let answerMsg = reader.json(where: "type", is: "answer"), let answerText = answerMsg["sdp"] as? String else {
+            return XCTFail("no answer from aiortc: \(String(decoding: stderr.fileHandleForReading.availableData, as: UTF8.self))")
+        }
+        let neg = try SDPNegotiation.accept(answer: try SessionDescription.parse(answerText), offer: offer)
+        XCTAssertFalse(neg.localIsDTLSClient, "aiortc answers a=setup:active")
+        XCTAssertEqual(neg.media.map(\.kind), ["audio", "video"])
+        XCTAssertEqual(neg.media.last?.codec.name, "VP8")
+        let opus = try XCTUnwrap(neg.media.first?.codec)
+        ice.setRemoteCredentials(ufrag: neg.remoteIceUfrag, pwd: neg.remoteIcePwd)
+        neg.remoteCandidates.forEach(ice.addRemoteCandidate)
+        let dtls = try DTLSEndpoint(role: .server, certificate: cert, remoteFingerprint: neg.remoteFingerprint)
+        peer.install(MediaTransport(ice: ice, dtls: dtls))
+        XCTAssertTrue(LoopbackPeer.wait(seconds: 20) { peer.has(isDTLSConnected) }, "events: \(peer.events.withLock { $0 })")
+        let setup = MonotonicClock.now() - start
+        let keys = try XCTUnwrap(peer.withTransport { $0?.dtls.keyingMaterial })
+        let x = try exchangeSRTP(peer, keys, payloadType: opus.payloadType, ourSSRC: ourSSRC, remoteSSRC: neg.media.first?.remoteSSRCs.first, reader)
+        XCTAssertGreaterThan(x.rtpOK, 50, "aiortc's Opus SRTP packets we could unprotect")
+        XCTAssertEqual(x.bad, 0)
+        XCTAssertGreaterThan(x.stats["packetsReceived"] as? Int ?? 0, 50, "our SRTP packets aiortc accepted")
+        XCTAssertGreaterThan(x.stats["framesDecoded"] as? Int ?? 0, 10, "aiortc decoded our Opus frames")
+        print("INTEROP_SETUP_OFFERER ours(offer sent->DTLS connected) ms: \(Double(setup.microseconds) / 1000); aiortc(offer received->connected) ms: \(x.connectedMs); profile: \(keys.profile)")
+    }
+
+    func testICEAndDTLSSRTPWithAiortcBothWays() throws {
+        let (proc, stdin, reader, stderr) = try Self.startAiortc(["3"])
+        defer { if proc.isRunning { proc.terminate() }; proc.waitUntilExit() }
 
         guard let offerMsg = reader.json(where: "type", is: "offer"), let offerText = offerMsg["sdp"] as? String else {
             let err = String(decoding: stderr.fileHandleForReading.availableData, as: UTF8.self)
@@ -88,35 +165,13 @@ final class AiortcInteropTests: XCTestCase {
         XCTAssertTrue(LoopbackPeer.wait(seconds: 20) { peer.has(isDTLSConnected) }, "events: \(peer.events.withLock { $0 })")
         let ourSetup = MonotonicClock.now() - start
         let keys = try XCTUnwrap(peer.withTransport { $0?.dtls.keyingMaterial })
-        let tx = try XCTUnwrap(InteropSRTP(keys, outbound: true)), rx = try XCTUnwrap(InteropSRTP(keys, outbound: false))
 
-        // Send 100 Opus packets (20 ms silence frames) over SRTP, paced at 20 ms.
-        for i in 0..<100 {
-            var w = ByteWriter()
-            w.u8(0x80); w.u8(opus.payloadType | (i == 0 ? 0x80 : 0)); w.u16(UInt16(1000 + i)); w.u32(UInt32(i * 960)); w.u32(ourSSRC)
-            w.append([0xF8, 0xFF, 0xFE])
-            let protected = try XCTUnwrap(tx.protect(w.bytes))
-            peer.withTransport { _ = $0?.sendMedia(protected) }
-            peer.driver.wake()
-            usleep(20_000)
-        }
-        let connected = reader.json(where: "event", is: "connected")
-        let stats = try XCTUnwrap(reader.json(where: "event", is: "stats", timeout: 20))
-
-        // What aiortc sent us decrypts with the exported keys and carries its SSRC and Opus payload type.
-        var rtpOK = 0, rtcpOK = 0, bad = 0
-        for e in peer.events.withLock({ $0 }) {
-            guard case .srtp(let bytes, let isRTCP) = e else { continue }
-            guard let plain = rx.unprotect(bytes, rtcp: isRTCP) else { bad += 1; continue }
-            if isRTCP { rtcpOK += 1; continue }
-            if plain.count > 12, plain[1] & 0x7F == opus.payloadType,
-               UInt32(plain[8]) << 24 | UInt32(plain[9]) << 16 | UInt32(plain[10]) << 8 | UInt32(plain[11]) == remoteSSRC { rtpOK += 1 }
-        }
+        let x = try exchangeSRTP(peer, keys, payloadType: opus.payloadType, ourSSRC: ourSSRC, remoteSSRC: remoteSSRC, reader)
+        let (rtpOK, rtcpOK, bad, stats, connected) = (x.rtpOK, x.rtcpOK, x.bad, x.stats, x.connectedMs)
         XCTAssertGreaterThan(rtpOK, 50, "aiortc's Opus SRTP packets we could unprotect")
         XCTAssertEqual(bad, 0)
         XCTAssertGreaterThan(stats["packetsReceived"] as? Int ?? 0, 50, "our SRTP packets aiortc accepted")
         XCTAssertGreaterThan(stats["framesDecoded"] as? Int ?? 0, 10, "aiortc decoded our Opus frames")
-        let theirMs = connected?["ms"] as? Double ?? -1
-        print("INTEROP_SETUP ours(offer received->DTLS connected) ms: \(Double(ourSetup.microseconds) / 1000); aiortc(offer created->connected) ms: \(theirMs); profile: \(keys.profile); rtp in: \(rtpOK), rtcp in: \(rtcpOK), aiortc received: \(stats["packetsReceived"] ?? 0)")
+        print("INTEROP_SETUP ours(offer received->DTLS connected) ms: \(Double(ourSetup.microseconds) / 1000); aiortc(offer created->connected) ms: \(connected); profile: \(keys.profile); rtp in: \(rtpOK), rtcp in: \(rtcpOK), aiortc received: \(stats["packetsReceived"] ?? 0)")
     }
 }

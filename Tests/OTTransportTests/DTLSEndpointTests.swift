@@ -110,6 +110,36 @@ final class DTLSEndpointTests: XCTestCase {
         XCTAssertGreaterThan(largest, 100)
     }
 
+    func testUnansweredHandshakeTimesOutWithBackoff() throws {
+        let client = try DTLSEndpoint(role: .client, certificate: try XCTUnwrap(Self.certA), timerMode: .virtualClock(realTimer: .milliseconds(20)))
+        client.maxRetransmissions = 3
+        var now = Instant(micros: 0)
+        client.start(now: now)
+        var sent = 0, gaps: [Duration] = []
+        var last = now
+        while let t = client.pollTimeout(), sent < 20 {
+            while client.pollTransmit() != nil { sent += 1 }
+            gaps.append(t - last)
+            last = t
+            now = t
+            client.handleTimeout(now: now)
+        }
+        while client.pollTransmit() != nil { sent += 1 }
+        XCTAssertEqual(sent, 4, "ClientHello and 3 retransmissions")
+        XCTAssertEqual(gaps, [.seconds(1), .seconds(2), .seconds(4), .seconds(8)])
+        guard case .failed(let e)? = client.pollEvent() else { return XCTFail() }
+        XCTAssertEqual(e.code, .connectionTimedOut)
+    }
+
+    func testCloseNotifyReachesThePeer() throws {
+        var s = try setup(seed: 180)
+        XCTAssertTrue(handshake(&s))
+        s.client.close()
+        let b = s.pair.b
+        XCTAssertTrue(s.pair.run(for: .seconds(1)) { b.dtlsEvents.contains(.closed) })
+        XCTAssertThrowsError(try s.client.send([1]))
+    }
+
     func testFingerprintMismatchRefusesTheConnection() throws {
         let wrong = SDPFingerprint(algorithm: "sha-256", bytes: Array(repeating: 0x42, count: 32))
         var s = try setup(seed: 160, serverExpects: wrong)

@@ -1,4 +1,3 @@
-import CSRTP
 import OTBase
 import OTWire
 @testable import OTTransport
@@ -17,8 +16,12 @@ final class EndToEndEmulatorTests: XCTestCase {
         signal(a, b, now: pair.clock.now())
         XCTAssertTrue(pair.run(for: .seconds(60)) { a.dtlsConnected && b.dtlsConnected })
         let ka = try XCTUnwrap(a.dtls?.keyingMaterial), kb = try XCTUnwrap(b.dtls?.keyingMaterial)
-        let aTx = try XCTUnwrap(InteropSRTP(ka, outbound: true)), aRx = try XCTUnwrap(InteropSRTP(ka, outbound: false))
-        let bTx = try XCTUnwrap(InteropSRTP(kb, outbound: true)), bRx = try XCTUnwrap(InteropSRTP(kb, outbound: false))
+        let aSRTP = try SRTPContext(profile: ka.profile, keys: ka.srtpKeys), bSRTP = try SRTPContext(profile: kb.profile, keys: kb.srtpKeys)
+        func protect(_ ctx: SRTPContext, _ bytes: [UInt8], rtcp: Bool) throws -> [UInt8] {
+            var b = bytes
+            if rtcp { try ctx.protectRTCP(&b) } else { try ctx.protectRTP(&b) }
+            return b
+        }
 
         let ssrc: UInt32 = 0xABCD
         let sender = RTPSession(config: .init(localSSRCs: [ssrc], cname: "a"), now: pair.clock.now())
@@ -31,20 +34,27 @@ final class EndToEndEmulatorTests: XCTestCase {
             let now = pair.clock.now()
             if i < total {
                 let pkt = testRTP(ssrc: ssrc, seq: UInt16(i), ts: UInt32(i) * 900, payload: Array(repeating: UInt8(i & 0xFF), count: 200))
-                sender.sent(ssrc: ssrc, sequence: UInt16(i), rtpTimestamp: UInt32(i) * 900, clockRate: 90000, payloadBytes: 200, packet: pkt, now: now)
-                a.sendMedia(try XCTUnwrap(aTx.protect(pkt)), into: &pair.net, now: now)
+                // The cache keeps the protected packet: a retransmission is the same SRTP packet again.
+                let protected = try protect(aSRTP, pkt, rtcp: false)
+                sender.sent(ssrc: ssrc, sequence: UInt16(i), rtpTimestamp: UInt32(i) * 900, clockRate: 90000, payloadBytes: 200, packet: protected, now: now)
+                a.sendMedia(protected, into: &pair.net, now: now)
             }
             sender.handleTimeout(now: now); receiver.handleTimeout(now: now)
-            while let r = sender.pollRTCP() { a.sendMedia(try XCTUnwrap(aTx.protectRTCP(r)), into: &pair.net, now: now) }
-            while let r = sender.pollRetransmission() { a.sendMedia(try XCTUnwrap(aTx.protect(r)), into: &pair.net, now: now) }
-            while let r = receiver.pollRTCP() { b.sendMedia(try XCTUnwrap(bTx.protectRTCP(r)), into: &pair.net, now: now) }
+            while let r = sender.pollRTCP() { a.sendMedia(try protect(aSRTP, r, rtcp: true), into: &pair.net, now: now) }
+            while let r = sender.pollRetransmission() { a.sendMedia(r, into: &pair.net, now: now) }
+            while let r = receiver.pollRTCP() { b.sendMedia(try protect(bSRTP, r, rtcp: true), into: &pair.net, now: now) }
             pair.run(for: .milliseconds(10))
             let t = pair.clock.now()
             for d in b.received {
                 let isRTCP = DemuxKind.classify(d) == .rtcp
-                guard let plain = bRx.unprotect(d, rtcp: isRTCP) else {
-                    // A retransmission of a packet that also arrived (it was only late) is a replay: dropped.
-                    if bRx.lastError == .replayed { replays += 1 } else { XCTFail("SRTP unprotect failed at b: \(bRx.lastError)") }
+                var plain = d
+                do {
+                    if isRTCP { try bSRTP.unprotectRTCP(&plain) } else { try bSRTP.unprotectRTP(&plain) }
+                } catch SRTPError.replayed {
+                    replays += 1  // a retransmission of a packet that also arrived (it was only late): dropped
+                    continue
+                } catch {
+                    XCTFail("SRTP unprotect failed at b: \(error)")
                     continue
                 }
                 if isRTCP { try receiver.handleRTCP(plain, now: t); continue }
@@ -58,7 +68,8 @@ final class EndToEndEmulatorTests: XCTestCase {
             b.received.removeAll()
             for d in a.received {
                 let isRTCP = DemuxKind.classify(d) == .rtcp
-                guard let plain = aRx.unprotect(d, rtcp: isRTCP) else { XCTFail("SRTP unprotect failed at a"); continue }
+                var plain = d
+                do { if isRTCP { try aSRTP.unprotectRTCP(&plain) } else { try aSRTP.unprotectRTP(&plain) } } catch { XCTFail("SRTP unprotect failed at a: \(error)"); continue }
                 if isRTCP { try sender.handleRTCP(plain, now: t) }
             }
             a.received.removeAll()

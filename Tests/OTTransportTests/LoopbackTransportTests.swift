@@ -26,7 +26,7 @@ final class LoopbackPeer: @unchecked Sendable {
             guard let t else { return }
             switch event {
             case .datagram(let bytes, let from, let local, let now): t.handleReceive(bytes, from: from, local: local, now: now)
-            case .timer(let now): t.handleTimeout(now: now)
+            case .timer(let now), .closed(_, let now): t.handleTimeout(now: now)
             }
             while let x = t.pollTransmit() { driver.send(x.bytes, from: x.source, to: x.destination) }
             while let e = t.pollEvent() { events.withLock { $0.append(e) } }
@@ -67,6 +67,7 @@ final class LoopbackTransportTests: XCTestCase {
         var localA = SDPLocalParameters(iceUfrag: credA.ufrag, icePwd: credA.pwd, fingerprint: certA.fingerprint)
         localA.candidates = candA.map { [$0] } ?? []
         localA.audioTrack = SDPLocalTrack(ssrc: 11, streamID: "a", trackID: "a-audio", cname: "a")
+        localA.videoTrack = SDPLocalTrack(ssrc: 12, rtxSSRC: 13, streamID: "a", trackID: "a-video", cname: "a")
         let offer = SDPNegotiation.offer(localA).serialized()
 
         let iceB = ICEAgent(config: ICEConfig(role: .controlled, localUfrag: credB.ufrag, localPwd: credB.pwd, tieBreaker: .random(in: 0 ... .max), seed: 2))
@@ -124,6 +125,7 @@ final class LoopbackTransportTests: XCTestCase {
             switch e {
             case .datagram(let bytes, _, _, _): got.withLock { $0.append("dgram \(bytes)") }
             case .timer: got.withLock { $0.append("timer") }
+            case .closed: got.withLock { $0.append("closed") }
             }
         }
         defer { d.stop() }

@@ -213,3 +213,46 @@ final class FIFOTests: XCTestCase {
         XCTAssertEqual(out.count, 167 + (200 - 167) + (300 / 2))
     }
 }
+
+/// Per-packet cost of the RTP session bookkeeping (prints packets per second; asserts only the outcome).
+final class RTPSessionThroughputTests: XCTestCase {
+    func testSendAndReceiveBookkeepingThroughput() {
+        let s = RTPSession(config: .init(localSSRCs: [1], cname: "s"), now: .zero)
+        let r = RTPSession(config: .init(localSSRCs: [2], cname: "r"), now: .zero)
+        let packet = [UInt8](repeating: 0, count: 1200)
+        let n = 100_000
+        let t0 = MonotonicClock.now()
+        for i in 0..<n {
+            let now = Instant(micros: Int64(i) * 1000)
+            s.sent(ssrc: 1, sequence: UInt16(truncatingIfNeeded: i), rtpTimestamp: UInt32(i) * 90, clockRate: 90000, payloadBytes: 1188, packet: packet, now: now)
+            if i % 50 != 7 { r.received(ssrc: 1, sequence: UInt16(truncatingIfNeeded: i), rtpTimestamp: UInt32(i) * 90, clockRate: 90000, now: now) }
+        }
+        let elapsed = MonotonicClock.now() - t0
+        print(String(format: "RTP_SESSION_BENCH %d packets sent+received in %.1f ms (%.0f packets/s, this build)", n, Double(elapsed.microseconds) / 1000, Double(n) / elapsed.seconds))
+        XCTAssertEqual(r.statistics(ssrc: 1)?.received, Int64(n - n / 50))
+    }
+}
+
+final class RTXTests: XCTestCase {
+    func testWrapAndUnwrapRoundTrip() throws {
+        var tx = RTXSender(rtxSSRC: 0xBEEF, payloadTypes: [96: 97], initialSequence: 65535)
+        let original = RTPPacket(marker: true, payloadType: 96, sequenceNumber: 1234, timestamp: 90000, ssrc: 0xCAFE, payload: [1, 2, 3][...])
+        let rtx = try XCTUnwrap(tx.wrap(original))
+        XCTAssertEqual(rtx.ssrc, 0xBEEF)
+        XCTAssertEqual(rtx.payloadType, 97)
+        XCTAssertEqual(rtx.sequenceNumber, 65535)
+        XCTAssertEqual(Array(rtx.payload), [0x04, 0xD2, 1, 2, 3])
+        XCTAssertEqual(tx.wrap(original)?.sequenceNumber, 0, "RTX has its own sequence, wrapping")
+        XCTAssertNil(tx.wrap(RTPPacket(payloadType: 111, sequenceNumber: 1, timestamp: 0, ssrc: 1)), "no RTX for Opus here")
+
+        let rx = RTXReceiver(ssrcs: [0xBEEF: 0xCAFE], payloadTypes: [97: 96])
+        let back = try XCTUnwrap(rx.unwrap(try RTPPacket(parsing: rtx.serialized())))
+        XCTAssertEqual(back.ssrc, 0xCAFE)
+        XCTAssertEqual(back.sequenceNumber, 1234)
+        XCTAssertEqual(back.payloadType, 96)
+        XCTAssertTrue(back.marker)
+        XCTAssertEqual(Array(back.payload), [1, 2, 3])
+        XCTAssertNil(try rx.unwrap(original), "media packets pass through")
+        XCTAssertThrowsError(try rx.unwrap(RTPPacket(payloadType: 97, sequenceNumber: 1, timestamp: 0, ssrc: 0xBEEF, payload: [7][...])))
+    }
+}

@@ -1,23 +1,27 @@
 import Foundation
 import OTBase
+import OTMedia
+import OTWire
 @testable import OTTransport
 import XCTest
 
-/// Connection setup on loopback, ours against aiortc, in one run: offer created -> ICE + DTLS connected,
-/// audio-only, host candidates on 127.0.0.1, no STUN servers. Prints medians and their ratio
-/// (docs/benchmarks-transport.md); asserts only that every connection succeeded.
+/// Connection setup on loopback, ours against aiortc, in one run: offer created -> ICE + DTLS connected, and
+/// offer created -> first VP8 frame decoded at the answerer (audio + video offer, host candidates on 127.0.0.1,
+/// no STUN servers). Prints medians and their ratios (docs/benchmarks-transport.md); asserts only that every
+/// connection succeeded and a frame was decoded.
 final class SetupTimeBenchmarkTests: XCTestCase {
     func testSetupTimeOursVersusAiortcPair() throws {
         let runs = 5
-        var ours: [Double] = []
+        var ours: [Double] = [], oursFrame: [Double] = []
         for _ in 0..<runs {
             let a = try LoopbackPeer(), b = try LoopbackPeer()
             let start = try LoopbackTransportTests.startPair(a, b)
             XCTAssertTrue(LoopbackPeer.wait { a.has(isDTLSConnected) && b.has(isDTLSConnected) })
             ours.append(Double((MonotonicClock.now() - start).microseconds) / 1000)
+            oursFrame.append(try firstDecodedFrame(from: a, to: b, start: start))
             a.driver.stop(); b.driver.stop()
         }
-        var theirs: [Double] = []
+        var theirs: [Double] = [], theirsFrame: [Double] = []
         for _ in 0..<runs {
             let proc = Process()
             proc.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -27,14 +31,63 @@ final class SetupTimeBenchmarkTests: XCTestCase {
             proc.standardError = Pipe()
             try proc.run()
             let reader = AiortcInteropTests.LineReader(out.fileHandleForReading)
-            let ms = reader.json(where: "event", is: "pair")?["ms"] as? Double
+            let report = reader.json(where: "event", is: "pair")
             proc.waitUntilExit()
-            let value = try XCTUnwrap(ms, "aiortc pair did not connect")
-            theirs.append(value)
+            theirs.append(try XCTUnwrap(report?["ms"] as? Double, "aiortc pair did not connect"))
+            theirsFrame.append(try XCTUnwrap(report?["firstFrameMs"] as? Double, "aiortc pair decoded no frame"))
         }
         func median(_ v: [Double]) -> Double { let s = v.sorted(); return s[s.count / 2] }
-        print(String(format: "SETUP_BENCH runs=%d ours_median_ms=%.1f aiortc_pair_median_ms=%.1f ratio_ours_over_aiortc=%.2f ours=%@ aiortc=%@",
-                     runs, median(ours), median(theirs), median(ours) / median(theirs),
-                     ours.map { String(format: "%.1f", $0) }.joined(separator: ","), theirs.map { String(format: "%.1f", $0) }.joined(separator: ",")))
+        func list(_ v: [Double]) -> String { v.map { String(format: "%.1f", $0) }.joined(separator: ",") }
+        print(String(format: "SETUP_BENCH connected: runs=%d ours_median_ms=%.1f aiortc_pair_median_ms=%.1f ratio_ours_over_aiortc=%.2f ours=%@ aiortc=%@",
+                     runs, median(ours), median(theirs), median(ours) / median(theirs), list(ours), list(theirs)))
+        print(String(format: "SETUP_BENCH first-decoded-frame: runs=%d ours_median_ms=%.1f aiortc_pair_median_ms=%.1f ratio_ours_over_aiortc=%.2f ours=%@ aiortc=%@",
+                     runs, median(oursFrame), median(theirsFrame), median(oursFrame) / median(theirsFrame), list(oursFrame), list(theirsFrame)))
+    }
+
+    /// Once connected, `a` encodes one 320x240 VP8 keyframe and sends it over SRTP; returns the time from `start`
+    /// until `b` has decoded it (polled every 0.5 ms on the test thread).
+    func firstDecodedFrame(from a: LoopbackPeer, to b: LoopbackPeer, start: Instant) throws -> Double {
+        let ka = try XCTUnwrap(a.withTransport { $0?.dtls.keyingMaterial }), kb = try XCTUnwrap(b.withTransport { $0?.dtls.keyingMaterial })
+        let tx = try SRTPContext(profile: ka.profile, keys: ka.srtpKeys), rx = try SRTPContext(profile: kb.profile, keys: kb.srtpKeys)
+        let encoder = try VP8Encoder(config: VP8EncoderConfig(width: 320, height: 240))
+        var packets: [[UInt8]] = []
+        var seq: UInt16 = 0
+        try encoder.encode(VideoFrame(width: 320, height: 240), forceKeyframe: true) { enc in
+            let data = Array(enc.data)
+            var offset = 0
+            while offset < data.count {
+                let n = min(1000, data.count - offset)
+                var payload: [UInt8] = []
+                VP8PayloadDescriptor(startOfPartition: offset == 0).write(into: &payload)
+                payload += data[offset..<offset + n]
+                offset += n
+                var bytes = RTPPacket(marker: offset == data.count, payloadType: 96, sequenceNumber: seq, timestamp: 0, ssrc: 12, payload: payload[...]).serialized()
+                try tx.protectRTP(&bytes)
+                packets.append(bytes)
+                seq &+= 1
+            }
+        }
+        a.withTransport { t in for p in packets { _ = t?.sendMedia(p) } }
+        a.driver.wake()
+        let decoder = try VP8Decoder()
+        var assembler = AiortcMediaInteropTests.VP8Assembler()
+        var frame = VideoFrame(width: 16, height: 16)
+        var seen = 0
+        let end = MonotonicClock.now() + .seconds(5)
+        while MonotonicClock.now() < end {
+            let events = b.events.withLock { Array($0.dropFirst(seen)) }
+            seen += events.count
+            for e in events {
+                guard case .srtp(var bytes, false) = e else { continue }
+                try rx.unprotectRTP(&bytes)
+                if let data = try assembler.add(try RTPPacket(parsing: bytes)), try decoder.decode(data[...], into: &frame) {
+                    XCTAssertEqual(frame.width, 320)
+                    return Double((MonotonicClock.now() - start).microseconds) / 1000
+                }
+            }
+            usleep(500)
+        }
+        XCTFail("no frame decoded")
+        return .nan
     }
 }

@@ -78,4 +78,45 @@ final class TURNClientTests: XCTestCase {
         guard case .failed(let e)? = c.pollEvent() else { return XCTFail() }
         XCTAssertEqual(e.code, .connectionTimedOut)
     }
+
+    func testTCPStreamFramingAcrossChunks() throws {
+        var cfg = TURNClient.Config(server: server, username: "u", password: "p")
+        cfg.transport = .tcp
+        let c = TURNClient(config: cfg)
+        let t0 = Instant(micros: 0)
+        c.start(now: t0)
+        let req = try STUNMessage.parse(XCTUnwrap(c.pollTransmit()))
+        var e = STUNMessage(method: .allocate, messageClass: .error, transactionID: req.transactionID)
+        e.attributes = [.errorCode(code: 401, reason: "Unauthorized"), .realm("r"), .nonce("n")]
+        let key = STUNCrypto.longTermKey(username: "u", realm: "r", password: "p")
+        let bytes = e.encode()
+        // Split mid-header and mid-body.
+        c.handleReceive(Array(bytes[0..<3]), now: t0)
+        XCTAssertNil(c.pollTransmit())
+        c.handleReceive(Array(bytes[3..<30]), now: t0)
+        XCTAssertNil(c.pollTransmit())
+        c.handleReceive(Array(bytes[30...]), now: t0)
+        let auth = try STUNMessage.parse(XCTUnwrap(c.pollTransmit()))
+        var ok = STUNMessage(method: .allocate, messageClass: .success, transactionID: auth.transactionID)
+        ok.attributes = [.xorRelayedAddress(relayed), .lifetime(600)]
+        // The success and a bind: then padded ChannelData arrives glued to the next message.
+        c.handleReceive(ok.encode(integrityKey: key), now: t0)
+        XCTAssertEqual(c.pollEvent(), .allocated(relayed: relayed, mapped: nil))
+        c.bindChannel(peer, now: t0)
+        let bind = try STUNMessage.parse(XCTUnwrap(c.pollTransmit()))
+        let bound = STUNMessage(method: .channelBind, messageClass: .success, transactionID: bind.transactionID).encode(integrityKey: key)
+        let channelData: [UInt8] = [0x40, 0x00, 0, 5, 1, 2, 3, 4, 5, 0, 0, 0]
+        let stream = bound + channelData + [0x40, 0x00, 0, 1, 7, 0, 0, 0]
+        c.handleReceive(Array(stream[0..<(bound.count + 6)]), now: t0)
+        XCTAssertNil(c.pollEvent())
+        c.handleReceive(Array(stream[(bound.count + 6)...]), now: t0)
+        XCTAssertEqual(c.pollEvent(), .data(from: peer, [1, 2, 3, 4, 5]))
+        XCTAssertEqual(c.pollEvent(), .data(from: peer, [7]))
+        // Outgoing ChannelData is padded to 4 bytes over TCP.
+        c.send([1, 2, 3], to: peer, now: t0)
+        XCTAssertEqual(c.pollTransmit(), [0x40, 0x00, 0, 3, 1, 2, 3, 0])
+        // A byte that starts no TURN message fails the stream.
+        c.handleReceive([0xFF, 0, 0, 0], now: t0)
+        guard case .failed? = c.pollEvent() else { return XCTFail() }
+    }
 }

@@ -77,14 +77,16 @@ final class TURNHarness: @unchecked Sendable {
     let driver: UDPDriver
     let socket: TransportAddress
     var events: [TURNEvent] = []
+    var closed = false
 
-    init(server: TransportAddress, password: String = Coturn.password) throws {
+    init(server: TransportAddress, password: String = Coturn.password, tcp: Bool = false) throws {
         var cfg = TURNClient.Config(server: server, username: Coturn.user, password: password)
         cfg.seed = UInt64.random(in: 1 ... .max)
+        cfg.transport = tcp ? .tcp : .udp
         client = TURNClient(config: cfg)
         let box = Mutex<TURNHarness?>(nil)
         driver = try UDPDriver { e in box.withLock { $0 }?.handle(e) }
-        socket = try driver.bind(TransportAddress("127.0.0.1:0")!)
+        socket = tcp ? try driver.connectTCP(to: server) : try driver.bind(TransportAddress("127.0.0.1:0")!)
         box.withLock { $0 = self }
     }
 
@@ -93,6 +95,7 @@ final class TURNHarness: @unchecked Sendable {
             switch e {
             case .datagram(let b, _, _, let now): c.handleReceive(b, now: now)
             case .timer(let now): c.handleTimeout(now: now)
+            case .closed(_, let now): closed = true; c.handleTimeout(now: now)
             }
         }
     }
@@ -111,8 +114,16 @@ final class TURNHarness: @unchecked Sendable {
 
 final class TURNCoturnTests: XCTestCase {
     func testAllocatePermissionSendIndicationAndChannelDataAgainstCoturn() throws {
+        try allocateAndRelay(tcp: false)
+    }
+
+    func testTURNOverTCPAgainstCoturn() throws {
+        try allocateAndRelay(tcp: true)
+    }
+
+    func allocateAndRelay(tcp: Bool) throws {
         let server = try Coturn()
-        let turn = try TURNHarness(server: server.address)
+        let turn = try TURNHarness(server: server.address, tcp: tcp)
         defer { turn.driver.stop() }
         turn.driver.start()
         turn.with { $0.start(now: MonotonicClock.now()) }
@@ -141,6 +152,13 @@ final class TURNCoturnTests: XCTestCase {
         XCTAssertTrue(LoopbackPeer.wait { peerGot.withLock { $0.contains { $0.0 == Array("via channel".utf8) } } })
         peer.send(Array("back 2".utf8), from: peerAddr, to: relayed)
         XCTAssertTrue(LoopbackPeer.wait { turn.has { $0 == .data(from: peerAddr, Array("back 2".utf8)) } })
+        // Odd-sized ChannelData (padding over TCP) both ways.
+        turn.with { $0.send([1, 2, 3, 4, 5], to: peerAddr, now: MonotonicClock.now()) }
+        XCTAssertTrue(LoopbackPeer.wait { peerGot.withLock { $0.contains { $0.0 == [1, 2, 3, 4, 5] } } })
+        peer.send([9, 8, 7], from: peerAddr, to: relayed)
+        peer.send([6], from: peerAddr, to: relayed)
+        XCTAssertTrue(LoopbackPeer.wait { turn.has { $0 == .data(from: peerAddr, [9, 8, 7]) } && turn.has { $0 == .data(from: peerAddr, [6]) } })
+        XCTAssertFalse(turn.with { _ in turn.closed })
         turn.with { $0.close(now: MonotonicClock.now()) }
     }
 

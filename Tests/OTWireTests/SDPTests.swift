@@ -107,7 +107,7 @@ final class SDPTests: XCTestCase {
         XCTAssertEqual(again.media[0].candidates, sd.media[0].candidates)
     }
 
-    func testRejectsMalformedWithLineNumbers() {
+    func testRejectsMalformedWithLineNumbers() throws {
         func err(_ s: String) -> String {
             do { _ = try SessionDescription.parse(s); return "parsed" } catch { return "\(error)" }
         }
@@ -127,8 +127,12 @@ final class SDPTests: XCTestCase {
         XCTAssertEqual(err(head + "a=group:BUNDLE 0\n"), "SDP: BUNDLE group names mid \"0\" that no m-section has")
         XCTAssertEqual(err(head + "m=video 9 RTP/AVP 96\na=rtpmap:96 VP8/90000\na=ssrc-group:FID 1\n"),
                        "SDP line 7: a=ssrc-group:FID needs exactly 2 ssrcs, got 1")
-        XCTAssertEqual(err(head + "m=video 9 RTP/AVP 96\na=rtpmap:96 VP8/90000\na=candidate:1 1 udp 5 host.local 9 typ host\n"),
-                       "SDP line 7: SDP candidate: bad address \"host.local\" (mDNS names are not supported)")
+        XCTAssertEqual(err(head + "m=video 9 RTP/AVP 96\na=rtpmap:96 VP8/90000\na=candidate:1 1 udp 5 300.1.1.1 9 typ host\n"),
+                       "SDP line 7: SDP candidate: bad address \"300.1.1.1\" (mDNS names are not supported)")
+        // Browsers' mDNS host candidates are kept as text, not rejected.
+        let mdns = try SessionDescription.parse(head + "m=video 9 RTP/AVP 96\na=rtpmap:96 VP8/90000\na=candidate:1 1 udp 5 0d1f-aa.local 9 typ host\n")
+        XCTAssertEqual(mdns.media[0].candidates, [])
+        XCTAssertEqual(mdns.media[0].attributes, [SDPAttribute("candidate", "1 1 udp 5 0d1f-aa.local 9 typ host")])
         XCTAssertEqual(err(head + "m=video 9 RTP/AVP 96\na=rtpmap:96 VP8/90000\na=extmap:0 urn:x\n"), "SDP line 7: a=extmap id \"0\" is not 1-255")
         XCTAssertEqual(err(head + "garbage\n"), "SDP line 5: expected \"<type>=<value>\", got \"garbage\"")
         XCTAssertEqual(err(head + "x=1\n"), "SDP line 5: unknown line type \"x\"")
