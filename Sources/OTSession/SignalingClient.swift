@@ -65,6 +65,9 @@ public struct SignalingClient {
         case completed(id: Int, Result<RequestReply, OTError>)
         /// Close the transport.
         case closeTransport
+        /// A media signaling message (offer, answer, candidate, close, subscriber settings) for the
+        /// publisher or a subscriber.
+        case media(ServerMessage)
     }
 
     public let apiKey: String
@@ -216,6 +219,9 @@ public struct SignalingClient {
         case .muteForced(let active, let streamId):
             if streamId == nil { muteAllActive = active }
             return [.event(.muteForced(MuteForcedInfo(active: active, streamId: streamId)))]
+        case .mediaOffer, .mediaAnswer, .mediaCandidate, .mediaClose, .subscriberSettings:
+            guard status == .connected else { return [] }
+            return [.media(msg)]
         }
     }
 
