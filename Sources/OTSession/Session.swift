@@ -119,6 +119,8 @@ public final class Session: @unchecked Sendable {
     public var connections: [String: ConnectionInfo] { lock.withLock { machine.connections } }
     /// Whether a force mute of the whole session is active.
     public var isMuteForced: Bool { lock.withLock { machine.muteAllActive } }
+    /// Whether the session is relayed (media peer to peer) rather than routed, after `sessionDidConnect`.
+    public var isRelayed: Bool { lock.withLock { machine.relayed } }
 
     /// Connects with a token. Throws 1015 when not disconnected, 1011 for an empty token or bad server URL;
     /// later failures come as `session(_:didFailWithError:)` (1004 bad token, 1005 unknown session,

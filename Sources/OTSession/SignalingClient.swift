@@ -85,6 +85,8 @@ public struct SignalingClient {
     public private(set) var streams: [String: StreamInfo] = [:]
     /// Whether a force mute of the whole session is active.
     public private(set) var muteAllActive = false
+    /// Whether the session is relayed (peer-to-peer media), as the server said on connect.
+    public private(set) var relayed = false
     private var nextId = 1
     private var pending: Set<Int> = []
     private var connectDeadline: Instant?
@@ -167,6 +169,7 @@ public struct SignalingClient {
             status = .connected
             connectDeadline = nil
             connection = info.connection; role = info.role; resumeToken = info.resumeToken; muteAllActive = info.muteForced
+            relayed = info.relayed
             var out: [Output] = []
             if !wasConnected { out.append(.event(.connected(info.connection))) }
             for c in info.connections where c.id != info.connection.id && connections[c.id] == nil {
