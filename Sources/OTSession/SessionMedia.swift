@@ -36,6 +36,7 @@ final class SessionMedia: @unchecked Sendable {
         lock.withLock { if published { ownStreamIds.insert(id) } else { ownStreamIds.remove(id) } }
     }
     func isOwnStream(_ id: String) -> Bool { lock.withLock { ownStreamIds.contains(id) } }
+    func isAttached(_ c: any SessionMediaClient) -> Bool { lock.withLock { clients[ObjectIdentifier(c)] != nil } }
     var hasClients: Bool { lock.withLock { !clients.isEmpty } }
 
     private var publisher: Publisher?
