@@ -261,6 +261,12 @@ public final class SessionServer: @unchecked Sendable {
             return .json(200, json([["session_id": sid, "project_id": project.apiKey, "partner_id": project.apiKey,
                                      "create_dt": created, "media_server_url": ""]]))
         }
+        if parts == ["v2", "stats"] {
+            guard req.method == "GET" else { throw RESTError(405, "use GET") }
+            let project = try authenticate(req, apiKey: nil)
+            let body = (mediaRouting as? any MediaRoutingStats)?.statsJSON(apiKey: project.apiKey) ?? json(["sessions": [String: Any]()])
+            return .json(200, body)
+        }
         guard parts.count >= 5, parts[0] == "v2", parts[1] == "project", parts[3] == "session" else {
             if parts.count >= 3, parts[0] == "v2", parts[1] == "project" {
                 _ = try authenticate(req, apiKey: parts[2])
