@@ -157,7 +157,7 @@ final class PublisherEngine: @unchecked Sendable {
         audioSink = nil
         audioDevice = nil
         for p in peers.values {
-            session?.media.unregister(peerId: p.id)
+            session?.media.unregister(peerId: p.id, answering: p.subscriber != nil)
             session?.sendMedia(.mediaClose(peerId: p.id))
             p.link.close()
         }
@@ -225,7 +225,7 @@ final class PublisherEngine: @unchecked Sendable {
         do {
             let p = try makePeer(id: peerId, subscriber: subscriber)
             peers[peerId] = p
-            session.media.register(peerId: peerId, p)
+            session.media.register(peerId: peerId, p, answering: true)
             let answer = try p.link.createAnswer(offer: sdp)
             session.sendMedia(.mediaAnswer(peerId: peerId, sdp: answer))
         } catch {
@@ -238,7 +238,7 @@ final class PublisherEngine: @unchecked Sendable {
 
     private func dropPeer(_ id: String, tellOtherSide: Bool) {
         guard let p = peers.removeValue(forKey: id) else { return }
-        session?.media.unregister(peerId: id)
+        session?.media.unregister(peerId: id, answering: p.subscriber != nil)
         if tellOtherSide { session?.sendMedia(.mediaClose(peerId: id)) }
         p.link.close()
         rebuildTargets()

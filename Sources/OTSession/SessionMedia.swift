@@ -21,14 +21,23 @@ protocol SessionMediaClient: AnyObject, Sendable {
 final class SessionMedia: @unchecked Sendable {
     let queue = DispatchQueue(label: "otsession.media-signaling")
     private let lock = NSLock()
-    private var peers: [String: any MediaSignalingPeer] = [:]
+    /// Peer connections we offered (subscribers, the publisher's link to the router) and those we answered
+    /// (a relayed publisher's links to subscribers). One client subscribing to its own relayed stream holds
+    /// both ends of one peer id.
+    private var offerers: [String: any MediaSignalingPeer] = [:]
+    private var answerers: [String: any MediaSignalingPeer] = [:]
     private var offerHandler: (@Sendable (ServerMessage) -> Void)?
     private var clients: [ObjectIdentifier: any SessionMediaClient] = [:]
     /// The stream id of this client's publisher, when publishing.
     private var ownStreamIds: Set<String> = []
 
-    func register(peerId: String, _ peer: any MediaSignalingPeer) { lock.withLock { peers[peerId] = peer } }
-    func unregister(peerId: String) { lock.withLock { _ = peers.removeValue(forKey: peerId) } }
+    /// Registers one end of a peer connection: `answering` for the side that answered a forwarded offer.
+    func register(peerId: String, _ peer: any MediaSignalingPeer, answering: Bool = false) {
+        lock.withLock { if answering { answerers[peerId] = peer } else { offerers[peerId] = peer } }
+    }
+    func unregister(peerId: String, answering: Bool = false) {
+        lock.withLock { _ = answering ? answerers.removeValue(forKey: peerId) : offerers.removeValue(forKey: peerId) }
+    }
     func setOfferHandler(_ h: (@Sendable (ServerMessage) -> Void)?) { lock.withLock { offerHandler = h } }
     func attach(_ c: any SessionMediaClient) { lock.withLock { clients[ObjectIdentifier(c)] = c } }
     func detach(_ c: any SessionMediaClient) { lock.withLock { _ = clients.removeValue(forKey: ObjectIdentifier(c)) } }
@@ -115,9 +124,15 @@ final class SessionMedia: @unchecked Sendable {
             case .mediaOffer:
                 let h = lock.withLock { offerHandler }
                 h?(m)
-            case .mediaAnswer(let peerId, _), .mediaCandidate(let peerId, _), .mediaClose(let peerId, _), .subscriberSettings(let peerId, _, _):
-                let p = lock.withLock { peers[peerId] }
-                p?.mediaSignal(m)
+            case .mediaAnswer(let peerId, _):
+                lock.withLock { offerers[peerId] }?.mediaSignal(m)
+            case .subscriberSettings(let peerId, _, _):
+                lock.withLock { answerers[peerId] }?.mediaSignal(m)
+            case .mediaCandidate(let peerId, _), .mediaClose(let peerId, _):
+                // Either end; both when this client holds both (its own relayed stream).
+                let (o, a) = lock.withLock { (offerers[peerId], answerers[peerId]) }
+                o?.mediaSignal(m)
+                a?.mediaSignal(m)
             default:
                 break
             }

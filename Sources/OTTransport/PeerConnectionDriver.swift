@@ -31,9 +31,9 @@ public final class PeerConnectionDriver: @unchecked Sendable {
                 handler: @escaping Handler) throws {
         pc = try PeerConnection(config: config, now: MonotonicClock.now())
         self.handler = handler
-        let box = Mutex<PeerConnectionDriver?>(nil)
+        let box = WeakDriverBox()  // weak: the UDP driver's handler must not keep this connection (and its sockets) alive
         let udp = try UDPDriver { event in
-            guard let d = box.withLock({ $0 }) else { return }
+            guard let d = box.driver else { return }
             switch event {
             case .datagram(let bytes, let from, let local, let now): d.receive(bytes, from: from, local: local, now: now)
             case .timer(let now): d.timeout(now: now)
@@ -45,7 +45,7 @@ public final class PeerConnectionDriver: @unchecked Sendable {
             pc.addLocalCandidate(bound)
         }
         io = .owned(udp)
-        box.withLock { $0 = self }
+        box.driver = self
         udp.start()
     }
 
@@ -252,5 +252,15 @@ public final class MediaEndpoint: @unchecked Sendable {
             s.earliest = s.deadlines.values.map(\.at).min()
             udp.setDeadline(s.earliest)
         }
+    }
+}
+
+/// Lets the IO thread reach its connection without owning it.
+private final class WeakDriverBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private weak var _driver: PeerConnectionDriver?
+    var driver: PeerConnectionDriver? {
+        get { lock.withLock { _driver } }
+        set { lock.withLock { _driver = newValue } }
     }
 }
