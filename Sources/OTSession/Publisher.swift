@@ -256,10 +256,8 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
         mediaQueue.sync { engine.stop() }
         if let stream, notify, let s {
             if s.status == .connected { try? s.unpublishStream(stream.id) }
-            s.delegateQueue.async { [weak self] in
-                guard let self, let d = delegate else { return }
-                d.publisher(self, streamDestroyed: stream)
-            }
+            // Strong: the last message must reach the delegate even when the app dropped the publisher.
+            s.delegateQueue.async { [self] in delegate?.publisher(self, streamDestroyed: stream) }
         }
     }
 
@@ -274,8 +272,8 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
 
     private func deliver(_ body: @escaping @Sendable (PublisherDelegate, Publisher) -> Void) {
         guard let q = lock.withLock({ session?.delegateQueue }) else { return }
-        q.async { [weak self] in
-            guard let self, let d = delegate else { return }
+        q.async { [self] in
+            guard let d = delegate else { return }
             body(d, self)
         }
     }
