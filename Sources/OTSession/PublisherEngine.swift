@@ -20,14 +20,14 @@ final class PublisherEngine: @unchecked Sendable {
         var wantsVideo = true
         var fractionLost = 0.0
         var rtt: Duration?
-        var targetKbps: Int
+        var rate: LossBasedBitrate
         var videoReport: RemoteInboundReport?
         var audioReport: RemoteInboundReport?
         var rttTotal = Duration.zero
         var rttCount = 0
 
-        init(id: String, link: MediaLink, subscriber: String?, targetKbps: Int) {
-            self.id = id; self.link = link; self.subscriber = subscriber; self.targetKbps = targetKbps
+        init(id: String, link: MediaLink, subscriber: String?, rate: LossBasedBitrate) {
+            self.id = id; self.link = link; self.subscriber = subscriber; self.rate = rate
         }
 
         func mediaSignal(_ message: ServerMessage) {
@@ -190,7 +190,8 @@ final class PublisherEngine: @unchecked Sendable {
             guard let self, let p = box.peer else { return }
             for e in events { linkEvent(e, peer: p) }
         }
-        let p = Peer(id: id, link: link, subscriber: subscriber, targetKbps: settings.startBitrateKbps)
+        let p = Peer(id: id, link: link, subscriber: subscriber,
+                     rate: LossBasedBitrate(minKbps: settings.minBitrateKbps, startKbps: settings.startBitrateKbps, maxKbps: settings.maxBitrateKbps))
         p.engine = self
         box.peer = p
         return p
@@ -308,15 +309,10 @@ final class PublisherEngine: @unchecked Sendable {
         }
     }
 
-    /// GCC's loss-based rule per receiver (RFC draft-ietf-rmcat-gcc §6): over 10% loss cut by half the loss,
-    /// under 2% grow 8%; the encoder follows the weakest receiver.
+    /// GCC's loss-based rule per receiver; the encoder follows the weakest one.
     private func adaptBitrate(_ p: Peer, loss: Double) {
-        if loss > 0.10 {
-            p.targetKbps = max(settings.minBitrateKbps, Int(Double(p.targetKbps) * (1 - 0.5 * loss)))
-        } else if loss < 0.02 {
-            p.targetKbps = min(settings.maxBitrateKbps, Int(Double(p.targetKbps) * 1.08) + 1)
-        }
-        let target = videoTargets.map(\.targetKbps).min() ?? p.targetKbps
+        p.rate.report(fractionLost: loss)
+        let target = videoTargets.map(\.rate.targetKbps).min() ?? p.rate.targetKbps
         if target != targetKbps, let video {
             targetKbps = target
             do { try video.setTargetBitrate(kbps: target) } catch { Log.warn("publisher", "bitrate change refused: \(error)") }

@@ -42,9 +42,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
 
     // Quality: loss over whole seconds.
     private var lastCounts = (received: 0, lost: 0)
-    private var badSeconds = 0
-    private var goodSeconds = 0
-    private var warned = false
+    private var quality: VideoQualityMonitor
 
     private static let nextMixerId = NSLock()
     nonisolated(unsafe) private static var mixerCounter = 0
@@ -57,6 +55,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         self.queue = queue
         publisherVideo = stream.hasVideo
         videoOn = false
+        quality = VideoQualityMonitor(lossThreshold: settings.qualityLossThreshold, windowSeconds: settings.qualityWindowSeconds)
         let rs = session.audioDevice.renderSettings
         let opusRates = [8_000, 12_000, 16_000, 24_000, 48_000]
         playoutSettings = AudioDeviceSettings(sampleRate: opusRates.contains(rs.sampleRate) ? rs.sampleRate : 48_000, channels: rs.channels)
@@ -231,22 +230,12 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         let lost = st.videoPacketsLost + st.audioPacketsLost
         let dr = received - lastCounts.received, dl = lost - lastCounts.lost
         lastCounts = (received, lost)
-        guard dr + dl > 0 else { return }
-        let loss = Double(max(0, dl)) / Double(dr + max(0, dl))
-        if loss > settings.qualityLossThreshold {
-            badSeconds += 1; goodSeconds = 0
-            if !warned && !qualityOff {
-                warned = true
-                subscriber?.deliver { $0.subscriberVideoDisableWarning($1) }
-            }
-            if badSeconds >= settings.qualityWindowSeconds && !qualityOff { setQuality(off: true) }
-        } else if loss < settings.qualityLossThreshold / 2 {
-            goodSeconds += 1; badSeconds = 0
-            if warned && !qualityOff {
-                warned = false
-                subscriber?.deliver { $0.subscriberVideoDisableWarningLifted($1) }
-            }
-            if goodSeconds >= settings.qualityWindowSeconds && qualityOff { setQuality(off: false) }
+        switch quality.second(received: dr, lost: dl) {
+        case .warn: subscriber?.deliver { $0.subscriberVideoDisableWarning($1) }
+        case .liftWarning: subscriber?.deliver { $0.subscriberVideoDisableWarningLifted($1) }
+        case .disableVideo: setQuality(off: true)
+        case .enableVideo: setQuality(off: false)
+        case nil: break
         }
     }
 
@@ -254,7 +243,6 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
 
     private func setQuality(off: Bool) {
         qualityOff = off
-        warned = false
         sendSettings()
         updateVideo(reason: .qualityChanged)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import OTBase
 import OTMedia
 import OTServer
 import OTSession
@@ -17,6 +18,8 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
     private var _events: [Event] = []
     private var _stamps: [TestPatternStamp] = []
     private var _frames = 0
+    private var _lastSize = (width: 0, height: 0)
+    private var _latencyMicros: [Int64] = []
     private var _audio: [Int16] = []
     private var _audioRate = 0
     private var _stats: [SubscriberStats] = []
@@ -28,6 +31,10 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
     var events: [Event] { lock.withLock { _events } }
     var stamps: [TestPatternStamp] { lock.withLock { _stamps } }
     var frames: Int { lock.withLock { _frames } }
+    var lastFrameSize: (width: Int, height: Int) { lock.withLock { _lastSize } }
+    /// Capture-to-render latencies of stamped frames (the test pattern's capture time and the render time are both
+    /// on the monotonic clock of this process).
+    var latencyMicros: [Int64] { lock.withLock { _latencyMicros } }
     var audio: (samples: [Int16], rate: Int) { lock.withLock { (_audio, _audioRate) } }
     var publisherStats: [PublisherStats] { lock.withLock { _pubStats } }
 
@@ -72,9 +79,14 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
     func subscriberVideoDisableWarningLifted(_ subscriber: Subscriber) { add(.warningLifted) }
     func subscriber(_ subscriber: Subscriber, didReceiveVideoFrame frame: VideoFrame) {
         let stamp = TestPatternReader.read(frame)
+        let now = MonotonicClock.now().micros
         changed {
             _frames += 1
-            if let stamp { _stamps.append(stamp) }
+            _lastSize = (frame.width, frame.height)
+            if let stamp {
+                _stamps.append(stamp)
+                _latencyMicros.append(now - stamp.timestampMicros)
+            }
         }
     }
     func subscriber(_ subscriber: Subscriber, didReceiveAudio audio: AudioFrame) {
@@ -97,6 +109,14 @@ func toneFrequency(_ samples: ArraySlice<Int16>, sampleRate: Int) -> Double {
     }
     guard let first = crossings.first, let last = crossings.last, crossings.count > 2 else { return 0 }
     return Double(crossings.count - 1) * Double(sampleRate) / Double(last - first)
+}
+
+/// A flag set once, read from another thread.
+final class Flag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    var isSet: Bool { lock.withLock { value } }
+    func set() { lock.withLock { value = true } }
 }
 
 /// Open file descriptors and threads of this process.
