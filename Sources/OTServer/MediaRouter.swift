@@ -52,6 +52,9 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         var rewriters: [UInt32: SequenceRewriter] = [:]
         /// Video is held until a keyframe starts (new subscriber, or video resumed).
         var waitingForKeyframe = true
+        /// Payload types this subscriber negotiated (rewritten when they differ from the publisher's).
+        var audioPT: UInt8?
+        var videoPT: UInt8?
         init(id: String, sessionId: String, connectionId: String, streamId: String, direction: MediaDirection) {
             self.id = id; self.sessionId = sessionId; self.connectionId = connectionId; self.streamId = streamId; self.direction = direction
         }
@@ -159,7 +162,12 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         peer.driver = driver
         let answer: String
         do { answer = try driver.createAnswer(toOffer: offer.sdp) } catch { driver.close(); throw error }
+        let neg = driver.negotiated
         state.withLock { s in
+            for m in neg?.media ?? [] {
+                if m.kind == "audio" { peer.audioPT = m.codec.payloadType }
+                if m.kind == "video" { peer.videoPT = m.codec.payloadType }
+            }
             s.peers[peer.id] = peer
             if let stream = s.streams[offer.streamId] {
                 stream.subscribers.append(peer)
@@ -255,6 +263,9 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                 }
                 var copy = packet
                 if rewritten != seq { copy[2] = UInt8(rewritten >> 8); copy[3] = UInt8(rewritten & 0xFF) }
+                if let pt = isVideo ? sub.videoPT : sub.audioPT, pt != packet[1] & 0x7F, packet[1] & 0x7F == (isVideo ? stream.videoPT : stream.audioPT) {
+                    copy[1] = packet[1] & 0x80 | pt
+                }
                 out.append((driver, copy))
             }
             return stream

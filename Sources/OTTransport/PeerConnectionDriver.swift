@@ -178,7 +178,7 @@ public final class MediaEndpoint: @unchecked Sendable {
     /// Binds the shared socket (port 0 picks one) and starts its IO thread.
     public init(bind: TransportAddress = TransportAddress(ip: .v4(0x7F00_0001), port: 0)) throws {
         let box = Mutex<MediaEndpoint?>(nil)
-        udp = try UDPDriver { event in
+        udp = try UDPDriver(threadName: "otsession-media") { event in
             guard let e = box.withLock({ $0 }) else { return }
             switch event {
             case .datagram(let bytes, let from, _, let now): e.route(bytes, from: from, now: now)
