@@ -257,7 +257,11 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
         if let stream, notify, let s {
             if s.status == .connected { try? s.unpublishStream(stream.id) }
             // Strong: the last message must reach the delegate even when the app dropped the publisher.
-            s.delegateQueue.async { [self] in delegate?.publisher(self, streamDestroyed: stream) }
+            s.delegateQueue.async { [self] in
+                delegate?.publisher(self, streamDestroyed: stream)
+                // This client's own subscribers of the stream (the server tells only the others).
+                s.media.sessionEvent(.streamDestroyed(stream), session: s)
+            }
         }
     }
 

@@ -129,3 +129,12 @@ func tonePublisher(_ rec: MediaRecorder, name: String = "cam") throws -> Publish
     return try Publisher(delegate: rec, settings: PublisherSettings(name: name, videoSource: .testPattern, audioDevice: device,
                                                                     width: 320, height: 240, fps: 15, startBitrateKbps: 300))
 }
+
+/// Prints what a run measured (not asserted: timings depend on the machine's load).
+func report(label: String, _ rec: MediaRecorder, firstFrame: Duration) {
+    var lat = LatencyStats()
+    for l in rec.latencyMicros { lat.add(micros: l) }
+    guard let s = lat.summary else { return }
+    print(String(format: "[figures] %@: subscribe to first frame %.0f ms; capture-to-render latency n=%d p50 %.1f ms p95 %.1f ms max %.1f ms",
+                 label, Double(firstFrame.microseconds) / 1000, s.count, s.p50, s.p95, s.max))
+}

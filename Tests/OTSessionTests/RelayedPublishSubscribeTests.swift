@@ -1,4 +1,5 @@
 import Foundation
+import OTBase
 import OTMedia
 import OTServer
 import OTSession
@@ -26,7 +27,10 @@ final class RelayedPublishSubscribeTests: XCTestCase {
 
         let subRec = MediaRecorder("subscriber")
         let subscriber = Subscriber(stream: stream, delegate: subRec)
+        let subscribedAt = MonotonicClock.now()
         try b.subscribe(subscriber)
+        subRec.waitForFrames(1)
+        let firstFrame = MonotonicClock.now() - subscribedAt
         subRec.waitFor(.connected)
         subRec.waitForFrames(20)
         subRec.wait("1 s of audio") { $0.audio.samples.count >= 48_000 }
@@ -37,6 +41,7 @@ final class RelayedPublishSubscribeTests: XCTestCase {
             XCTAssertLessThan(x.frameNumber, y.frameNumber, "frames arrive in capture order")
             XCTAssertLessThan(x.timestampMicros, y.timestampMicros)
         }
+        report(label: "relayed", subRec, firstFrame: firstFrame)
         let (pcm, rate) = subRec.audio
         XCTAssertEqual(rate, 48_000)
         let f = toneFrequency(pcm.suffix(24_000), sampleRate: rate)
@@ -141,6 +146,8 @@ final class RelayedPublishSubscribeTests: XCTestCase {
         subRec.waitFor(.connected)
         subRec.waitForFrames(10)
         XCTAssertFalse(subRec.stamps.isEmpty)
+        try a.unpublish(publisher)
+        subRec.waitFor(.disconnected)
     }
 
     func testDisconnectReleasesSocketsAndThreads() throws {

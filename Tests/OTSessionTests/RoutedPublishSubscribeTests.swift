@@ -1,4 +1,5 @@
 import Foundation
+import OTBase
 import OTMedia
 import OTServer
 import OTSession
@@ -43,13 +44,17 @@ final class RoutedPublishSubscribeTests: XCTestCase {
 
         let subRec = MediaRecorder("subscriber")
         let subscriber = Subscriber(stream: stream, delegate: subRec)
+        let subscribedAt = MonotonicClock.now()
         try b.subscribe(subscriber)
+        subRec.waitForFrames(1)
+        let firstFrame = MonotonicClock.now() - subscribedAt
         subRec.waitFor(.connected)
         subRec.waitForFrames(20)
         subRec.wait("1 s of audio") { $0.audio.samples.count >= 48_000 }
         let stamps = subRec.stamps
         XCTAssertGreaterThanOrEqual(stamps.count, 15)
         for (x, y) in zip(stamps, stamps.dropFirst()) { XCTAssertLessThan(x.frameNumber, y.frameNumber) }
+        report(label: "routed", subRec, firstFrame: firstFrame)
         let (pcm, rate) = subRec.audio
         XCTAssertEqual(toneFrequency(pcm.suffix(24_000), sampleRate: rate), 440, accuracy: 15)
         let counters = try XCTUnwrap(router.counters(streamId: stream.id))
@@ -74,6 +79,8 @@ final class RoutedPublishSubscribeTests: XCTestCase {
         subRec.waitFor(.connected)
         subRec.waitForFrames(10)
         XCTAssertFalse(subRec.stamps.isEmpty)
+        try a.unpublish(publisher)
+        subRec.waitFor(.disconnected)
     }
 
     func testSubscribeToVideoTogglesThroughTheRouter() throws {
