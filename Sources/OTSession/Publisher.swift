@@ -42,8 +42,9 @@ public struct PublisherSettings: Sendable {
     public var maxBitrateKbps: Int
     /// Opus bitrate (bit/s).
     public var audioBitrateBps: Int
-    /// Whether the media router may drop this stream's video for subscribers with poor connections.
-    public var audioFallbackEnabled: Bool
+    /// A per-frame transform of the encoded media between encoder and packetizer (end-to-end encryption plugs
+    /// in here); subscribers need the matching `SubscriberSettings.frameTransform`.
+    public var frameTransform: any FrameTransform
     /// Initial values of `publishAudio` / `publishVideo`.
     public var publishAudio: Bool
     public var publishVideo: Bool
@@ -51,11 +52,11 @@ public struct PublisherSettings: Sendable {
     public init(name: String = "", videoSource: PublisherVideoSource = .testPattern, audioDevice: (any AudioDevice)? = nil,
                 audioTrack: Bool = true, videoType: StreamVideoType = .camera, width: Int = 640, height: Int = 480, fps: Int = 30,
                 minBitrateKbps: Int = 100, startBitrateKbps: Int = 600, maxBitrateKbps: Int = 2000, audioBitrateBps: Int = 32_000,
-                audioFallbackEnabled: Bool = true, publishAudio: Bool = true, publishVideo: Bool = true) {
+                frameTransform: any FrameTransform = IdentityFrameTransform(), publishAudio: Bool = true, publishVideo: Bool = true) {
         self.name = name; self.videoSource = videoSource; self.audioDevice = audioDevice; self.audioTrack = audioTrack
         self.videoType = videoType; self.width = width; self.height = height; self.fps = fps
         self.minBitrateKbps = minBitrateKbps; self.startBitrateKbps = startBitrateKbps; self.maxBitrateKbps = maxBitrateKbps
-        self.audioBitrateBps = audioBitrateBps; self.audioFallbackEnabled = audioFallbackEnabled
+        self.audioBitrateBps = audioBitrateBps; self.frameTransform = frameTransform
         self.publishAudio = publishAudio; self.publishVideo = publishVideo
     }
 }

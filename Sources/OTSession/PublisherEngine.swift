@@ -99,7 +99,7 @@ final class PublisherEngine: @unchecked Sendable {
         if let capturer {
             var enc = VP8EncoderConfig(width: videoWidth, height: videoHeight, bitrateKbps: targetKbps, framerate: fps)
             enc.keyframeInterval = max(enc.keyframeInterval, fps * 10)
-            video = try VideoSendPipeline(config: VideoSendConfig(ssrc: videoSSRC, encoder: enc))
+            video = try VideoSendPipeline(config: VideoSendConfig(ssrc: videoSSRC, encoder: enc), transform: settings.frameTransform)
             let sink = CaptureSink(converter: PixelFormatConverter()) { [weak self] frame in self?.frameCaptured(frame) }
             do {
                 try capturer.initCapture(consumer: sink)
@@ -113,7 +113,7 @@ final class PublisherEngine: @unchecked Sendable {
         if let audioDevice {
             var opus = OpusEncoderConfig(sampleRate: audioDevice.captureSettings.sampleRate, channels: audioDevice.captureSettings.channels)
             opus.bitrateBps = settings.audioBitrateBps
-            audio = try AudioSendPipeline(config: AudioSendConfig(ssrc: audioSSRC, opus: opus))
+            audio = try AudioSendPipeline(config: AudioSendConfig(ssrc: audioSSRC, opus: opus), transform: settings.frameTransform)
             let sink = PublisherAudioSink(engine: self)
             audioDevice.setCaptureSink(sink)
             do { try audioDevice.startCapture() } catch {

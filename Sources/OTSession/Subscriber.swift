@@ -26,12 +26,15 @@ public struct SubscriberSettings: Sendable {
     public var audioFallbackEnabled: Bool
     public var qualityLossThreshold: Double
     public var qualityWindowSeconds: Int
+    /// Undoes the publisher's per-frame transform between jitter buffer and decoder (end-to-end encryption).
+    public var frameTransform: any FrameTransform
 
     public init(subscribeToAudio: Bool = true, subscribeToVideo: Bool = true, playAudio: Bool = true,
-                audioFallbackEnabled: Bool = true, qualityLossThreshold: Double = 0.15, qualityWindowSeconds: Int = 3) {
+                audioFallbackEnabled: Bool = true, qualityLossThreshold: Double = 0.15, qualityWindowSeconds: Int = 3,
+                frameTransform: any FrameTransform = IdentityFrameTransform()) {
         self.subscribeToAudio = subscribeToAudio; self.subscribeToVideo = subscribeToVideo; self.playAudio = playAudio
         self.audioFallbackEnabled = audioFallbackEnabled; self.qualityLossThreshold = qualityLossThreshold
-        self.qualityWindowSeconds = qualityWindowSeconds
+        self.qualityWindowSeconds = qualityWindowSeconds; self.frameTransform = frameTransform
     }
 }
 

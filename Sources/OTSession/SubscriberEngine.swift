@@ -69,9 +69,10 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         wantsAudio = a
         wantsVideo = v
         videoOn = publisherVideo && wantsVideo
-        video = try VideoReceivePipeline(config: VideoReceiveConfig(payloadType: nil, nackEnabled: false))
+        video = try VideoReceivePipeline(config: VideoReceiveConfig(payloadType: nil, nackEnabled: false), transform: settings.frameTransform)
         audio = try AudioReceivePipeline(config: AudioReceiveConfig(payloadType: nil, sampleRate: playoutSettings.sampleRate,
-                                                                    channels: playoutSettings.channels, useFEC: true))
+                                                                    channels: playoutSettings.channels, useFEC: true),
+                                         transform: settings.frameTransform)
         let l = try MediaLink(config: PeerConnectionConfig(audio: true, video: true), queue: queue) { [weak self] events in
             guard let self else { return }
             for e in events { linkEvent(e) }

@@ -97,3 +97,35 @@ final class PublisherSourcesTests: XCTestCase {
         XCTAssertFalse(r2.stamps.isEmpty)
     }
 }
+
+extension PublisherSourcesTests {
+    /// A file of raw I420 frames is published and looped.
+    func testRawFileSourceIsPublished() throws {
+        let path = NSTemporaryDirectory() + "ot-raw-\(UUID().uuidString).yuv"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let pattern = try TestPatternSource(width: 160, height: 120)
+        var bytes: [UInt8] = []
+        for i in 0..<3 {
+            let f = pattern.render(frameNumber: UInt32(i), timestampMicros: Int64(i) * 66_000)
+            for row in 0..<120 { bytes += f.y[(row * f.strideY)..<(row * f.strideY + 160)] }
+            for row in 0..<60 { bytes += f.u[(row * f.strideU)..<(row * f.strideU + 80)] }
+            for row in 0..<60 { bytes += f.v[(row * f.strideV)..<(row * f.strideV + 80)] }
+        }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let server = try TestServer()
+        let sid = try server.session(relayed: true)
+        let (a, _) = try server.client(sid, name: "A")
+        let (b, bRec) = try server.client(sid, name: "B")
+        defer { try? a.disconnect(); try? b.disconnect() }
+        let publisher = try Publisher(delegate: nil, settings: PublisherSettings(videoSource: .rawFile(path: path), audioTrack: false,
+                                                                                width: 160, height: 120, fps: 15))
+        try a.publish(publisher)
+        bRec.wait("stream at B") { $0.contains { if case .streamCreated = $0 { true } else { false } } }
+        let rec = MediaRecorder("subscriber")
+        try b.subscribe(Subscriber(stream: try XCTUnwrap(b.streams.values.first), delegate: rec))
+        rec.waitForFrames(8)
+        // The file's frames carry the stamps they were rendered with: numbers 0, 1, 2 repeating.
+        XCTAssertTrue(rec.stamps.allSatisfy { $0.frameNumber < 3 }, "\(rec.stamps)")
+        XCTAssertEqual(Set(rec.stamps.map(\.frameNumber)).count, 3)
+    }
+}

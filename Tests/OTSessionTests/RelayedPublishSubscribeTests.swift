@@ -55,6 +55,7 @@ final class RelayedPublishSubscribeTests: XCTestCase {
         XCTAssertTrue(report.contains("\"inbound-rtp\""), report)
         pubRec.wait("publisher stats") { $0.publisherStats.contains { $0.connections == 1 && $0.videoPacketsSent > 0 } }
         XCTAssertGreaterThan(publisher.stats.audioPacketsSent, 20)
+        pubRec.wait("RTT from receiver reports") { $0.publisherStats.contains { $0.roundTripTimeMillis != nil } }
         XCTAssertTrue(publisher.rtcStatsReport().contains("\"outbound-rtp\""))
 
         try b.unsubscribe(subscriber)
