@@ -305,7 +305,10 @@ public final class PeerConnection {
     public func pollTransmit() -> ICETransmit? { transmits.pop() }
     public func pollEvent() -> PeerConnectionEvent? { events.pop() }
     public func pollTimeout() -> Instant? {
-        [transport?.pollTimeout(), srtp != nil ? rtpSession.pollTimeout() : nil].compactMap { $0 }.min()
+        let a = transport?.pollTimeout(), b = srtp != nil ? rtpSession.pollTimeout() : nil
+        guard let a else { return b }
+        guard let b else { return a }
+        return min(a, b)
     }
 
     private func drainTransport() {

@@ -136,22 +136,25 @@ public final class RTPSession {
 
     /// Records an RTP packet we sent (after the caller built it, before SRTP), keeping it for retransmission.
     public func sent(ssrc: UInt32, sequence: UInt16, rtpTimestamp: UInt32, clockRate: UInt32, payloadBytes: Int, packet: [UInt8], now: Instant) {
-        var s = send[ssrc] ?? SendState()
-        s.packets &+= 1
-        s.octets &+= UInt32(truncatingIfNeeded: payloadBytes)
-        s.lastRTPTimestamp = rtpTimestamp
-        s.lastSentAt = now
-        s.clockRate = clockRate
-        if config.nack { s.cache.store(sequence: sequence, packet: packet) }
-        send[ssrc] = s
+        // Mutated in place (the default subscript yields storage): copying the state would copy the cache.
+        let keep = config.nack
+        Self.update(&send[ssrc, default: SendState()]) { s in
+            s.packets &+= 1
+            s.octets &+= UInt32(truncatingIfNeeded: payloadBytes)
+            s.lastRTPTimestamp = rtpTimestamp
+            s.lastSentAt = now
+            s.clockRate = clockRate
+            if keep { s.cache.store(sequence: sequence, packet: packet) }
+        }
     }
 
     /// Records an RTP packet we received (after SRTP unprotect).
     public func received(ssrc: UInt32, sequence: UInt16, rtpTimestamp: UInt32, clockRate: UInt32, now: Instant) {
-        var r = receive[ssrc] ?? ReceiveState(stats: RTPReceiveStatistics(ssrc: ssrc, clockRate: clockRate))
-        r.stats.packet(sequence: sequence, rtpTimestamp: rtpTimestamp, now: now)
-        if config.nack { r.nack.received(sequence: sequence, now: now) }
-        receive[ssrc] = r
+        let nack = config.nack
+        Self.update(&receive[ssrc, default: ReceiveState(stats: RTPReceiveStatistics(ssrc: ssrc, clockRate: clockRate))]) { r in
+            r.stats.packet(sequence: sequence, rtpTimestamp: rtpTimestamp, now: now)
+            if nack { r.nack.received(sequence: sequence, now: now) }
+        }
         if config.nack { flushNACKs(now: now) }
     }
 
@@ -178,9 +181,8 @@ public final class RTPSession {
             case .receiverReport(_, let reports):
                 reportBlocks(reports, now: now)
             case .nack(_, let media, let lost):
-                guard var s = send[media] else { continue }
-                retransmissions.push(contentsOf: s.cache.packets(for: lost, now: now, rtt: rtt))
-                send[media] = s
+                guard let resend = send[media]?.cache.packets(for: lost, now: now, rtt: rtt) else { continue }
+                retransmissions.push(contentsOf: resend)
             case .pli(_, let media):
                 if send[media] != nil || config.localSSRCs.contains(media) { events.push(.keyframeRequested(ssrc: media)) }
             case .fir(_, let entries):
@@ -208,14 +210,14 @@ public final class RTPSession {
     }
 
     private func flushNACKs(now: Instant) {
-        for (ssrc, var r) in receive {
-            let lost = r.nack.poll(now: now, rtt: rtt)
-            receive[ssrc] = r
-            guard !lost.isEmpty else { continue }
+        for ssrc in Array(receive.keys) {  // a copy of the keys: mutating while iterating the view would copy the dictionary
+            guard let lost = receive[ssrc]?.nack.poll(now: now, rtt: rtt), !lost.isEmpty else { continue }
             // One FCI list per packet keeps each NACK small.
             rtcpOut.push(RTCP.serialize([.nack(senderSSRC: senderSSRC, mediaSSRC: ssrc, lost: lost)]))
         }
     }
+
+    @inline(__always) private static func update<T>(_ value: inout T, _ body: (inout T) -> Void) { body(&value) }
 
     // MARK: timers and output
 
@@ -225,7 +227,7 @@ public final class RTPSession {
         guard let at = nextReportAt, at <= now else { return }
         var packets: [RTCPPacket] = []
         var blocks: [RTCPReportBlock] = []
-        for ssrc in receive.keys.sorted() { if var r = receive[ssrc] { blocks.append(r.stats.reportBlock(now: now)); receive[ssrc] = r } }
+        for ssrc in receive.keys.sorted() { if let b = receive[ssrc]?.stats.reportBlock(now: now) { blocks.append(b) } }
         let sending = send.filter { $0.value.lastSentAt.map { now - $0 < .seconds(2) } ?? false }
         if let (ssrc, s) = sending.sorted(by: { $0.key < $1.key }).first {
             let ntpNow = ntp(now)
@@ -256,8 +258,9 @@ public final class RTPSession {
     public func pollRetransmission() -> [UInt8]? { retransmissions.pop() }
     public func pollEvent() -> RTPSessionEvent? { events.pop() }
     public func pollTimeout() -> Instant? {
-        let nacks = receive.values.compactMap { $0.nack.nextPoll(rtt: rtt) }.min()
-        return [nextReportAt, nacks].compactMap { $0 }.min()
+        var next = nextReportAt
+        for r in receive.values { if let t = r.nack.nextPoll(rtt: rtt), next.map({ t < $0 }) ?? true { next = t } }
+        return next
     }
 
     /// Reception statistics of a remote SSRC.
