@@ -95,6 +95,8 @@ public protocol PublisherDelegate: AnyObject {
     func publisher(_ publisher: Publisher, didFailWithError error: OTError)
     /// Sending counters, about once a second while published.
     func publisher(_ publisher: Publisher, statsUpdated stats: PublisherStats)
+    /// A moderator force-muted this stream: `publishAudio` is now false (as `muteForced:`).
+    func publisher(_ publisher: Publisher, muteForced active: Bool)
 }
 
 extension PublisherDelegate {
@@ -102,6 +104,7 @@ extension PublisherDelegate {
     public func publisher(_ publisher: Publisher, streamDestroyed stream: StreamInfo) {}
     public func publisher(_ publisher: Publisher, didFailWithError error: OTError) {}
     public func publisher(_ publisher: Publisher, statsUpdated stats: PublisherStats) {}
+    public func publisher(_ publisher: Publisher, muteForced active: Bool) {}
 }
 
 /// Publishes one audio/video stream into a session (as OTPublisherKit): `Session.publish(_:)`, `Session.unpublish(_:)`.
@@ -203,25 +206,37 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
         let req = PublishRequest(name: settings.name, hasAudio: settings.audioTrack && a, hasVideo: engine.hasVideo && v,
                                  videoType: settings.videoType.rawValue, width: engine.videoWidth, height: engine.videoHeight)
         do {
-            try session.publishStream(req) { [weak self] result in self?.published(result) }
+            try session.publishStream(req) { [weak self, weak session] result in
+                guard let session else { return }
+                guard let self else {
+                    // Dropped before the answer: take the stream back.
+                    if case .success(let st) = result { try? session.unpublishStream(st.id) }
+                    return
+                }
+                published(result, session: session)
+            }
         } catch {
             stop(notify: false)
             throw error
         }
     }
 
-    private func published(_ result: Result<StreamInfo, OTError>) {
+    private func published(_ result: Result<StreamInfo, OTError>, session s: Session) {
         switch result {
         case .failure(let e):
             stop(notify: false)
-            deliver { $0.publisher($1, didFailWithError: e) }
+            deliver(on: s) { $0.publisher($1, didFailWithError: e) }
         case .success(let stream):
-            let s: Session? = lock.withLock {
-                guard active else { return nil }
+            let current = lock.withLock { () -> Bool in
+                guard active, session === s else { return false }
                 _stream = stream
-                return session
+                return true
             }
-            guard let s else { return }
+            guard current else {
+                // Unpublished before the server answered: withdraw the stream it made.
+                try? s.unpublishStream(stream.id)
+                return
+            }
             s.media.setOwnStream(stream.id, published: true)
             s.media.setOfferHandler { [weak self] m in self?.offerReceived(m) }
             let routed = !s.isRelayed
@@ -268,15 +283,26 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
 
     /// The session ended or the stream was taken away.
     func sessionEvent(_ e: SessionEvent, session: Session) {
-        if case .disconnected = e { stop(notify: true) }
+        switch e {
+        case .disconnected:
+            stop(notify: true)
+        case .muteForced(let info) where info.active && info.streamId != nil && info.streamId == stream?.id:
+            // A moderator muted this stream: stop sending audio (others already see hasAudio false).
+            lock.withLock { _publishAudio = false }
+            let v = publishVideo
+            mediaQueue.async { [engine] in engine.setSending(audio: false, video: v) }
+            deliver(on: session) { $0.publisher($1, muteForced: true) }
+        default:
+            break
+        }
     }
 
     private func fail(_ e: OTError) {
         deliver { $0.publisher($1, didFailWithError: e) }
     }
 
-    private func deliver(_ body: @escaping @Sendable (PublisherDelegate, Publisher) -> Void) {
-        guard let q = lock.withLock({ session?.delegateQueue }) else { return }
+    private func deliver(on s: Session? = nil, _ body: @escaping @Sendable (PublisherDelegate, Publisher) -> Void) {
+        guard let q = s?.delegateQueue ?? lock.withLock({ session?.delegateQueue }) else { return }
         q.async { [self] in
             guard let d = delegate else { return }
             body(d, self)

@@ -13,6 +13,7 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
         case connected, disconnected, failed(Int32)
         case videoDisabled(SubscriberVideoEventReason), videoEnabled(SubscriberVideoEventReason)
         case warning, warningLifted
+        case muteForced
     }
     private let lock = NSLock()
     private var _events: [Event] = []
@@ -69,6 +70,8 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
     func publisher(_ publisher: Publisher, streamDestroyed stream: StreamInfo) { add(.streamDestroyed(stream.id)) }
     func publisher(_ publisher: Publisher, didFailWithError error: OTError) { add(.publisherFailed(error.code.rawValue)) }
     func publisher(_ publisher: Publisher, statsUpdated stats: PublisherStats) { changed { _pubStats.append(stats) } }
+
+    func publisher(_ publisher: Publisher, muteForced active: Bool) { add(.muteForced) }
 
     func subscriberDidConnect(toStream subscriber: Subscriber) { add(.connected) }
     func subscriberDidDisconnect(fromStream subscriber: Subscriber) { add(.disconnected) }

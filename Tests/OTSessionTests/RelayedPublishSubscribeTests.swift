@@ -103,6 +103,31 @@ final class RelayedPublishSubscribeTests: XCTestCase {
         XCTAssertEqual(subRec.events.filter { if case .videoDisabled = $0 { true } else { false } }.count, 2)
     }
 
+    func testForceMuteStopsThePublishersAudio() throws {
+        let server = try TestServer()
+        let sid = try server.session(relayed: true)
+        let (a, _) = try server.client(sid, name: "A")
+        let (m, mRec) = try server.client(sid, role: .moderator, name: "moderator")
+        defer { try? a.disconnect(); try? m.disconnect() }
+        let pubRec = MediaRecorder("publisher")
+        let publisher = try tonePublisher(pubRec)
+        try a.publish(publisher)
+        mRec.wait("stream") { $0.contains { if case .streamCreated = $0 { true } else { false } } }
+        let stream = try XCTUnwrap(publisher.stream)
+        let subRec = MediaRecorder("subscriber")
+        let subscriber = Subscriber(stream: stream, delegate: subRec)
+        try m.subscribe(subscriber)
+        subRec.wait("audio") { $0.audio.samples.count >= 9_600 }
+        try m.forceMuteStream(stream.id)
+        pubRec.waitFor(.muteForced)
+        XCTAssertFalse(publisher.publishAudio)
+        mRec.waitFor(.changed(stream.id, .hasAudio(false)))
+        Thread.sleep(forTimeInterval: 0.3)  // packets in flight
+        let before = subscriber.stats.audioPacketsReceived
+        subRec.waitForFrames(10)  // video goes on for a while
+        XCTAssertEqual(subscriber.stats.audioPacketsReceived, before, "no audio after the force mute")
+    }
+
     func testRoleSessionAndOnePublisherRules() throws {
         let server = try TestServer()
         let sid = try server.session(relayed: true)
