@@ -136,3 +136,40 @@ final class RoutedPublishSubscribeTests: XCTestCase {
         XCTAssertEqual(server.server.mediaPeerCount, 0)
     }
 }
+
+extension RoutedPublishSubscribeTests {
+    /// Three clients each publish and subscribe to the two others: every subscriber renders every stream.
+    func testThreePartiesEachSeeEveryOtherStream() throws {
+        let sid = try server.session(relayed: false)
+        var clients: [(Session, Recorder)] = []
+        for i in 0..<3 { clients.append(try server.client(sid, name: "client\(i)")) }
+        defer { for (s, _) in clients { try? s.disconnect() } }
+        var publishers: [Publisher] = []
+        for (i, (s, _)) in clients.enumerated() {
+            let rec = MediaRecorder("publisher\(i)")
+            let p = try Publisher(delegate: rec, settings: PublisherSettings(name: "p\(i)", videoSource: .testPattern,
+                                                                            width: 160, height: 120, fps: 10, startBitrateKbps: 150))
+            try s.publish(p)
+            rec.wait("streamCreated") { $0.publisherStreamCreated }
+            publishers.append(p)
+        }
+        var recorders: [MediaRecorder] = []
+        var subscribers: [Subscriber] = []
+        for (i, (s, rec)) in clients.enumerated() {
+            rec.wait("two streams") { ev in ev.filter { if case .streamCreated = $0 { true } else { false } }.count >= 2 }
+            for stream in s.streams.values {
+                let r = MediaRecorder("client\(i) <- \(stream.name)")
+                let sub = Subscriber(stream: stream, delegate: r)
+                try s.subscribe(sub)
+                recorders.append(r)
+                subscribers.append(sub)
+            }
+        }
+        XCTAssertEqual(recorders.count, 6)
+        for r in recorders {
+            r.waitForFrames(5)
+            XCTAssertFalse(r.stamps.isEmpty, r.name)
+        }
+        XCTAssertEqual(router.peerCount, 9, "3 publishing + 6 subscribing connections")
+    }
+}
