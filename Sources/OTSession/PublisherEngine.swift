@@ -340,8 +340,17 @@ final class PublisherEngine: @unchecked Sendable {
         }
     }
 
+    private var sentSize = (width: 0, height: 0)
+
     private func encode(_ frame: VideoFrame) {
         guard running, sendingVideo, !videoTargets.isEmpty, let video else { return }
+        if (frame.width, frame.height) != sentSize, let stream {
+            // A custom capturer changed size: others see the stream's dimensions change.
+            if sentSize.width != 0 || (frame.width, frame.height) != (stream.width, stream.height) {
+                try? session?.updateStream(stream.id, width: frame.width, height: frame.height)
+            }
+            sentSize = (frame.width, frame.height)
+        }
         let now = MonotonicClock.now()
         do {
             try video.send(frame, now: now) { packet in

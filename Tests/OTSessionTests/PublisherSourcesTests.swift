@@ -129,3 +129,41 @@ extension PublisherSourcesTests {
         XCTAssertEqual(Set(rec.stamps.map(\.frameNumber)).count, 3)
     }
 }
+
+extension PublisherSourcesTests {
+    /// A custom capturer that changes size: others see the stream's dimensions change, frames the new size.
+    func testCapturerSizeChangeUpdatesTheStreamDimensions() throws {
+        let server = try TestServer()
+        let sid = try server.session(relayed: true)
+        let (a, _) = try server.client(sid, name: "A")
+        let (b, bRec) = try server.client(sid, name: "B")
+        defer { try? a.disconnect(); try? b.disconnect() }
+        let capturer = try CallbackVideoCapturer(settings: VideoCaptureSettings(format: .i420, width: 160, height: 120, fps: 20))
+        let publisher = try Publisher(delegate: nil, settings: PublisherSettings(videoSource: .capturer(capturer), audioTrack: false))
+        try a.publish(publisher)
+        bRec.wait("stream at B") { $0.contains { if case .streamCreated = $0 { true } else { false } } }
+        let stream = try XCTUnwrap(b.streams.values.first)
+        XCTAssertEqual(stream.width, 160)
+        let rec = MediaRecorder("subscriber")
+        try b.subscribe(Subscriber(stream: stream, delegate: rec))
+        rec.waitFor(.connected)
+        let big = Flag(), stop = Flag()
+        let pusher = Thread {
+            var n: UInt32 = 0
+            while !stop.isSet {
+                let (w, h) = big.isSet ? (320, 240) : (160, 120)
+                let f = (try? TestPatternSource(width: w, height: h))?.render(frameNumber: n, timestampMicros: Int64(n) * 50_000)
+                if let f { _ = capturer.provideFrame(CapturedFrame(f)) }
+                n += 1
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+        }
+        pusher.start()
+        defer { stop.set() }
+        rec.waitForFrames(3)
+        XCTAssertEqual(rec.lastFrameSize.width, 160)
+        big.set()
+        bRec.waitFor(.changed(stream.id, .dimensions(width: 320, height: 240)))
+        rec.wait("320×240 frames") { $0.lastFrameSize.width == 320 && $0.lastFrameSize.height == 240 }
+    }
+}
