@@ -25,7 +25,6 @@ final class MediaLink: @unchecked Sendable {
     func setRemoteAnswer(_ sdp: String) throws { try driver.setRemoteAnswer(sdp) }
     /// What both sides agreed, after the descriptions are exchanged.
     var negotiated: SDPNegotiated? { driver.negotiated }
-    var stats: PeerConnectionStats { driver.stats }
 
     /// A trickled candidate from signaling (`""` ends the candidates); malformed ones are ignored.
     func addRemoteCandidate(_ line: String) {
@@ -39,11 +38,6 @@ final class MediaLink: @unchecked Sendable {
 
     /// Asks the peer for a keyframe of its SSRC.
     func requestKeyframe(ssrc: UInt32) { driver.requestKeyframe(ssrc: ssrc) }
-
-    /// The RTP session's NACK counters for a remote SSRC.
-    func nackCounters(ssrc: UInt32) -> (recovered: Int, givenUp: Int, outstanding: Int)? {
-        driver.withPeerConnection { pc, _ in pc.rtpSession.nackCounters(ssrc: ssrc) }
-    }
 
     /// Sends BYE, closes DTLS, stops the IO thread and closes the sockets. Idempotent.
     func close() { driver.close() }

@@ -89,7 +89,7 @@ public final class Session: @unchecked Sendable {
     private var socket: WebSocketClient?
     private var generation = 0
     private var completions: [Int: @Sendable (Result<RequestReply, OTError>) -> Void] = [:]
-    /// The publisher, subscribers and their media signaling (Session+Media.swift).
+    /// The publisher, subscribers and their media signaling (SessionMedia.swift).
     let media = SessionMedia()
 
     public init(apiKey: String, sessionId: String, delegate: SessionDelegate?, settings: SessionSettings) {

@@ -46,7 +46,6 @@ final class SessionMedia: @unchecked Sendable {
     }
     func isOwnStream(_ id: String) -> Bool { lock.withLock { ownStreamIds.contains(id) } }
     func isAttached(_ c: any SessionMediaClient) -> Bool { lock.withLock { clients[ObjectIdentifier(c)] != nil } }
-    var hasClients: Bool { lock.withLock { !clients.isEmpty } }
 
     private var publisher: Publisher?
 
