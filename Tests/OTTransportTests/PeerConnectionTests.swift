@@ -68,8 +68,8 @@ func peerConfig(audioSSRC: UInt32?, videoSSRC: UInt32?, lite: Bool = false, seed
 
 final class PeerConnectionTests: XCTestCase {
     /// A offers, B answers through SDP text; both send 200 video packets 10 ms apart; NACK repairs losses.
-    func exchange(loss: Double, seed: UInt64) throws -> (a: PeerConnection, b: PeerConnection, dropped: Int) {
-        let env = EmulatedPeerConnections(seed: seed, conditions: LinkConditions(delay: .milliseconds(20), jitter: .milliseconds(5), loss: loss))
+    func exchange(loss: Double, reorder: Double = 0, seed: UInt64) throws -> (a: PeerConnection, b: PeerConnection, dropped: Int) {
+        let env = EmulatedPeerConnections(seed: seed, conditions: LinkConditions(delay: .milliseconds(20), jitter: .milliseconds(5), loss: loss, reorder: reorder))
         let now = env.clock.now()
         let a = try PeerConnection(config: peerConfig(audioSSRC: 0xA1, videoSSRC: 0xA2, seed: seed), now: now)
         let b = try PeerConnection(config: peerConfig(audioSSRC: 0xB1, videoSSRC: 0xB2, seed: seed + 1), now: now)
@@ -117,6 +117,12 @@ final class PeerConnectionTests: XCTestCase {
         XCTAssertGreaterThan(r.b.stats.retransmissionsSent, 0)
         XCTAssertGreaterThan(r.a.stats.nacksReceived, 0)
         XCTAssertEqual(r.a.stats.srtpErrors + r.b.stats.srtpErrors, 0, "replays are counted apart, not as errors")
+    }
+
+    func testNACKRecoversTwentyPercentLossWithReordering() throws {
+        let r = try exchange(loss: 0.20, reorder: 0.1, seed: 502)
+        XCTAssertGreaterThan(r.dropped, 50)
+        XCTAssertGreaterThan(r.a.stats.retransmissionsSent, 20)
     }
 
     func testKeyframeRequestReachesTheSender() throws {
