@@ -332,10 +332,9 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     public var peerCount: Int { state.withLock { $0.peers.count } }
 
     public func statsJSON(apiKey: String?) -> [UInt8] {
-        let snapshot = state.withLock { s in
-            s.streams.values.map { ($0.sessionId, $0.id, $0.counters) } + [] as [(String, String, RoutedStreamCounters)]
+        let (snapshot, peers) = state.withLock { s in
+            (s.streams.values.map { (sid: $0.sessionId, id: $0.id, counters: $0.counters) }, s.peers.values.map(\.sessionId))
         }
-        let peers = state.withLock { s in s.peers.values.map(\.sessionId) }
         var sessions: [String: [String: Any]] = [:]
         for (sid, stid, c) in snapshot {
             if let apiKey, (try? SessionID.parse(sid))?.apiKey != apiKey { continue }

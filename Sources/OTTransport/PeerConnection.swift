@@ -74,6 +74,8 @@ public struct PeerConnectionStats: Sendable, Equatable {
     public var rtcpErrors = 0
     /// Media we were asked to send before DTLS finished, dropped.
     public var sendsBeforeConnected = 0
+    /// Packets given to `sendRTP` that were not RTP, dropped.
+    public var malformedSends = 0
     public var roundTripTime: Duration?
     public init() {}
 }
@@ -241,10 +243,11 @@ public final class PeerConnection {
 
     /// Protects and sends an RTP packet (plain RTP in, SRTP on the wire), keeping the plain packet for NACK
     /// answers. `packet`'s storage is reused: it holds the protected bytes afterwards. Returns false when the
-    /// connection is not up yet or the packet is malformed (counted, dropped).
+    /// connection is not up yet or the packet is not RTP (counted, dropped).
     @discardableResult
     public func sendRTP(_ packet: inout [UInt8], now: Instant) -> Bool {
-        guard let srtp, let transport, let h = Self.header(packet) else { stats.sendsBeforeConnected += 1; return false }
+        guard let srtp, let transport else { stats.sendsBeforeConnected += 1; return false }
+        guard let h = Self.header(packet) else { stats.malformedSends += 1; return false }
         rtpSession.sent(ssrc: h.ssrc, sequence: h.seq, rtpTimestamp: h.ts, clockRate: clockRates[h.pt] ?? 90000,
                         payloadBytes: max(0, packet.count - 12), packet: packet, now: now)
         stats.packetsSent += 1

@@ -20,6 +20,8 @@ public final class PeerConnectionDriver: @unchecked Sendable {
     private let handler: Handler
     private var io: IO?
     private var closed = false
+    /// The remote address a shared endpoint routes to this connection.
+    private var routedAddress: TransportAddress?
     /// The sockets this connection's host candidates are bound at.
     public private(set) var localAddresses: [TransportAddress] = []
 
@@ -121,6 +123,12 @@ public final class PeerConnectionDriver: @unchecked Sendable {
     func receive(_ bytes: [UInt8], from: TransportAddress, local: TransportAddress, now: Instant) {
         lock.lock()
         if !closed { pc.handleReceive(bytes, from: from, local: local, now: now) }
+        // On a shared socket, media is routed by the remote address of the pair ICE selected (after a
+        // check that passed MESSAGE-INTEGRITY), never by an address a datagram merely claimed.
+        if case .shared(let endpoint) = io, let remote = pc.transport?.ice.selectedPair?.remote.address, remote != routedAddress {
+            routedAddress = remote
+            endpoint.route(remote, to: self)
+        }
         let events = flushLocked()
         lock.unlock()
         deliver(events)
@@ -160,8 +168,8 @@ public final class PeerConnectionDriver: @unchecked Sendable {
 }
 
 /// One UDP socket serving many ICE-lite peer connections (the media router's port). Incoming STUN is routed by
-/// its USERNAME (our ufrag before the colon); other datagrams by the source address ICE validated for that
-/// connection. One IO thread for all connections.
+/// its USERNAME (our ufrag before the colon); other datagrams by the remote address of the pair the connection's
+/// ICE agent selected (an authenticated check). One IO thread for all connections.
 public final class MediaEndpoint: @unchecked Sendable {
     private struct State {
         var byUfrag: [String: PeerConnectionDriver] = [:]
@@ -217,6 +225,14 @@ public final class MediaEndpoint: @unchecked Sendable {
 
     func send(_ bytes: [UInt8], to destination: TransportAddress) { udp.send(bytes, from: address, to: destination) }
 
+    /// Routes non-STUN datagrams from `remote` to `d` (its ICE agent selected that address).
+    func route(_ remote: TransportAddress, to d: PeerConnectionDriver) {
+        state.withLock { s in
+            s.byAddress = s.byAddress.filter { $0.value !== d }
+            s.byAddress[remote] = d
+        }
+    }
+
     func setDeadline(_ at: Instant?, for d: PeerConnectionDriver) {
         // The IO driver's deadline is set under the state lock so updates from several threads cannot reorder.
         state.withLock { s in
@@ -233,8 +249,6 @@ public final class MediaEndpoint: @unchecked Sendable {
                 guard let m = try? STUNMessage.parse(bytes), let user = m.username,
                       let ufrag = user.split(separator: ":", maxSplits: 1).first,
                       let d = s.byUfrag[String(ufrag)] else { return nil }
-                // The connection's ICE agent checks MESSAGE-INTEGRITY; media from this address goes to it.
-                if m.messageClass == .request { s.byAddress[from] = d }
                 return d
             }
             return s.byAddress[from]

@@ -74,4 +74,37 @@ final class PeerConnectionDriverTests: XCTestCase {
         clients[0].2.close()
         XCTAssertEqual(endpoint.connectionCount, 1)
     }
+
+    func testRelayOnlyThroughCoturn() throws {
+        let turn = try Coturn()
+        let logA = EventLog(), logB = EventLog()
+        var config = PeerConnectionConfig(audio: false, video: true, videoTrack: SDPLocalTrack(ssrc: 0xA2, streamID: "a", trackID: "v", cname: "a"))
+        config.relayOnly = true
+        let a = try PeerConnectionDriver(config: config, handler: logA.handler)
+        config.videoTrack = SDPLocalTrack(ssrc: 0xB2, streamID: "b", trackID: "v", cname: "b")
+        let b = try PeerConnectionDriver(config: config, handler: logB.handler)
+        defer { a.close(); b.close() }
+        let server = TURNClient.Config(server: turn.address, username: Coturn.user, password: Coturn.password)
+        a.addTURN(server, socket: try XCTUnwrap(a.localAddresses.first))
+        b.addTURN(server, socket: try XCTUnwrap(b.localAddresses.first))
+        let offer = try a.createOffer()
+        XCTAssertFalse(offer.contains("typ host"), "relay-only: no host candidate")
+        try a.setRemoteAnswer(try b.createAnswer(toOffer: offer))
+        // Trickle the relayed candidates from this thread (handlers must not call into the other connection).
+        var forwarded: Set<String> = []
+        func relayed(_ log: EventLog) -> [SDPCandidate] {
+            log.events.withLock { $0.compactMap { if case .localCandidate(let c) = $0 { c } else { nil } } }
+        }
+        XCTAssertTrue(LoopbackPeer.wait(seconds: 20) {
+            for c in relayed(logA) where forwarded.insert("a\(c)").inserted { b.addRemoteCandidate(c) }
+            for c in relayed(logB) where forwarded.insert("b\(c)").inserted { a.addRemoteCandidate(c) }
+            return logA.connected && logB.connected
+        }, "A: \(logA.events.withLock { $0 }) B: \(logB.events.withLock { $0 })")
+        let pair = logA.events.withLock { $0.compactMap { if case .connected(let l, let r) = $0 { (l, r) } else { nil } }.first }
+        XCTAssertEqual(pair?.0.kind, .relay)
+        XCTAssertEqual(pair?.1.kind, .relay)
+        sendBurst(a, ssrc: 0xA2, count: 20)
+        sendBurst(b, ssrc: 0xB2, count: 20)
+        XCTAssertTrue(LoopbackPeer.wait { logB.rtp(ssrc: 0xA2).count == 20 && logA.rtp(ssrc: 0xB2).count == 20 })
+    }
 }

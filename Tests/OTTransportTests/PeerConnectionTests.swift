@@ -68,8 +68,8 @@ func peerConfig(audioSSRC: UInt32?, videoSSRC: UInt32?, lite: Bool = false, seed
 
 final class PeerConnectionTests: XCTestCase {
     /// A offers, B answers through SDP text; both send 200 video packets 10 ms apart; NACK repairs losses.
-    func exchange(loss: Double, seed: UInt64) throws -> (a: PeerConnection, b: PeerConnection, dropped: Int) {
-        let env = EmulatedPeerConnections(seed: seed, conditions: LinkConditions(delay: .milliseconds(20), jitter: .milliseconds(5), loss: loss))
+    func exchange(loss: Double, reorder: Double = 0, seed: UInt64) throws -> (a: PeerConnection, b: PeerConnection, dropped: Int) {
+        let env = EmulatedPeerConnections(seed: seed, conditions: LinkConditions(delay: .milliseconds(20), jitter: .milliseconds(5), loss: loss, reorder: reorder))
         let now = env.clock.now()
         let a = try PeerConnection(config: peerConfig(audioSSRC: 0xA1, videoSSRC: 0xA2, seed: seed), now: now)
         let b = try PeerConnection(config: peerConfig(audioSSRC: 0xB1, videoSSRC: 0xB2, seed: seed + 1), now: now)
@@ -119,6 +119,12 @@ final class PeerConnectionTests: XCTestCase {
         XCTAssertEqual(r.a.stats.srtpErrors + r.b.stats.srtpErrors, 0, "replays are counted apart, not as errors")
     }
 
+    func testNACKRecoversTwentyPercentLossWithReordering() throws {
+        let r = try exchange(loss: 0.20, reorder: 0.1, seed: 502)
+        XCTAssertGreaterThan(r.dropped, 50)
+        XCTAssertGreaterThan(r.a.stats.retransmissionsSent, 20)
+    }
+
     func testKeyframeRequestReachesTheSender() throws {
         let env = EmulatedPeerConnections(seed: 7, conditions: LinkConditions(delay: .milliseconds(5)))
         let now = env.clock.now()
@@ -150,6 +156,33 @@ final class PeerConnectionTests: XCTestCase {
         XCTAssertTrue(env.run(for: .seconds(30)) { env.events[1].contains { if case .failed = $0 { true } else { false } } })
         XCTAssertFalse(b.isConnected)
         XCTAssertTrue(env.events[1].contains { if case .failed(let e) = $0 { e.code == .connectionRefused } else { false } })
+    }
+
+    func testGarbageDatagramsAreDroppedAndTheConnectionKeepsWorking() throws {
+        let env = EmulatedPeerConnections(seed: 11, conditions: LinkConditions(delay: .milliseconds(5)))
+        let now = env.clock.now()
+        let a = try PeerConnection(config: peerConfig(audioSSRC: nil, videoSSRC: 0x31, seed: 11), now: now)
+        let b = try PeerConnection(config: peerConfig(audioSSRC: nil, videoSSRC: nil, seed: 12), now: now)
+        env.add(a, "10.0.0.1:5000"); env.add(b, "10.0.0.2:6000")
+        try a.setRemoteAnswer(try b.createAnswer(toOffer: try a.createOffer(), now: now), now: now)
+        XCTAssertTrue(env.run(for: .seconds(30)) { env.connected(0) && env.connected(1) })
+        var rng = SeededRandom(seed: 99)
+        let from = TransportAddress("10.0.0.1:5000")!, to = TransportAddress("10.0.0.2:6000")!
+        for i in 0..<3000 {
+            // Every demultiplexer range (STUN, DTLS, RTP/RTCP, TURN channel, other) with random lengths and bytes.
+            let first: [UInt8] = [0, 1, 20, 23, 64, 128, 200, 201, 255]
+            var d = (0..<Int(rng.next() % 300)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            if !d.isEmpty { d[0] = first[i % first.count] }
+            b.handleReceive(d, from: from, local: to, now: env.clock.now())
+        }
+        env.drain(now: env.clock.now())
+        XCTAssertTrue(b.isConnected)
+        XCTAssertFalse(b.isFailed)
+        XCTAssertGreaterThan(b.stats.srtpErrors, 100)
+        XCTAssertFalse(env.events[1].contains { if case .rtp = $0 { true } else { false } }, "nothing forged got through SRTP")
+        var p = testRTP(ssrc: 0x31, seq: 5, ts: 0, payload: [7])
+        a.sendRTP(&p, now: env.clock.now())
+        XCTAssertTrue(env.run(for: .seconds(1)) { env.takeRTP(1).count == 1 })
     }
 
     func testMalformedSDPIsAnError() throws {
