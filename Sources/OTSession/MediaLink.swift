@@ -8,11 +8,20 @@ import OTWire
 final class MediaLink: @unchecked Sendable {
     private let driver: PeerConnectionDriver
 
-    /// Binds one socket per local IPv4 address (loopback included) and starts the IO thread.
-    init(config: PeerConnectionConfig, queue: DispatchQueue, onEvent: @escaping @Sendable ([PeerConnectionEvent]) -> Void) throws {
-        var bind = PeerConnectionDriver.hostBindAddresses(includeLoopback: true)
-        if bind.isEmpty { bind = [TransportAddress(ip: .v4(0x7F00_0001), port: 0)] }
-        driver = try PeerConnectionDriver(config: config, bind: bind) { e in queue.async { onEvent([e]) } }
+    /// Binds the sockets `bindAddresses(serverURL:)` picks and starts the IO thread.
+    init(config: PeerConnectionConfig, serverURL: String, queue: DispatchQueue,
+         onEvent: @escaping @Sendable ([PeerConnectionEvent]) -> Void) throws {
+        driver = try PeerConnectionDriver(config: config, bind: Self.bindAddresses(serverURL: serverURL)) { e in queue.async { onEvent([e]) } }
+    }
+
+    /// Host candidates: with a session server on this machine (loopback URL) every peer is local too, so one
+    /// loopback socket; otherwise one socket per IPv4 interface address (loopback excluded).
+    static func bindAddresses(serverURL: String) -> [TransportAddress] {
+        let loopback = TransportAddress(ip: .v4(0x7F00_0001), port: 0)
+        guard let host = try? ServerEndpoint.parse(serverURL).host else { return [loopback] }
+        if host == "localhost" || IPAddress(host)?.isLoopback == true { return [loopback] }
+        let all = PeerConnectionDriver.hostBindAddresses()
+        return all.isEmpty ? [loopback] : all
     }
 
     deinit { driver.close() }

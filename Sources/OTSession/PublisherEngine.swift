@@ -186,7 +186,7 @@ final class PublisherEngine: @unchecked Sendable {
 
     private func makePeer(id: String, subscriber: String?) throws -> Peer {
         let box = WeakPeer()
-        let link = try MediaLink(config: linkConfig(), queue: queue) { [weak self] events in
+        let link = try MediaLink(config: linkConfig(), serverURL: session?.settings.serverURL ?? "", queue: queue) { [weak self] events in
             guard let self, let p = box.peer else { return }
             for e in events { linkEvent(e, peer: p) }
         }
