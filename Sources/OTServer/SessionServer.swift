@@ -34,6 +34,7 @@ public final class SessionServer: @unchecked Sendable {
     private var boundPort: UInt16 = 0
     private var started = false
     private var stopped = false
+    private var _mediaRouting: (any MediaRouting)?
 
     public init(_ configuration: Configuration) {
         self.configuration = configuration
@@ -62,6 +63,16 @@ public final class SessionServer: @unchecked Sendable {
         let doStop = stateLock.withLock { () -> Bool in let s = !stopped; stopped = true; return s }
         if doStop { loop.stop() }
     }
+
+    /// The media router of routed sessions. Without one, media offers in routed sessions are refused
+    /// (2000); relayed sessions never need it. Set it before clients publish.
+    public var mediaRouting: (any MediaRouting)? {
+        get { stateLock.withLock { _mediaRouting } }
+        set { stateLock.withLock { _mediaRouting = newValue } }
+    }
+
+    /// Peer connections the server currently relays signaling for (relayed and routed).
+    public var mediaPeerCount: Int { (try? onLoop { [self] in router.mediaPeerCount }) ?? 0 }
 
     /// The bound port (0 before `start`).
     public var port: UInt16 { stateLock.withLock { boundPort } }
@@ -172,6 +183,25 @@ public final class SessionServer: @unchecked Sendable {
                 }
             case .close(let id):
                 sockets[id]?.closeWebSocket(code: 1000)
+            case .routeOffer(let offer):
+                guard let routing = mediaRouting else {
+                    apply(router.mediaAnswered(peerId: offer.peerId, .failure(OTError(.internalError, "this server has no media router"))))
+                    continue
+                }
+                let peerId = offer.peerId
+                routing.handleOffer(offer) { [weak self] result in
+                    guard let self else { return }
+                    loop.execute { [weak self] in
+                        guard let self else { return }
+                        apply(router.mediaAnswered(peerId: peerId, result))
+                    }
+                }
+            case .routeClose(let peerId):
+                mediaRouting?.close(peerId: peerId)
+            case .routeSubscription(let peerId, let audio, let video):
+                mediaRouting?.setSubscription(peerId: peerId, audio: audio, video: video)
+            case .routeConnectionGone(let cid):
+                mediaRouting?.connectionGone(connectionId: cid)
             }
         }
     }
@@ -236,6 +266,12 @@ public final class SessionServer: @unchecked Sendable {
             let created = ISO8601DateFormatter().string(from: Date())
             return .json(200, json([["session_id": sid, "project_id": project.apiKey, "partner_id": project.apiKey,
                                      "create_dt": created, "media_server_url": ""]]))
+        }
+        if parts == ["v2", "stats"] {
+            guard req.method == "GET" else { throw RESTError(405, "use GET") }
+            let project = try authenticate(req, apiKey: nil)
+            let body = (mediaRouting as? any MediaRoutingStats)?.statsJSON(apiKey: project.apiKey) ?? json(["sessions": [String: Any]()])
+            return .json(200, body)
         }
         guard parts.count >= 5, parts[0] == "v2", parts[1] == "project", parts[3] == "session" else {
             if parts.count >= 3, parts[0] == "v2", parts[1] == "project" {

@@ -68,6 +68,30 @@ public final class SignalingRouter {
         case send([Int], ServerMessage)
         /// Close the socket once what was queued for it is written.
         case close(Int)
+        /// Routed session: hand this offer to the media router, then call `mediaAnswered`.
+        case routeOffer(MediaOfferRequest)
+        /// Routed session: the peer connection ended.
+        case routeClose(peerId: String)
+        /// Routed session: a subscriber's audio/video wishes.
+        case routeSubscription(peerId: String, audio: Bool, video: Bool)
+        /// Routed session: a client left.
+        case routeConnectionGone(connectionId: String)
+    }
+
+    /// A peer connection the server relays signaling for.
+    final class MediaPeer {
+        let sessionId: String
+        let offerer: String
+        /// Relayed: the publishing client that answers; routed: nil (the media router answers).
+        let answerer: String?
+        let streamId: String
+        let direction: MediaDirection
+        /// Routed: the offer's request id, replied to when the router answers.
+        var pendingReply: Int?
+        init(sessionId: String, offerer: String, answerer: String?, streamId: String, direction: MediaDirection, pendingReply: Int?) {
+            self.sessionId = sessionId; self.offerer = offerer; self.answerer = answerer; self.streamId = streamId
+            self.direction = direction; self.pendingReply = pendingReply
+        }
     }
 
     final class Member {
@@ -106,6 +130,8 @@ public final class SignalingRouter {
     /// socket → (session, connection)
     private var sockets: [Int: (String, String)] = [:]
     public private(set) var issues: [IssueReport] = []
+    /// Open peer connections by peer id.
+    private var peers: [String: MediaPeer] = [:]
 
     public init(projects: [Project], limits: ServerLimits = ServerLimits()) {
         for p in projects { self.projects[p.apiKey] = p }
@@ -224,7 +250,89 @@ public final class SignalingRouter {
             issues.append(report)
             Log.info("server", "issue \(issueId) reported by \(cid) in \(sid): \(report.description)")
             reply(id, issueId: issueId)
+        case .mediaOffer(let id, let peerId, let streamId, let direction, let sdp):
+            switch checkOffer(room, m, peerId: peerId, streamId: streamId, direction: direction) {
+            case .failure(let e): reply(id, e)
+            case .success(let stream):
+                if room.id.relayed {
+                    guard let owner = room.members[stream.connectionId] else { reply(id, OTError(.serverCannotFindStream)); break }
+                    peers[peerId] = MediaPeer(sessionId: sid, offerer: m.info.id, answerer: owner.info.id, streamId: streamId,
+                                              direction: direction, pendingReply: nil)
+                    out += deliver([owner], .mediaOffer(peerId: peerId, streamId: streamId, direction: direction, sdp: sdp, from: m.info.id))
+                    reply(id)
+                } else {
+                    peers[peerId] = MediaPeer(sessionId: sid, offerer: m.info.id, answerer: nil, streamId: streamId,
+                                              direction: direction, pendingReply: id)
+                    out.append(.routeOffer(MediaOfferRequest(sessionId: sid, connectionId: m.info.id, peerId: peerId, streamId: streamId,
+                                                             direction: direction, sdp: sdp)))
+                }
+            }
+        case .mediaAnswer(let peerId, let sdp):
+            guard let p = peers[peerId], p.sessionId == sid, p.answerer == m.info.id, let offerer = room.members[p.offerer] else { break }
+            out += deliver([offerer], .mediaAnswer(peerId: peerId, sdp: sdp))
+        case .mediaCandidate(let peerId, let candidate):
+            guard let p = peers[peerId], p.sessionId == sid, let answerer = p.answerer else { break }
+            let other = p.offerer == m.info.id ? answerer : (answerer == m.info.id ? p.offerer : nil)
+            if let other, let target = room.members[other] { out += deliver([target], .mediaCandidate(peerId: peerId, candidate: candidate)) }
+        case .mediaClose(let peerId):
+            guard let p = peers[peerId], p.sessionId == sid, p.offerer == m.info.id || p.answerer == m.info.id else { break }
+            out += closePeer(room, peerId, reason: "closed", notify: p.offerer == m.info.id ? p.answerer : p.offerer)
+        case .subscriberSettings(let peerId, let audio, let video):
+            guard let p = peers[peerId], p.sessionId == sid, p.offerer == m.info.id, p.direction == .subscribe else { break }
+            if let answerer = p.answerer {
+                if let target = room.members[answerer] { out += deliver([target], .subscriberSettings(peerId: peerId, audio: audio, video: video)) }
+            } else {
+                out.append(.routeSubscription(peerId: peerId, audio: audio, video: video))
+            }
         }
+        return out
+    }
+
+    /// The media router answered an offer (or failed it): the offerer gets `reply` then `mediaAnswer`,
+    /// or a `reply` with the error code.
+    public func mediaAnswered(peerId: String, _ result: Result<String, OTError>) -> [Output] {
+        guard let p = peers[peerId], let room = rooms[p.sessionId], let offerer = room.members[p.offerer] else { return [] }
+        let id = p.pendingReply ?? 0
+        p.pendingReply = nil
+        switch result {
+        case .success(let sdp):
+            return deliver([offerer], .reply(id: id, code: nil, message: nil, stream: nil, issueId: nil))
+                + deliver([offerer], .mediaAnswer(peerId: peerId, sdp: sdp))
+        case .failure(let e):
+            peers[peerId] = nil
+            return deliver([offerer], .reply(id: id, code: e.code.rawValue, message: e.message, stream: nil, issueId: nil))
+        }
+    }
+
+    /// Open peer connections (relayed and routed).
+    public var mediaPeerCount: Int { peers.count }
+
+    private func checkOffer(_ room: Room, _ m: Member, peerId: String, streamId: String, direction: MediaDirection) -> Result<StreamInfo, OTError> {
+        guard !peerId.isEmpty, peerId.utf8.count <= 128 else { return .failure(OTError(.invalidParameter, "peerId must be 1–128 characters")) }
+        guard peers[peerId] == nil else { return .failure(OTError(.invalidParameter, "peer \(peerId) already exists")) }
+        switch direction {
+        case .subscribe:
+            guard m.role.canSubscribe else { return .failure(OTError(.forceUnpublishOrInvalidStream, "role \(m.role.rawValue) cannot subscribe")) }
+            guard let s = room.streams[streamId] else { return .failure(OTError(.serverCannotFindStream)) }
+            return .success(s)
+        case .publish:
+            guard m.role.canPublish else { return .failure(OTError(.unableToPublish, "role \(m.role.rawValue) cannot publish")) }
+            guard let s = room.streams[streamId], s.connectionId == m.info.id else {
+                return .failure(OTError(.forceUnpublishOrInvalidStream, "no stream \(streamId) of this connection"))
+            }
+            guard !room.id.relayed else {
+                return .failure(OTError(.invalidParameter, "relayed sessions have no media router: subscribers offer to the publisher"))
+            }
+            return .success(s)
+        }
+    }
+
+    /// Forgets a peer; tells the other side (`notify`, a connection id) and, in routed sessions, the router.
+    private func closePeer(_ room: Room, _ peerId: String, reason: String, notify: String?) -> [Output] {
+        guard let p = peers.removeValue(forKey: peerId) else { return [] }
+        var out: [Output] = []
+        if let notify, let target = room.members[notify] { out += deliver([target], .mediaClose(peerId: peerId, reason: reason)) }
+        if p.answerer == nil { out.append(.routeClose(peerId: peerId)) }
         return out
     }
 
@@ -362,6 +470,11 @@ public final class SignalingRouter {
     private func remove(_ room: Room, _ m: Member, reason: String) -> [Output] {
         var out: [Output] = []
         for s in room.orderedStreams() where s.connectionId == m.info.id { out += removeStream(room, s.id, reason: reason) }
+        let cid = m.info.id
+        for (peerId, p) in peers where p.sessionId == room.idString && (p.offerer == cid || p.answerer == cid) {
+            out += closePeer(room, peerId, reason: "connectionGone", notify: p.offerer == cid ? p.answerer : p.offerer)
+        }
+        if !room.id.relayed { out.append(.routeConnectionGone(connectionId: cid)) }
         room.members[m.info.id] = nil
         room.order.removeAll { $0 == m.info.id }
         if let s = m.socket { sockets[s] = nil }
@@ -372,7 +485,11 @@ public final class SignalingRouter {
     private func removeStream(_ room: Room, _ streamId: String, reason: String) -> [Output] {
         guard let s = room.streams.removeValue(forKey: streamId) else { return [] }
         room.streamOrder.removeAll { $0 == streamId }
-        return deliver(room.orderedMembers().filter { $0.info.id != s.connectionId }, .streamDestroyed(streamId: streamId, reason: reason))
+        var out: [Output] = []
+        for (peerId, p) in peers where p.sessionId == room.idString && p.streamId == streamId {
+            out += closePeer(room, peerId, reason: "streamDestroyed", notify: p.offerer == s.connectionId ? p.answerer : p.offerer)
+        }
+        return out + deliver(room.orderedMembers().filter { $0.info.id != s.connectionId }, .streamDestroyed(streamId: streamId, reason: reason))
     }
 
     private func muteStream(_ room: Room, _ streamId: String) -> [Output] {

@@ -89,6 +89,8 @@ public final class Session: @unchecked Sendable {
     private var socket: WebSocketClient?
     private var generation = 0
     private var completions: [Int: @Sendable (Result<RequestReply, OTError>) -> Void] = [:]
+    /// The publisher, subscribers and their media signaling (SessionMedia.swift).
+    let media = SessionMedia()
 
     public init(apiKey: String, sessionId: String, delegate: SessionDelegate?, settings: SessionSettings) {
         self.apiKey = apiKey; self.sessionId = sessionId; self.settings = settings
@@ -121,6 +123,8 @@ public final class Session: @unchecked Sendable {
     public var connections: [String: ConnectionInfo] { lock.withLock { machine.connections } }
     /// Whether a force mute of the whole session is active.
     public var isMuteForced: Bool { lock.withLock { machine.muteAllActive } }
+    /// Whether the session is relayed (media peer to peer) rather than routed, after `sessionDidConnect`.
+    public var isRelayed: Bool { lock.withLock { machine.relayed } }
 
     /// Connects with a token. Throws 1015 when not disconnected, 1011 for an empty token or bad server URL;
     /// later failures come as `session(_:didFailWithError:)` (1004 bad token, 1005 unknown session,
@@ -219,6 +223,23 @@ public final class Session: @unchecked Sendable {
         }
     }
 
+    /// Sends a media offer; the completion gets the server's verdict (the answer comes as `mediaAnswer`).
+    func sendMediaOffer(peerId: String, streamId: String, direction: MediaDirection, sdp: String, completion: @escaping Completion) throws {
+        try lock.withLock {
+            let (id, out) = try machine.request { .mediaOffer(id: $0, peerId: peerId, streamId: streamId, direction: direction, sdp: sdp) }
+            register(id, completion)
+            apply(out)
+        }
+    }
+
+    /// Sends a media message that needs no reply (answer, candidate, close, subscriber settings); dropped when not connected.
+    func sendMedia(_ message: ClientMessage) {
+        lock.withLock {
+            guard machine.status == .connected else { return }
+            socket?.send(SignalingCodec.encode(message))
+        }
+    }
+
     /// Asks the server whether this client may subscribe to a stream (1535 by role, 1604 unknown stream).
     public func requestSubscribe(_ streamId: String, completion: @escaping @Sendable (Result<StreamInfo, OTError>) -> Void) throws {
         try lock.withLock {
@@ -298,11 +319,14 @@ public final class Session: @unchecked Sendable {
                 if let c = completions.removeValue(forKey: id) { delegateQueue.async { c(result) } }
             case .event(let e):
                 delegateQueue.async { [self] in deliver(e) }
+            case .media(let m):
+                media.received(m)
             }
         }
     }
 
     private func deliver(_ e: SessionEvent) {
+        media.sessionEvent(e, session: self)
         guard let d = delegate else { return }
         switch e {
         case .connected: d.sessionDidConnect(self)

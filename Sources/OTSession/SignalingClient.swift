@@ -67,6 +67,9 @@ public struct SignalingClient {
         case completed(id: Int, Result<RequestReply, OTError>)
         /// Close the transport.
         case closeTransport
+        /// A media signaling message (offer, answer, candidate, close, subscriber settings) for the
+        /// publisher or a subscriber.
+        case media(ServerMessage)
     }
 
     public let apiKey: String
@@ -84,6 +87,8 @@ public struct SignalingClient {
     public private(set) var streams: [String: StreamInfo] = [:]
     /// Whether a force mute of the whole session is active.
     public private(set) var muteAllActive = false
+    /// Whether the session is relayed (peer-to-peer media), as the server said on connect.
+    public private(set) var relayed = false
     private var nextId = 1
     private var pending: Set<Int> = []
     private var connectDeadline: Instant?
@@ -166,6 +171,7 @@ public struct SignalingClient {
             status = .connected
             connectDeadline = nil
             connection = info.connection; role = info.role; resumeToken = info.resumeToken; muteAllActive = info.muteForced
+            relayed = info.relayed
             var out: [Output] = []
             if !wasConnected { out.append(.event(.connected(info.connection))) }
             for c in info.connections where c.id != info.connection.id && connections[c.id] == nil {
@@ -218,6 +224,9 @@ public struct SignalingClient {
         case .muteForced(let active, let streamId):
             if streamId == nil { muteAllActive = active }
             return [.event(.muteForced(MuteForcedInfo(active: active, streamId: streamId)))]
+        case .mediaOffer, .mediaAnswer, .mediaCandidate, .mediaClose, .subscriberSettings:
+            guard status == .connected else { return [] }
+            return [.media(msg)]
         }
     }
 

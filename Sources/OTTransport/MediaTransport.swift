@@ -139,6 +139,9 @@ public final class MediaTransport {
     public func pollTransmit() -> ICETransmit? { transmits.pop() }
     public func pollEvent() -> MediaTransportEvent? { events.pop() }
     public func pollTimeout() -> Instant? {
-        ([ice.pollTimeout(), dtls.pollTimeout()] + turns.map { $0.client.pollTimeout() }).compactMap { $0 }.min()
+        var next = ice.pollTimeout()
+        if let t = dtls.pollTimeout(), next.map({ t < $0 }) ?? true { next = t }
+        for turn in turns { if let t = turn.client.pollTimeout(), next.map({ t < $0 }) ?? true { next = t } }
+        return next
     }
 }

@@ -44,10 +44,14 @@ public final class UDPDriver: Sendable {
     private let wakeWriteFD: Int32
     private let handler: @Sendable (Event) -> Void
     private let clock: any TimeSource
+    private let threadName: String
 
-    /// - Parameter handler: called on the IO thread for every datagram and timer.
-    public init(clock: any TimeSource = MonotonicClock(), handler: @escaping @Sendable (Event) -> Void) throws {
+    /// - Parameters:
+    ///   - threadName: the IO thread's name (shown by `top -H`, `/proc/self/task/*/comm`; 15 characters used).
+    ///   - handler: called on the IO thread for every datagram and timer.
+    public init(clock: any TimeSource = MonotonicClock(), threadName: String = "otsession-udp", handler: @escaping @Sendable (Event) -> Void) throws {
         self.clock = clock
+        self.threadName = threadName
         self.handler = handler
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw OTError(.internalError, "UDP driver: pipe failed (errno \(errno))") }
@@ -175,7 +179,7 @@ public final class UDPDriver: Sendable {
         let already = state.withLock { s -> Bool in defer { s.running = true }; return s.running }
         guard !already else { return }
         let thread = Thread { [self] in self.run() }
-        thread.name = "otsession-udp"
+        thread.name = threadName
         thread.start()
     }
 
@@ -186,6 +190,8 @@ public final class UDPDriver: Sendable {
     }
 
     private func run() {
+        // Foundation does not pass Thread.name to the kernel on Linux; set it here.
+        _ = ot_set_thread_name(threadName)
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
             let (running, sockets, deadline, tcp) = state.withLock { ($0.running, $0.sockets, $0.deadline, $0.tcp) }

@@ -88,6 +88,14 @@ public struct ConnectedInfo: Codable, Sendable, Equatable {
     }
 }
 
+/// Which way media flows on a peer connection, from the offering client's point of view.
+public enum MediaDirection: String, Codable, Sendable, Equatable {
+    /// The offerer sends its stream (a publisher's connection to the media router).
+    case publish
+    /// The offerer receives a stream (a subscriber).
+    case subscribe
+}
+
 /// Messages a client sends (docs/protocol.md). Requests carry an `id` echoed by the server's `reply`.
 public enum ClientMessage: Sendable, Equatable {
     case connect(ConnectRequest)
@@ -102,6 +110,18 @@ public enum ClientMessage: Sendable, Equatable {
     case forceDisconnect(id: Int, connectionId: String)
     case reportIssue(id: Int, issueId: String, description: String)
     case disconnect
+    /// Opens a peer connection `peerId` (chosen by the offerer, unique in the session) for `streamId`.
+    /// Routed sessions: the media router answers. Relayed sessions: only `subscribe` offers, which go to the
+    /// publishing client. Refusals come as a `reply` with a code; success as `reply` then `mediaAnswer`.
+    case mediaOffer(id: Int, peerId: String, streamId: String, direction: MediaDirection, sdp: String)
+    /// The answer of a relayed publisher to a forwarded `mediaOffer`.
+    case mediaAnswer(peerId: String, sdp: String)
+    /// A trickled ICE candidate (`candidate:...` attribute value; empty for end of candidates).
+    case mediaCandidate(peerId: String, candidate: String)
+    /// Closes a peer connection.
+    case mediaClose(peerId: String)
+    /// What a subscriber wants to receive on its peer connection.
+    case subscriberSettings(peerId: String, audio: Bool, video: Bool)
 }
 
 /// Messages the server sends (docs/protocol.md).
@@ -122,6 +142,16 @@ public enum ServerMessage: Sendable, Equatable {
     case disconnected(reason: String)
     /// A refused connect or a protocol error; the socket closes next.
     case error(code: Int32, message: String)
+    /// A subscriber's offer forwarded to the publishing client of a relayed session; `from` is the
+    /// subscriber's connection id.
+    case mediaOffer(peerId: String, streamId: String, direction: MediaDirection, sdp: String, from: String)
+    /// The answer for an offer this client sent (from the media router or the relayed publisher).
+    case mediaAnswer(peerId: String, sdp: String)
+    case mediaCandidate(peerId: String, candidate: String)
+    /// The other side closed the peer connection (its client left, the stream ended, or the router closed it).
+    case mediaClose(peerId: String, reason: String)
+    /// A relayed subscriber's wishes, forwarded to the publishing client.
+    case subscriberSettings(peerId: String, audio: Bool, video: Bool)
 }
 
 private struct AnyKey: CodingKey {
@@ -160,6 +190,13 @@ extension ClientMessage: Codable {
         case "forceDisconnect": self = .forceDisconnect(id: try c.req("id"), connectionId: try c.req("connectionId"))
         case "reportIssue": self = .reportIssue(id: try c.req("id"), issueId: try c.opt("issueId") ?? "", description: try c.req("description"))
         case "disconnect": self = .disconnect
+        case "mediaOffer":
+            self = .mediaOffer(id: try c.req("id"), peerId: try c.req("peerId"), streamId: try c.req("streamId"),
+                               direction: try c.req("direction"), sdp: try c.req("sdp"))
+        case "mediaAnswer": self = .mediaAnswer(peerId: try c.req("peerId"), sdp: try c.req("sdp"))
+        case "mediaCandidate": self = .mediaCandidate(peerId: try c.req("peerId"), candidate: try c.req("candidate"))
+        case "mediaClose": self = .mediaClose(peerId: try c.req("peerId"))
+        case "subscriberSettings": self = .subscriberSettings(peerId: try c.req("peerId"), audio: try c.req("audio"), video: try c.req("video"))
         default: throw WireError("unknown client message type \(type.prefix(40))")
         }
     }
@@ -190,6 +227,17 @@ extension ClientMessage: Codable {
             try c.put("type", "reportIssue"); try c.put("id", id); try c.put("issueId", issueId); try c.put("description", d)
         case .disconnect:
             try c.put("type", "disconnect")
+        case .mediaOffer(let id, let peerId, let streamId, let direction, let sdp):
+            try c.put("type", "mediaOffer"); try c.put("id", id); try c.put("peerId", peerId); try c.put("streamId", streamId)
+            try c.put("direction", direction); try c.put("sdp", sdp)
+        case .mediaAnswer(let peerId, let sdp):
+            try c.put("type", "mediaAnswer"); try c.put("peerId", peerId); try c.put("sdp", sdp)
+        case .mediaCandidate(let peerId, let candidate):
+            try c.put("type", "mediaCandidate"); try c.put("peerId", peerId); try c.put("candidate", candidate)
+        case .mediaClose(let peerId):
+            try c.put("type", "mediaClose"); try c.put("peerId", peerId)
+        case .subscriberSettings(let peerId, let audio, let video):
+            try c.put("type", "subscriberSettings"); try c.put("peerId", peerId); try c.put("audio", audio); try c.put("video", video)
         }
     }
 }
@@ -211,6 +259,13 @@ extension ServerMessage: Codable {
         case "muteForced": self = .muteForced(active: try c.req("active"), streamId: try c.opt("streamId"))
         case "disconnected": self = .disconnected(reason: try c.req("reason"))
         case "error": self = .error(code: try c.req("code"), message: try c.req("message"))
+        case "mediaOffer":
+            self = .mediaOffer(peerId: try c.req("peerId"), streamId: try c.req("streamId"), direction: try c.req("direction"),
+                               sdp: try c.req("sdp"), from: try c.req("from"))
+        case "mediaAnswer": self = .mediaAnswer(peerId: try c.req("peerId"), sdp: try c.req("sdp"))
+        case "mediaCandidate": self = .mediaCandidate(peerId: try c.req("peerId"), candidate: try c.req("candidate"))
+        case "mediaClose": self = .mediaClose(peerId: try c.req("peerId"), reason: try c.opt("reason") ?? "")
+        case "subscriberSettings": self = .subscriberSettings(peerId: try c.req("peerId"), audio: try c.req("audio"), video: try c.req("video"))
         default: throw WireError("unknown server message type \(type.prefix(40))")
         }
     }
@@ -241,6 +296,17 @@ extension ServerMessage: Codable {
             try c.put("type", "disconnected"); try c.put("reason", reason)
         case .error(let code, let message):
             try c.put("type", "error"); try c.put("code", code); try c.put("message", message)
+        case .mediaOffer(let peerId, let streamId, let direction, let sdp, let from):
+            try c.put("type", "mediaOffer"); try c.put("peerId", peerId); try c.put("streamId", streamId)
+            try c.put("direction", direction); try c.put("sdp", sdp); try c.put("from", from)
+        case .mediaAnswer(let peerId, let sdp):
+            try c.put("type", "mediaAnswer"); try c.put("peerId", peerId); try c.put("sdp", sdp)
+        case .mediaCandidate(let peerId, let candidate):
+            try c.put("type", "mediaCandidate"); try c.put("peerId", peerId); try c.put("candidate", candidate)
+        case .mediaClose(let peerId, let reason):
+            try c.put("type", "mediaClose"); try c.put("peerId", peerId); try c.put("reason", reason)
+        case .subscriberSettings(let peerId, let audio, let video):
+            try c.put("type", "subscriberSettings"); try c.put("peerId", peerId); try c.put("audio", audio); try c.put("video", video)
         }
     }
 }

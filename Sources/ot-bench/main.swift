@@ -1,12 +1,14 @@
 // ot-bench: measurements of libotsession's hot paths. One subcommand per area:
 //   ot-bench codec [--quick]    codecs, payloads and SRTP against raw libvpx/libopus
 //   ot-bench pipeline [--quick] the publisher/subscriber media pipelines in one process
+//   ot-bench router [--quick]   the media router's forwarding cost with N subscribers
 // Build for release: swift run -c release ot-bench <subcommand>
 import Glibc
 
 let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)] = [
     ("codec", "VP8/Opus raw codec vs whole media path, SRTP packets/s, allocations per packet", runCodecBenchmark),
     ("pipeline", "frames/s through the send and receive media pipelines vs raw libvpx", runPipelineBenchmark),
+    ("router", "media router forwarding: packets/s and Mbit/s out per CPU second, N subscribers", runRouterBenchmark),
 ]
 
 let args = Array(CommandLine.arguments.dropFirst())

@@ -1,0 +1,53 @@
+import Foundation
+import OTBase
+import OTTransport
+import OTWire
+
+/// A `PeerConnectionDriver` (own sockets and IO thread) whose events are handed, in order, to the owner's
+/// serial `queue`, so the publisher's and subscriber's media state stays confined to that queue.
+final class MediaLink: @unchecked Sendable {
+    private let driver: PeerConnectionDriver
+
+    /// Binds the sockets `bindAddresses(serverURL:)` picks and starts the IO thread.
+    init(config: PeerConnectionConfig, serverURL: String, queue: DispatchQueue,
+         onEvent: @escaping @Sendable ([PeerConnectionEvent]) -> Void) throws {
+        driver = try PeerConnectionDriver(config: config, bind: Self.bindAddresses(serverURL: serverURL)) { e in queue.async { onEvent([e]) } }
+    }
+
+    /// Host candidates: with a session server on this machine (loopback URL) every peer is local too, so one
+    /// loopback socket; otherwise one socket per IPv4 interface address (loopback excluded).
+    static func bindAddresses(serverURL: String) -> [TransportAddress] {
+        let loopback = TransportAddress(ip: .v4(0x7F00_0001), port: 0)
+        guard let host = try? ServerEndpoint.parse(serverURL).host else { return [loopback] }
+        if host == "localhost" || IPAddress(host)?.isLoopback == true { return [loopback] }
+        let all = PeerConnectionDriver.hostBindAddresses()
+        return all.isEmpty ? [loopback] : all
+    }
+
+    deinit { driver.close() }
+
+    /// Our offer (SDP text).
+    func createOffer() throws -> String { try driver.createOffer() }
+    /// Our answer to the peer's offer; connecting starts.
+    func createAnswer(offer: String) throws -> String { try driver.createAnswer(toOffer: offer) }
+    /// The peer's answer to our offer; connecting starts.
+    func setRemoteAnswer(_ sdp: String) throws { try driver.setRemoteAnswer(sdp) }
+    /// What both sides agreed, after the descriptions are exchanged.
+    var negotiated: SDPNegotiated? { driver.negotiated }
+
+    /// A trickled candidate from signaling (`""` ends the candidates); malformed ones are ignored.
+    func addRemoteCandidate(_ line: String) {
+        if line.isEmpty { driver.withPeerConnection { pc, now in pc.endOfRemoteCandidates(now: now) }; return }
+        guard let c = try? SDPCandidate(parsing: line) else { Log.warn("media", "ignored a bad remote candidate"); return }
+        driver.addRemoteCandidate(c)
+    }
+
+    /// Protects and sends an RTP packet (the buffer holds the protected bytes afterwards).
+    func sendRTP(_ packet: inout [UInt8]) { driver.sendRTP(&packet) }
+
+    /// Asks the peer for a keyframe of its SSRC.
+    func requestKeyframe(ssrc: UInt32) { driver.requestKeyframe(ssrc: ssrc) }
+
+    /// Sends BYE, closes DTLS, stops the IO thread and closes the sockets. Idempotent.
+    func close() { driver.close() }
+}

@@ -1,0 +1,333 @@
+import Foundation
+import OTBase
+import OTMedia
+import OTTransport
+import OTWire
+
+/// Where a publisher's video comes from.
+public enum PublisherVideoSource: Sendable {
+    /// The built-in moving test pattern at the settings' size and rate; each frame carries its number and
+    /// capture time, readable after decoding with `TestPatternReader`.
+    case testPattern
+    /// A file of raw I420 frames of the settings' size, played at the settings' rate and looped.
+    case rawFile(path: String)
+    /// A custom capturer (for example `CallbackVideoCapturer`); frames in any `PixelFormat`, from any thread.
+    case capturer(any VideoCapturer)
+    /// No video track.
+    case none
+}
+
+/// The kind of video a stream carries (as OTStreamVideoType).
+public enum StreamVideoType: String, Sendable, CaseIterable {
+    case camera, screen, custom
+}
+
+/// Settings of a `Publisher` (as OTPublisherSettings).
+public struct PublisherSettings: Sendable {
+    /// The stream's name others see.
+    public var name: String
+    public var videoSource: PublisherVideoSource
+    /// The audio device captured from; nil uses a `HeadlessAudioDevice` capturing silence (no sound server needed).
+    public var audioDevice: (any AudioDevice)?
+    /// Whether the stream has an audio track at all.
+    public var audioTrack: Bool
+    public var videoType: StreamVideoType
+    /// Picture size and frame rate of the built-in sources (a custom capturer's own settings win).
+    public var width: Int
+    public var height: Int
+    public var fps: Int
+    /// Video bitrate bounds (kbit/s); the encoder starts at `startBitrateKbps` and adapts to receiver feedback.
+    public var minBitrateKbps: Int
+    public var startBitrateKbps: Int
+    public var maxBitrateKbps: Int
+    /// Opus bitrate (bit/s).
+    public var audioBitrateBps: Int
+    /// A per-frame transform of the encoded media between encoder and packetizer (end-to-end encryption plugs
+    /// in here); subscribers need the matching `SubscriberSettings.frameTransform`.
+    public var frameTransform: any FrameTransform
+    /// Initial values of `publishAudio` / `publishVideo`.
+    public var publishAudio: Bool
+    public var publishVideo: Bool
+
+    public init(name: String = "", videoSource: PublisherVideoSource = .testPattern, audioDevice: (any AudioDevice)? = nil,
+                audioTrack: Bool = true, videoType: StreamVideoType = .camera, width: Int = 640, height: Int = 480, fps: Int = 30,
+                minBitrateKbps: Int = 100, startBitrateKbps: Int = 600, maxBitrateKbps: Int = 2000, audioBitrateBps: Int = 32_000,
+                frameTransform: any FrameTransform = IdentityFrameTransform(), publishAudio: Bool = true, publishVideo: Bool = true) {
+        self.name = name; self.videoSource = videoSource; self.audioDevice = audioDevice; self.audioTrack = audioTrack
+        self.videoType = videoType; self.width = width; self.height = height; self.fps = fps
+        self.minBitrateKbps = minBitrateKbps; self.startBitrateKbps = startBitrateKbps; self.maxBitrateKbps = maxBitrateKbps
+        self.audioBitrateBps = audioBitrateBps; self.frameTransform = frameTransform
+        self.publishAudio = publishAudio; self.publishVideo = publishVideo
+    }
+}
+
+/// A publisher's sending counters (as OTPublisherKitVideoNetworkStats / AudioNetworkStats, merged).
+public struct PublisherStats: Sendable, Equatable {
+    /// Wall-clock milliseconds since 1970 when taken.
+    public var timestampMillis: Int64 = 0
+    /// Media connections that are up: subscribers (relayed) or the media router (routed).
+    public var connections = 0
+    public var videoPacketsSent = 0
+    public var videoBytesSent = 0
+    public var audioPacketsSent = 0
+    public var audioBytesSent = 0
+    public var framesEncoded = 0
+    public var keyFramesEncoded = 0
+    /// Video bits per second sent over the last second (to each connection).
+    public var videoBitrateBps = 0.0
+    /// The encoder's current target (kbit/s), adapted to receiver feedback.
+    public var targetBitrateKbps = 0
+    /// Keyframe requests (PLI/FIR) and NACKed packets received.
+    public var pliCount = 0
+    public var nackCount = 0
+    /// The worst round-trip time and loss fraction (0…1) any receiver reports, when known.
+    public var roundTripTimeMillis: Double?
+    public var fractionLost = 0.0
+    public init() {}
+}
+
+/// Messages a `Publisher` sends to its delegate, on the session's delegate queue. Every method has an empty default.
+public protocol PublisherDelegate: AnyObject {
+    /// The stream was created: others see it (as `publisher:streamCreated:`).
+    func publisher(_ publisher: Publisher, streamCreated stream: StreamInfo)
+    /// The stream ended (unpublish, disconnect).
+    func publisher(_ publisher: Publisher, streamDestroyed stream: StreamInfo)
+    func publisher(_ publisher: Publisher, didFailWithError error: OTError)
+    /// Sending counters, about once a second while published.
+    func publisher(_ publisher: Publisher, statsUpdated stats: PublisherStats)
+    /// A moderator force-muted this stream: `publishAudio` is now false (as `muteForced:`).
+    func publisher(_ publisher: Publisher, muteForced active: Bool)
+}
+
+extension PublisherDelegate {
+    public func publisher(_ publisher: Publisher, streamCreated stream: StreamInfo) {}
+    public func publisher(_ publisher: Publisher, streamDestroyed stream: StreamInfo) {}
+    public func publisher(_ publisher: Publisher, didFailWithError error: OTError) {}
+    public func publisher(_ publisher: Publisher, statsUpdated stats: PublisherStats) {}
+    public func publisher(_ publisher: Publisher, muteForced active: Bool) {}
+}
+
+/// Publishes one audio/video stream into a session (as OTPublisherKit): `Session.publish(_:)`, `Session.unpublish(_:)`.
+/// Video from the settings' source is encoded once (VP8) and sent to the media router (routed sessions) or to each
+/// subscriber (relayed sessions, one peer connection each); audio from the audio device (Opus). Thread-safe.
+public final class Publisher: SessionMediaClient, @unchecked Sendable {
+    public let settings: PublisherSettings
+    /// The audio device captured from.
+    public let audioDevice: any AudioDevice
+
+    private let lock = NSLock()
+    private weak var _delegate: PublisherDelegate?
+    private weak var session: Session?
+    private var _stream: StreamInfo?
+    private var _publishAudio: Bool
+    private var _publishVideo: Bool
+    private var active = false
+
+    /// Encoding, sending and peer management run here.
+    let mediaQueue = DispatchQueue(label: "otsession.publisher.media")
+    private let engine: PublisherEngine
+
+    /// Creates a publisher; nothing is captured until `Session.publish`. Throws `invalidParameter` for bad settings.
+    public init(delegate: PublisherDelegate?, settings: PublisherSettings = PublisherSettings()) throws {
+        guard settings.width > 0, settings.height > 0, settings.width <= 4096, settings.height <= 4096, settings.fps > 0, settings.fps <= 120 else {
+            throw OTError(.invalidParameter, "publisher size must be 1–4096 and fps 1–120")
+        }
+        guard settings.minBitrateKbps > 0, settings.minBitrateKbps <= settings.startBitrateKbps, settings.startBitrateKbps <= settings.maxBitrateKbps else {
+            throw OTError(.invalidParameter, "bitrates must satisfy 0 < min ≤ start ≤ max")
+        }
+        guard settings.name.count <= 1000 else { throw OTError(.invalidParameter, "the name is over 1000 characters") }
+        if case .none = settings.videoSource, !settings.audioTrack { throw OTError(.invalidParameter, "a publisher needs audio or video") }
+        self.settings = settings
+        _delegate = delegate
+        audioDevice = try settings.audioDevice ?? HeadlessAudioDevice(capture: .silence)
+        _publishAudio = settings.publishAudio
+        _publishVideo = settings.publishVideo
+        engine = try PublisherEngine(settings: settings, queue: mediaQueue)
+    }
+
+    public var delegate: PublisherDelegate? {
+        get { lock.withLock { _delegate } }
+        set { lock.withLock { _delegate = newValue } }
+    }
+
+    /// The published stream, from `streamCreated` until `streamDestroyed`.
+    public var stream: StreamInfo? { lock.withLock { _stream } }
+
+    /// Whether audio is sent; others see the stream's `hasAudio` change.
+    public var publishAudio: Bool {
+        get { lock.withLock { _publishAudio } }
+        set { setPublishing(audio: newValue) }
+    }
+
+    /// Whether video is sent; others see the stream's `hasVideo` change (subscribers: video disabled/enabled,
+    /// reason `.publisherPropertyChanged`).
+    public var publishVideo: Bool {
+        get { lock.withLock { _publishVideo } }
+        set { setPublishing(video: newValue) }
+    }
+
+    /// Sending counters now.
+    public var stats: PublisherStats { mediaQueue.sync { engine.currentStats() } }
+
+    /// The W3C-named RTC stats report (JSON array: `outbound-rtp`, `remote-inbound-rtp`).
+    public func rtcStatsReport() -> String { mediaQueue.sync { engine.rtcStatsReport() } }
+
+    private func setPublishing(audio: Bool? = nil, video: Bool? = nil) {
+        let (s, streamId): (Session?, String?) = lock.withLock {
+            if let audio { _publishAudio = audio }
+            if let video { _publishVideo = video }
+            return (session, _stream?.id)
+        }
+        let (a, v) = lock.withLock { (_publishAudio, _publishVideo) }
+        mediaQueue.async { [engine] in engine.setSending(audio: a, video: v) }
+        guard let s, let streamId else { return }
+        try? s.updateStream(streamId, hasAudio: audio.map { $0 && settings.audioTrack }, hasVideo: video.map { $0 && engine.hasVideo })
+    }
+
+    // MARK: session side
+
+    /// Starts capture and announces the stream (from `Session.publish`).
+    func start(in session: Session) throws {
+        try lock.withLock {
+            guard self.session == nil, !active else { throw OTError(.illegalState, "this publisher is already published") }
+            self.session = session
+            active = true
+        }
+        engine.onFailure = { [weak self] e in self?.fail(e) }
+        engine.onStats = { [weak self] st in self?.deliver { $0.publisher($1, statsUpdated: st) } }
+        do {
+            try mediaQueue.sync { try engine.start(audioDevice: settings.audioTrack ? audioDevice : nil, session: session) }
+        } catch {
+            lock.withLock { self.session = nil; active = false }
+            throw error
+        }
+        let (a, v) = lock.withLock { (_publishAudio, _publishVideo) }
+        mediaQueue.async { [engine] in engine.setSending(audio: a, video: v) }
+        let req = PublishRequest(name: settings.name, hasAudio: settings.audioTrack && a, hasVideo: engine.hasVideo && v,
+                                 videoType: settings.videoType.rawValue, width: engine.videoWidth, height: engine.videoHeight)
+        do {
+            try session.publishStream(req) { [weak self, weak session] result in
+                guard let session else { return }
+                guard let self else {
+                    // Dropped before the answer: take the stream back.
+                    if case .success(let st) = result { try? session.unpublishStream(st.id) }
+                    return
+                }
+                published(result, session: session)
+            }
+        } catch {
+            stop(notify: false)
+            throw error
+        }
+    }
+
+    private func published(_ result: Result<StreamInfo, OTError>, session s: Session) {
+        switch result {
+        case .failure(let e):
+            stop(notify: false)
+            deliver(on: s) { $0.publisher($1, didFailWithError: e) }
+        case .success(let stream):
+            let current = lock.withLock { () -> Bool in
+                guard active, session === s else { return false }
+                _stream = stream
+                return true
+            }
+            guard current else {
+                // Unpublished before the server answered: withdraw the stream it made.
+                try? s.unpublishStream(stream.id)
+                return
+            }
+            s.media.setOwnStream(stream.id, published: true)
+            s.media.setOfferHandler { [weak self] m in self?.offerReceived(m) }
+            let routed = !s.isRelayed
+            mediaQueue.async { [engine, weak s] in
+                engine.streamCreated(stream)
+                guard routed, let s else { return }
+                engine.connectToRouter(session: s)
+            }
+            deliver { $0.publisher($1, streamCreated: stream) }
+        }
+    }
+
+    private func offerReceived(_ m: ServerMessage) {
+        guard case .mediaOffer(let peerId, let streamId, let direction, let sdp, let from) = m, let s = lock.withLock({ session }) else { return }
+        mediaQueue.async { [engine] in
+            engine.answer(peerId: peerId, streamId: streamId, direction: direction, sdp: sdp, subscriber: from, session: s)
+        }
+    }
+
+    /// Withdraws the stream (from `Session.unpublish` or a disconnect); `streamDestroyed` follows when `notify`.
+    func stop(notify: Bool) {
+        let (s, stream): (Session?, StreamInfo?) = lock.withLock {
+            guard active else { return (nil, nil) }
+            active = false
+            defer { session = nil; _stream = nil }
+            return (session, _stream)
+        }
+        if let s {
+            s.media.setOfferHandler(nil)
+            if let stream { s.media.setOwnStream(stream.id, published: false) }
+            s.media.clearPublisher(self)
+        }
+        mediaQueue.sync { engine.stop() }
+        if let stream, notify, let s {
+            if s.status == .connected { try? s.unpublishStream(stream.id) }
+            // Strong: the last message must reach the delegate even when the app dropped the publisher.
+            s.delegateQueue.async { [self] in
+                delegate?.publisher(self, streamDestroyed: stream)
+                // This client's own subscribers of the stream (the server tells only the others).
+                s.media.sessionEvent(.streamDestroyed(stream), session: s)
+            }
+        }
+    }
+
+    /// The session ended or the stream was taken away.
+    func sessionEvent(_ e: SessionEvent, session: Session) {
+        switch e {
+        case .disconnected:
+            stop(notify: true)
+        case .muteForced(let info) where info.active && info.streamId != nil && info.streamId == stream?.id:
+            // A moderator muted this stream: stop sending audio (others already see hasAudio false).
+            lock.withLock { _publishAudio = false }
+            let v = publishVideo
+            mediaQueue.async { [engine] in engine.setSending(audio: false, video: v) }
+            deliver(on: session) { $0.publisher($1, muteForced: true) }
+        default:
+            break
+        }
+    }
+
+    private func fail(_ e: OTError) {
+        deliver { $0.publisher($1, didFailWithError: e) }
+    }
+
+    private func deliver(on s: Session? = nil, _ body: @escaping @Sendable (PublisherDelegate, Publisher) -> Void) {
+        guard let q = s?.delegateQueue ?? lock.withLock({ session?.delegateQueue }) else { return }
+        q.async { [self] in
+            guard let d = delegate else { return }
+            body(d, self)
+        }
+    }
+}
+
+extension Session {
+    /// Publishes a stream (as `[OTSession publish:error:]`). Throws 1010 when not connected, 1500 when the role
+    /// cannot publish or this session already has a publisher (one per session), 1015 when the publisher is
+    /// published elsewhere. `publisher(_:streamCreated:)` follows; asynchronous failures go to the publisher's delegate.
+    public func publish(_ publisher: Publisher) throws {
+        guard status == .connected else { throw OTError(.notConnected) }
+        guard capabilities?.canPublish == true else { throw OTError(.unableToPublish, "this token's role cannot publish") }
+        try media.setPublisher(publisher)
+        do { try publisher.start(in: self) } catch {
+            media.clearPublisher(publisher)
+            throw error
+        }
+    }
+
+    /// Stops publishing (as `[OTSession unpublish:error:]`); `publisher(_:streamDestroyed:)` follows.
+    /// Throws 1113 when the publisher is not published in this session.
+    public func unpublish(_ publisher: Publisher) throws {
+        guard media.isPublisher(publisher) else { throw OTError(.publisherNotFound, "this publisher is not published in this session") }
+        publisher.stop(notify: true)
+    }
+}

@@ -1,0 +1,431 @@
+import Foundation
+import OTBase
+import OTMedia
+import OTTransport
+import OTWire
+
+/// The publisher's media work, confined to its serial `queue` (every method but the capture entry points
+/// runs there): capture → send pipelines → RTP fanned out to every peer connection (the router, or each
+/// relayed subscriber), RTCP feedback → keyframes and bitrate.
+final class PublisherEngine: @unchecked Sendable {
+    /// One peer connection: to the media router, or to one relayed subscriber.
+    final class Peer: MediaSignalingPeer, @unchecked Sendable {
+        let id: String
+        let link: MediaLink
+        /// The subscriber's connection (relayed), nil for the router.
+        let subscriber: String?
+        weak var engine: PublisherEngine?
+        var connected = false
+        var wantsAudio = true
+        var wantsVideo = true
+        var fractionLost = 0.0
+        var rtt: Duration?
+        var rate: LossBasedBitrate
+        var videoReport: RemoteInboundReport?
+        var audioReport: RemoteInboundReport?
+        var rttTotal = Duration.zero
+        var rttCount = 0
+
+        init(id: String, link: MediaLink, subscriber: String?, rate: LossBasedBitrate) {
+            self.id = id; self.link = link; self.subscriber = subscriber; self.rate = rate
+        }
+
+        func mediaSignal(_ message: ServerMessage) {
+            guard let engine else { return }
+            engine.queue.async { engine.signal(message, peer: self) }
+        }
+    }
+
+    let queue: DispatchQueue
+    let settings: PublisherSettings
+    let videoSSRC = UInt32.random(in: 1...UInt32.max)
+    let audioSSRC = UInt32.random(in: 1...UInt32.max)
+    let hasVideo: Bool
+    let videoWidth: Int
+    let videoHeight: Int
+    private let fps: Int
+
+    var onFailure: (@Sendable (OTError) -> Void)?
+    var onStats: (@Sendable (PublisherStats) -> Void)?
+
+    private let capturer: (any VideoCapturer)?
+    private var captureSink: CaptureSink?
+    private var audioSink: PublisherAudioSink?
+    private var audioDevice: (any AudioDevice)?
+    private var video: VideoSendPipeline?
+    private var audio: AudioSendPipeline?
+    private var peers: [String: Peer] = [:]
+    /// Connected peers that want video / audio (rebuilt when peers change).
+    private var videoTargets: [Peer] = []
+    private var audioTargets: [Peer] = []
+    private var scratch: [UInt8] = []
+    private var stream: StreamInfo?
+    private var running = false
+    private var sendingAudio = true
+    private var sendingVideo = true
+    private var targetKbps: Int
+    private var videoRate = RateMeter()
+    private var statsTimer: (any DispatchSourceTimer)?
+    private var pliCount = 0
+    private var nackCount = 0
+    private let backlog = NSLock()
+    private var framesQueued = 0
+
+    init(settings: PublisherSettings, queue: DispatchQueue) throws {
+        self.settings = settings
+        self.queue = queue
+        targetKbps = settings.startBitrateKbps
+        switch settings.videoSource {
+        case .testPattern:
+            capturer = try TestPatternSource(width: settings.width, height: settings.height).capturer(fps: settings.fps)
+        case .rawFile(let path):
+            capturer = try RawFileSource(path: path, width: settings.width, height: settings.height).capturer(fps: settings.fps)
+        case .capturer(let c):
+            capturer = c
+        case .none:
+            capturer = nil
+        }
+        hasVideo = capturer != nil
+        videoWidth = capturer?.captureSettings.width ?? 0
+        videoHeight = capturer?.captureSettings.height ?? 0
+        fps = capturer?.captureSettings.fps ?? settings.fps
+    }
+
+    // MARK: lifecycle (on queue)
+
+    func start(audioDevice: (any AudioDevice)?, session: Session) throws {
+        guard !running else { throw OTError(.illegalState, "already publishing") }
+        self.session = session
+        if let capturer {
+            var enc = VP8EncoderConfig(width: videoWidth, height: videoHeight, bitrateKbps: targetKbps, framerate: fps)
+            enc.keyframeInterval = max(enc.keyframeInterval, fps * 10)
+            video = try VideoSendPipeline(config: VideoSendConfig(ssrc: videoSSRC, encoder: enc), transform: settings.frameTransform)
+            let sink = CaptureSink(converter: PixelFormatConverter()) { [weak self] frame in self?.frameCaptured(frame) }
+            do {
+                try capturer.initCapture(consumer: sink)
+                try capturer.startCapture()
+            } catch {
+                capturer.releaseCapture()
+                throw OTError(.unableToPublish, "the video capturer did not start: \(error)")
+            }
+            captureSink = sink
+        }
+        if let audioDevice {
+            var opus = OpusEncoderConfig(sampleRate: audioDevice.captureSettings.sampleRate, channels: audioDevice.captureSettings.channels)
+            opus.bitrateBps = settings.audioBitrateBps
+            audio = try AudioSendPipeline(config: AudioSendConfig(ssrc: audioSSRC, opus: opus), transform: settings.frameTransform)
+            let sink = PublisherAudioSink(engine: self)
+            audioDevice.setCaptureSink(sink)
+            do { try audioDevice.startCapture() } catch {
+                audioDevice.setCaptureSink(nil)
+                stopCapture()
+                throw OTError(.unableToPublish, "the audio device did not start capturing: \(error)")
+            }
+            audioSink = sink
+            self.audioDevice = audioDevice
+        }
+        running = true
+        let t = DispatchSource.makeTimerSource(queue: queue)
+        t.schedule(deadline: .now() + 1, repeating: 1)
+        t.setEventHandler { [weak self] in
+            guard let self, running else { return }
+            onStats?(currentStats())
+        }
+        t.resume()
+        statsTimer = t
+    }
+
+    private func stopCapture() {
+        capturer?.stopCapture()
+        capturer?.releaseCapture()
+        captureSink?.detach()
+        captureSink = nil
+    }
+
+    /// Stops capture and closes every peer connection (telling the other sides).
+    func stop() {
+        guard running else { return }
+        running = false
+        statsTimer?.cancel()
+        statsTimer = nil
+        stopCapture()
+        if let d = audioDevice {
+            d.stopCapture()
+            d.setCaptureSink(nil)
+        }
+        audioSink?.detach()
+        audioSink = nil
+        audioDevice = nil
+        for p in peers.values {
+            session?.media.unregister(peerId: p.id, answering: p.subscriber != nil)
+            session?.sendMedia(.mediaClose(peerId: p.id))
+            p.link.close()
+        }
+        peers = [:]
+        rebuildTargets()
+        stream = nil
+    }
+
+    func streamCreated(_ s: StreamInfo) { stream = s }
+
+    func setSending(audio a: Bool, video v: Bool) {
+        let resumeVideo = v && !sendingVideo
+        sendingAudio = a
+        sendingVideo = v
+        if resumeVideo { video?.requestKeyframe() }
+    }
+
+    // MARK: peers (on queue)
+
+    private func linkConfig() -> PeerConnectionConfig {
+        let sid = stream?.id ?? "ot"
+        return PeerConnectionConfig(
+            audioTrack: audio != nil ? SDPLocalTrack(ssrc: audioSSRC, streamID: sid, trackID: "audio-\(audioSSRC)", cname: "ot-\(sid)") : nil,
+            videoTrack: video != nil ? SDPLocalTrack(ssrc: videoSSRC, streamID: sid, trackID: "video-\(videoSSRC)", cname: "ot-\(sid)") : nil)
+    }
+
+    private func makePeer(id: String, subscriber: String?) throws -> Peer {
+        let box = WeakPeer()
+        let link = try MediaLink(config: linkConfig(), serverURL: session?.settings.serverURL ?? "", queue: queue) { [weak self] events in
+            guard let self, let p = box.peer else { return }
+            for e in events { linkEvent(e, peer: p) }
+        }
+        let p = Peer(id: id, link: link, subscriber: subscriber,
+                     rate: LossBasedBitrate(minKbps: settings.minBitrateKbps, startKbps: settings.startBitrateKbps, maxKbps: settings.maxBitrateKbps))
+        p.engine = self
+        box.peer = p
+        return p
+    }
+
+    /// Routed: one peer connection to the media router, which we offer.
+    func connectToRouter(session: Session) {
+        guard running, let stream else { return }
+        let peerId = UUID().uuidString.lowercased()
+        do {
+            let p = try makePeer(id: peerId, subscriber: nil)
+            peers[peerId] = p
+            session.media.register(peerId: peerId, p)
+            let offer = try p.link.createOffer()
+            try session.sendMediaOffer(peerId: peerId, streamId: stream.id, direction: .publish, sdp: offer) { [weak self] err in
+                guard let err, let self else { return }
+                queue.async { self.dropPeer(peerId, tellOtherSide: false) }
+                onFailure?(OTError(err.code, "the media router refused the stream: \(err.message)"))
+            }
+        } catch {
+            dropPeer(peerId, tellOtherSide: false)
+            onFailure?(OTError(.publisherWebRTC, "could not connect to the media router: \(error)"))
+        }
+    }
+
+    /// Relayed: a subscriber's offer; we answer it with our tracks.
+    func answer(peerId: String, streamId: String, direction: MediaDirection, sdp: String, subscriber: String, session: Session) {
+        guard running, let stream, streamId == stream.id, direction == .subscribe, peers[peerId] == nil else {
+            session.sendMedia(.mediaClose(peerId: peerId))
+            return
+        }
+        do {
+            let p = try makePeer(id: peerId, subscriber: subscriber)
+            peers[peerId] = p
+            session.media.register(peerId: peerId, p, answering: true)
+            let answer = try p.link.createAnswer(offer: sdp)
+            session.sendMedia(.mediaAnswer(peerId: peerId, sdp: answer))
+        } catch {
+            Log.warn("publisher", "refused an offer from \(subscriber): \(error)")
+            dropPeer(peerId, tellOtherSide: true)
+        }
+    }
+
+    private weak var session: Session?
+
+    private func dropPeer(_ id: String, tellOtherSide: Bool) {
+        guard let p = peers.removeValue(forKey: id) else { return }
+        session?.media.unregister(peerId: id, answering: p.subscriber != nil)
+        if tellOtherSide { session?.sendMedia(.mediaClose(peerId: id)) }
+        p.link.close()
+        rebuildTargets()
+    }
+
+    fileprivate func signal(_ m: ServerMessage, peer p: Peer) {
+        guard peers[p.id] === p else { return }
+        switch m {
+        case .mediaAnswer(_, let sdp):
+            do { try p.link.setRemoteAnswer(sdp) } catch {
+                onFailure?(OTError(.publisherWebRTC, "bad answer from the media router: \(error)"))
+                dropPeer(p.id, tellOtherSide: true)
+            }
+        case .mediaCandidate(_, let c):
+            p.link.addRemoteCandidate(c)
+        case .mediaClose:
+            let router = p.subscriber == nil
+            dropPeer(p.id, tellOtherSide: false)
+            if router, running { onFailure?(OTError(.publisherWebRTC, "the media router closed the stream's connection")) }
+        case .subscriberSettings(_, let a, let v):
+            let resume = v && !p.wantsVideo
+            p.wantsAudio = a
+            p.wantsVideo = v
+            rebuildTargets()
+            if resume { video?.requestKeyframe() }
+        default:
+            break
+        }
+    }
+
+    private func linkEvent(_ e: PeerConnectionEvent, peer p: Peer) {
+        guard peers[p.id] === p else { return }
+        switch e {
+        case .localCandidate(let c):
+            session?.sendMedia(.mediaCandidate(peerId: p.id, candidate: c.description))
+        case .connected:
+            p.connected = true
+            rebuildTargets()
+            video?.requestKeyframe()
+        case .failed(let err):
+            let router = p.subscriber == nil
+            dropPeer(p.id, tellOtherSide: true)
+            if router { onFailure?(OTError(.publisherWebRTC, "media connection failed: \(err.message)")) }
+        case .keyframeRequested:
+            pliCount += 1
+            video?.requestKeyframe()
+        case .nackRequested(_, let seqs):
+            nackCount += seqs.count
+        case .roundTripTime(let d):
+            p.rtt = d
+            p.rttTotal = p.rttTotal + d
+            p.rttCount += 1
+        case .receiverReport(let b):
+            let clock = b.ssrc == videoSSRC ? 90_000 : 48_000
+            let report = RemoteInboundReport(ssrc: b.ssrc, fractionLost8: b.fractionLost, packetsLost: Int(b.cumulativeLost),
+                                             jitterTicks: b.jitter, clockRate: clock, roundTripTime: p.rtt,
+                                             totalRoundTripTime: p.rttTotal, roundTripTimeMeasurements: p.rttCount)
+            if b.ssrc == videoSSRC {
+                p.videoReport = report
+                p.fractionLost = report.fractionLost
+                adaptBitrate(p, loss: report.fractionLost)
+            } else if b.ssrc == audioSSRC {
+                p.audioReport = report
+            }
+        case .iceStateChanged, .rtp, .transportFeedback, .bye:
+            break
+        }
+    }
+
+    /// GCC's loss-based rule per receiver; the encoder follows the weakest one.
+    private func adaptBitrate(_ p: Peer, loss: Double) {
+        p.rate.report(fractionLost: loss)
+        let target = videoTargets.map(\.rate.targetKbps).min() ?? p.rate.targetKbps
+        if target != targetKbps, let video {
+            targetKbps = target
+            do { try video.setTargetBitrate(kbps: target) } catch { Log.warn("publisher", "bitrate change refused: \(error)") }
+        }
+    }
+
+    private func rebuildTargets() {
+        videoTargets = peers.values.filter { $0.connected && $0.wantsVideo }
+        audioTargets = peers.values.filter { $0.connected && $0.wantsAudio }
+    }
+
+    // MARK: media
+
+    /// On the capturer's thread: queue the frame for encoding unless two are already waiting.
+    private func frameCaptured(_ frame: VideoFrame) {
+        let accept = backlog.withLock { () -> Bool in
+            guard framesQueued < 2 else { return false }
+            framesQueued += 1
+            return true
+        }
+        guard accept else { return }
+        queue.async { [self] in
+            backlog.withLock { framesQueued -= 1 }
+            encode(frame)
+        }
+    }
+
+    private var sentSize = (width: 0, height: 0)
+
+    private func encode(_ frame: VideoFrame) {
+        guard running, sendingVideo, !videoTargets.isEmpty, let video else { return }
+        if (frame.width, frame.height) != sentSize, let stream {
+            // A custom capturer changed size: others see the stream's dimensions change.
+            if sentSize.width != 0 || (frame.width, frame.height) != (stream.width, stream.height) {
+                try? session?.updateStream(stream.id, width: frame.width, height: frame.height)
+            }
+            sentSize = (frame.width, frame.height)
+        }
+        let now = MonotonicClock.now()
+        do {
+            try video.send(frame, now: now) { packet in
+                videoRate.record(bytes: packet.count, at: now)
+                fanOut(&packet, to: videoTargets)
+            }
+        } catch {
+            Log.warn("publisher", "video encode failed: \(error)")
+        }
+    }
+
+    /// On the audio device's thread: copies the chunk to the media queue.
+    fileprivate func audioCaptured(_ samples: UnsafeBufferPointer<Int16>, settings: AudioDeviceSettings) {
+        let copy = Array(samples)
+        queue.async { [self] in
+            guard running, sendingAudio, !audioTargets.isEmpty, let audio else { return }
+            do {
+                try audio.send(copy, settings: settings, now: MonotonicClock.now()) { packet in fanOut(&packet, to: audioTargets) }
+            } catch {
+                Log.warn("publisher", "audio encode failed: \(error)")
+            }
+        }
+    }
+
+    /// Sends one packet to every target: each gets its own copy, protected in place by its connection.
+    private func fanOut(_ packet: inout [UInt8], to targets: [Peer]) {
+        for p in targets {
+            scratch.removeAll(keepingCapacity: true)
+            scratch.append(contentsOf: packet)
+            p.link.sendRTP(&scratch)
+        }
+    }
+
+    // MARK: stats (on queue)
+
+    func currentStats() -> PublisherStats {
+        var s = PublisherStats()
+        s.timestampMillis = wallClockMillis()
+        s.connections = peers.values.filter(\.connected).count
+        if let v = video?.stats {
+            s.videoPacketsSent = v.packetsSent; s.videoBytesSent = v.bytesSent
+            s.framesEncoded = v.framesEncoded; s.keyFramesEncoded = v.keyFramesEncoded
+            s.targetBitrateKbps = v.targetBitrateKbps
+        }
+        if let a = audio?.stats { s.audioPacketsSent = a.packetsSent; s.audioBytesSent = a.bytesSent }
+        s.videoBitrateBps = videoRate.bitsPerSecond(at: MonotonicClock.now())
+        s.pliCount = pliCount
+        s.nackCount = nackCount
+        s.roundTripTimeMillis = peers.values.compactMap { $0.rtt.map { Double($0.microseconds) / 1000 } }.max()
+        s.fractionLost = peers.values.map(\.fractionLost).max() ?? 0
+        return s
+    }
+
+    func rtcStatsReport() -> String {
+        var b = RTCStatsReportBuilder()
+        let worst = peers.values.max { $0.fractionLost < $1.fractionLost }
+        if let v = video?.stats {
+            b.addOutbound(v, framesPerSecond: nil, remote: worst?.videoReport)
+        }
+        if let a = audio?.stats { b.addOutbound(a, remote: worst?.audioReport) }
+        return b.json()
+    }
+}
+
+/// The audio device's capture sink for a publisher.
+final class PublisherAudioSink: AudioCaptureSink, @unchecked Sendable {
+    private let lock = NSLock()
+    private weak var engine: PublisherEngine?
+    init(engine: PublisherEngine) { self.engine = engine }
+    func detach() { lock.withLock { engine = nil } }
+    func audioCaptured(_ samples: UnsafeBufferPointer<Int16>, settings: AudioDeviceSettings) {
+        lock.withLock { engine }?.audioCaptured(samples, settings: settings)
+    }
+}
+
+private final class WeakPeer: @unchecked Sendable {
+    weak var peer: PublisherEngine.Peer?
+}

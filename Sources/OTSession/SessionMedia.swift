@@ -1,0 +1,160 @@
+import Foundation
+import OTBase
+import OTMedia
+import OTWire
+
+/// One end of a peer connection that takes media signaling from the server (a subscriber's connection,
+/// or one of the publisher's).
+protocol MediaSignalingPeer: AnyObject, Sendable {
+    func mediaSignal(_ message: ServerMessage)
+}
+
+/// Receives what the media layer needs from the session: offers for the publisher (relayed sessions)
+/// and session events (streams gone or changed, disconnect).
+protocol SessionMediaClient: AnyObject, Sendable {
+    func sessionEvent(_ event: SessionEvent, session: Session)
+}
+
+/// A session's media signaling switchboard: routes `mediaOffer`/`mediaAnswer`/… by peer id, and session
+/// events to the publisher and subscribers. Messages are handled in order on one serial queue, never
+/// under the session's lock.
+final class SessionMedia: @unchecked Sendable {
+    let queue = DispatchQueue(label: "otsession.media-signaling")
+    private let lock = NSLock()
+    /// Peer connections we offered (subscribers, the publisher's link to the router) and those we answered
+    /// (a relayed publisher's links to subscribers). One client subscribing to its own relayed stream holds
+    /// both ends of one peer id.
+    private var offerers: [String: any MediaSignalingPeer] = [:]
+    private var answerers: [String: any MediaSignalingPeer] = [:]
+    private var offerHandler: (@Sendable (ServerMessage) -> Void)?
+    private var clients: [ObjectIdentifier: any SessionMediaClient] = [:]
+    /// The stream id of this client's publisher, when publishing.
+    private var ownStreamIds: Set<String> = []
+
+    /// Registers one end of a peer connection: `answering` for the side that answered a forwarded offer.
+    func register(peerId: String, _ peer: any MediaSignalingPeer, answering: Bool = false) {
+        lock.withLock { if answering { answerers[peerId] = peer } else { offerers[peerId] = peer } }
+    }
+    func unregister(peerId: String, answering: Bool = false) {
+        lock.withLock { _ = answering ? answerers.removeValue(forKey: peerId) : offerers.removeValue(forKey: peerId) }
+    }
+    func setOfferHandler(_ h: (@Sendable (ServerMessage) -> Void)?) { lock.withLock { offerHandler = h } }
+    func attach(_ c: any SessionMediaClient) { lock.withLock { clients[ObjectIdentifier(c)] = c } }
+    func detach(_ c: any SessionMediaClient) { lock.withLock { _ = clients.removeValue(forKey: ObjectIdentifier(c)) } }
+    func setOwnStream(_ id: String, published: Bool) {
+        lock.withLock { if published { ownStreamIds.insert(id) } else { ownStreamIds.remove(id) } }
+    }
+    func isOwnStream(_ id: String) -> Bool { lock.withLock { ownStreamIds.contains(id) } }
+    func isAttached(_ c: any SessionMediaClient) -> Bool { lock.withLock { clients[ObjectIdentifier(c)] != nil } }
+
+    private var publisher: Publisher?
+
+    /// Claims the session's one publisher slot (1500 when taken).
+    func setPublisher(_ p: Publisher) throws {
+        try lock.withLock {
+            guard publisher == nil else {
+                throw OTError(.unableToPublish, publisher === p ? "this publisher is already published" : "a session has one publisher: unpublish it first")
+            }
+            publisher = p
+            clients[ObjectIdentifier(p)] = p
+        }
+    }
+    func clearPublisher(_ p: Publisher) {
+        lock.withLock {
+            if publisher === p { publisher = nil }
+            clients.removeValue(forKey: ObjectIdentifier(p))
+        }
+    }
+    func isPublisher(_ p: Publisher) -> Bool { lock.withLock { publisher === p } }
+
+    // MARK: playout
+
+    private var _audioDevice: (any AudioDevice)?
+    private var renderUsers = 0
+    /// Mixes every subscriber's audio for the audio device's render side.
+    let mixer = AudioMixer()
+
+    /// The device subscribers' audio plays on (a `HeadlessAudioDevice` that discards, unless set).
+    var audioDevice: any AudioDevice {
+        get {
+            lock.withLock {
+                if let d = _audioDevice { return d }
+                // The default settings are valid, so this cannot fail; a device that plays nothing stands in if it ever did.
+                let d: any AudioDevice = (try? HeadlessAudioDevice()) ?? NullAudioDevice()
+                _audioDevice = d
+                return d
+            }
+        }
+    }
+
+    /// Sets the playout device; refused (1015) while subscribers play on the current one.
+    func setAudioDevice(_ d: any AudioDevice) throws {
+        try lock.withLock {
+            guard renderUsers == 0 else { throw OTError(.illegalState, "the audio device cannot change while subscribers play audio") }
+            _audioDevice = d
+        }
+    }
+
+    /// A subscriber starts playing: its PCM goes into the mixer; the device renders while anyone plays.
+    func addPlayout(_ input: any AudioMixerInput, id: Int) {
+        let d = audioDevice
+        mixer.setInput(input, id: id)
+        let first = lock.withLock { renderUsers += 1; return renderUsers == 1 }
+        if first {
+            d.setRenderSource(mixer)
+            do { try d.startRender() } catch { Log.warn("media", "audio device render did not start: \(error)") }
+        }
+    }
+
+    func removePlayout(id: Int) {
+        let d = audioDevice
+        mixer.removeInput(id: id)
+        let last = lock.withLock { renderUsers -= 1; return renderUsers == 0 }
+        if last {
+            d.stopRender()
+            d.setRenderSource(nil)
+        }
+    }
+
+    /// A media message from the server (called under the session's lock: only queues work).
+    func received(_ m: ServerMessage) {
+        queue.async { [self] in
+            switch m {
+            case .mediaOffer:
+                let h = lock.withLock { offerHandler }
+                h?(m)
+            case .mediaAnswer(let peerId, _):
+                lock.withLock { offerers[peerId] }?.mediaSignal(m)
+            case .subscriberSettings(let peerId, _, _):
+                lock.withLock { answerers[peerId] }?.mediaSignal(m)
+            case .mediaCandidate(let peerId, _), .mediaClose(let peerId, _):
+                // Either end; both when this client holds both (its own relayed stream).
+                let (o, a) = lock.withLock { (offerers[peerId], answerers[peerId]) }
+                o?.mediaSignal(m)
+                a?.mediaSignal(m)
+            default:
+                break
+            }
+        }
+    }
+
+    /// A session event, on the delegate queue before the session's delegate sees it.
+    func sessionEvent(_ e: SessionEvent, session: Session) {
+        let cs = lock.withLock { Array(clients.values) }
+        for c in cs { c.sessionEvent(e, session: session) }
+    }
+}
+
+/// Stands in when no device can be made: renders and captures nothing.
+private final class NullAudioDevice: AudioDevice, @unchecked Sendable {
+    let captureSettings = AudioDeviceSettings()
+    let renderSettings = AudioDeviceSettings()
+    func setCaptureSink(_ sink: (any AudioCaptureSink)?) {}
+    func setRenderSource(_ source: (any AudioRenderSource)?) {}
+    func startCapture() throws {}
+    func stopCapture() {}
+    func startRender() throws {}
+    func stopRender() {}
+    var isCapturing: Bool { false }
+    var isRendering: Bool { false }
+}

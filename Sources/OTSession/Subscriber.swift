@@ -1,0 +1,267 @@
+import Foundation
+import OTBase
+import OTMedia
+import OTTransport
+import OTWire
+
+/// Why a subscriber's video was disabled or enabled (as OTSubscriberVideoEventReason).
+public enum SubscriberVideoEventReason: Int32, Sendable {
+    /// The publisher stopped or resumed sending video (`publishVideo`).
+    case publisherPropertyChanged = 1
+    /// This subscriber's `subscribeToVideo` changed.
+    case subscriberPropertyChanged = 2
+    /// The stream's quality changed: video is dropped under sustained loss, audio continues.
+    case qualityChanged = 3
+}
+
+/// Settings of a `Subscriber`.
+public struct SubscriberSettings: Sendable {
+    /// Initial values of `subscribeToAudio` / `subscribeToVideo`.
+    public var subscribeToAudio: Bool
+    public var subscribeToVideo: Bool
+    /// Mix this subscriber's audio into the session's audio device playout.
+    public var playAudio: Bool
+    /// Drop video under sustained loss (`qualityLossThreshold` of packets for `qualityWindowSeconds`) and
+    /// resume when loss stays below half the threshold as long; warning events come first.
+    public var audioFallbackEnabled: Bool
+    public var qualityLossThreshold: Double
+    public var qualityWindowSeconds: Int
+    /// Undoes the publisher's per-frame transform between jitter buffer and decoder (end-to-end encryption).
+    public var frameTransform: any FrameTransform
+
+    public init(subscribeToAudio: Bool = true, subscribeToVideo: Bool = true, playAudio: Bool = true,
+                audioFallbackEnabled: Bool = true, qualityLossThreshold: Double = 0.15, qualityWindowSeconds: Int = 3,
+                frameTransform: any FrameTransform = IdentityFrameTransform()) {
+        self.subscribeToAudio = subscribeToAudio; self.subscribeToVideo = subscribeToVideo; self.playAudio = playAudio
+        self.audioFallbackEnabled = audioFallbackEnabled; self.qualityLossThreshold = qualityLossThreshold
+        self.qualityWindowSeconds = qualityWindowSeconds; self.frameTransform = frameTransform
+    }
+}
+
+/// A subscriber's receive counters (as OTSubscriberKitVideoNetworkStats / AudioNetworkStats, merged).
+public struct SubscriberStats: Sendable, Equatable {
+    /// Wall-clock milliseconds since 1970 when taken.
+    public var timestampMillis: Int64 = 0
+    public var videoPacketsReceived = 0
+    public var videoBytesReceived = 0
+    public var videoPacketsLost = 0
+    public var audioPacketsReceived = 0
+    public var audioBytesReceived = 0
+    public var audioPacketsLost = 0
+    public var framesDecoded = 0
+    public var framesDropped = 0
+    public var freezeCount = 0
+    public var totalFreezesDurationSeconds = 0.0
+    /// Interarrival jitter (seconds) of the video and audio streams.
+    public var videoJitter = 0.0
+    public var audioJitter = 0.0
+    public var framesPerSecond = 0.0
+    public var videoBitrateBps = 0.0
+    public var frameWidth = 0
+    public var frameHeight = 0
+    public var roundTripTimeMillis: Double?
+    public init() {}
+}
+
+/// Messages a `Subscriber` sends to its delegate. Frame and audio callbacks run on the subscriber's media
+/// thread (return quickly, copy what you keep); every other message runs on the session's delegate queue.
+/// Every method has an empty default.
+public protocol SubscriberDelegate: AnyObject {
+    /// Media flows (as `subscriberDidConnectToStream:`).
+    func subscriberDidConnect(toStream subscriber: Subscriber)
+    /// The subscription ended: unsubscribe, the stream was destroyed, or the session disconnected.
+    func subscriberDidDisconnect(fromStream subscriber: Subscriber)
+    func subscriber(_ subscriber: Subscriber, didFailWithError error: OTError)
+    func subscriber(_ subscriber: Subscriber, videoDisabledWithReason reason: SubscriberVideoEventReason)
+    func subscriber(_ subscriber: Subscriber, videoEnabledWithReason reason: SubscriberVideoEventReason)
+    /// Loss is high: video may be dropped soon (quality). / Conditions recovered.
+    func subscriberVideoDisableWarning(_ subscriber: Subscriber)
+    func subscriberVideoDisableWarningLifted(_ subscriber: Subscriber)
+    /// A decoded frame (I420 with strides; `timestampMicros` from the stream's RTP clock). Media thread.
+    func subscriber(_ subscriber: Subscriber, didReceiveVideoFrame frame: VideoFrame)
+    /// 20 ms of decoded interleaved PCM. Media thread.
+    func subscriber(_ subscriber: Subscriber, didReceiveAudio audio: AudioFrame)
+    /// Receive counters, about once a second while subscribed.
+    func subscriber(_ subscriber: Subscriber, statsUpdated stats: SubscriberStats)
+}
+
+extension SubscriberDelegate {
+    public func subscriberDidConnect(toStream subscriber: Subscriber) {}
+    public func subscriberDidDisconnect(fromStream subscriber: Subscriber) {}
+    public func subscriber(_ subscriber: Subscriber, didFailWithError error: OTError) {}
+    public func subscriber(_ subscriber: Subscriber, videoDisabledWithReason reason: SubscriberVideoEventReason) {}
+    public func subscriber(_ subscriber: Subscriber, videoEnabledWithReason reason: SubscriberVideoEventReason) {}
+    public func subscriberVideoDisableWarning(_ subscriber: Subscriber) {}
+    public func subscriberVideoDisableWarningLifted(_ subscriber: Subscriber) {}
+    public func subscriber(_ subscriber: Subscriber, didReceiveVideoFrame frame: VideoFrame) {}
+    public func subscriber(_ subscriber: Subscriber, didReceiveAudio audio: AudioFrame) {}
+    public func subscriber(_ subscriber: Subscriber, statsUpdated stats: SubscriberStats) {}
+}
+
+/// Receives one stream (as OTSubscriberKit): `Session.subscribe(_:)`, `Session.unsubscribe(_:)`. One peer
+/// connection (to the media router, or to the publisher in relayed sessions); video through a jitter buffer and
+/// VP8 decoder to `didReceiveVideoFrame`, audio through a jitter buffer and Opus decoder to `didReceiveAudio` and
+/// the session's audio playout. Thread-safe.
+public final class Subscriber: SessionMediaClient, @unchecked Sendable {
+    /// The stream subscribed to (kept current with its property changes).
+    public var stream: StreamInfo { lock.withLock { _stream } }
+    public let settings: SubscriberSettings
+
+    private let lock = NSLock()
+    private weak var _delegate: SubscriberDelegate?
+    private var _stream: StreamInfo
+    private weak var session: Session?
+    private var _subscribeToAudio: Bool
+    private var _subscribeToVideo: Bool
+    private var active = false
+    private var _lastStats = SubscriberStats()
+    private var lastStats: SubscriberStats { lock.withLock { _lastStats } }
+    let mediaQueue = DispatchQueue(label: "otsession.subscriber.media")
+    private let onMediaQueue = DispatchSpecificKey<Bool>()
+    private var engine: SubscriberEngine?
+
+    /// Runs `body` on the media queue, inline when already there (a frame callback asking for stats).
+    private func onMedia<T>(_ body: () throws -> T) rethrows -> T {
+        DispatchQueue.getSpecific(key: onMediaQueue) == true ? try body() : try mediaQueue.sync(execute: body)
+    }
+
+    /// A subscriber for `stream` (from `session(_:streamCreated:)` or `Session.streams`).
+    public init(stream: StreamInfo, delegate: SubscriberDelegate?, settings: SubscriberSettings = SubscriberSettings()) {
+        _stream = stream
+        _delegate = delegate
+        self.settings = settings
+        _subscribeToAudio = settings.subscribeToAudio
+        _subscribeToVideo = settings.subscribeToVideo
+        mediaQueue.setSpecific(key: onMediaQueue, value: true)
+    }
+
+    public var delegate: SubscriberDelegate? {
+        get { lock.withLock { _delegate } }
+        set { lock.withLock { _delegate = newValue } }
+    }
+
+    /// Whether audio is received and played; the publisher (or router) is told.
+    public var subscribeToAudio: Bool {
+        get { lock.withLock { _subscribeToAudio } }
+        set {
+            let e = lock.withLock { () -> SubscriberEngine? in _subscribeToAudio = newValue; return engine }
+            mediaQueue.async { e?.setWants(audio: newValue, video: nil) }
+        }
+    }
+
+    /// Whether video is received; a change gives video disabled/enabled with `.subscriberPropertyChanged`.
+    public var subscribeToVideo: Bool {
+        get { lock.withLock { _subscribeToVideo } }
+        set {
+            let e = lock.withLock { () -> SubscriberEngine? in _subscribeToVideo = newValue; return engine }
+            mediaQueue.async { e?.setWants(audio: nil, video: newValue) }
+        }
+    }
+
+    /// True between `subscriberDidConnect(toStream:)` and the end of the subscription.
+    public var isConnected: Bool { let e = lock.withLock { engine }; return onMedia { e?.connected ?? false } }
+
+    /// Receive counters now.
+    public var stats: SubscriberStats { let e = lock.withLock { engine }; return onMedia { e?.currentStats() ?? lastStats } }
+
+    /// The W3C-named RTC stats report (JSON array of `inbound-rtp` objects).
+    public func rtcStatsReport() -> String { let e = lock.withLock { engine }; return onMedia { e?.rtcStatsReport() ?? "[]" } }
+
+    // MARK: session side
+
+    func start(in session: Session) throws {
+        let (a, v, stream) = try lock.withLock { () -> (Bool, Bool, StreamInfo) in
+            guard !active else { throw OTError(.illegalState, "this subscriber is already subscribed") }
+            active = true
+            self.session = session
+            return (_subscribeToAudio, _subscribeToVideo, _stream)
+        }
+        let e = SubscriberEngine(subscriber: self, session: session, stream: stream, settings: settings, queue: mediaQueue)
+        lock.withLock { engine = e }
+        do {
+            try mediaQueue.sync { try e.start(audio: a, video: v) }
+        } catch {
+            mediaQueue.sync { e.stop() }
+            lock.withLock { engine = nil; active = false; self.session = nil }
+            throw error
+        }
+    }
+
+    /// Ends the subscription; `subscriberDidDisconnect(fromStream:)` follows when `notify`.
+    func stop(notify: Bool) {
+        let (e, s): (SubscriberEngine?, Session?) = lock.withLock {
+            guard active else { return (nil, nil) }
+            active = false
+            defer { engine = nil; session = nil }
+            return (engine, session)
+        }
+        guard let e else { return }
+        let final = onMedia { () -> SubscriberStats in e.stop(); return e.currentStats() }
+        lock.withLock { _lastStats = final }
+        s?.media.detach(self)
+        if notify { deliver(on: s) { $0.subscriberDidDisconnect(fromStream: $1) } }
+    }
+
+    func sessionEvent(_ ev: SessionEvent, session: Session) {
+        switch ev {
+        case .disconnected:
+            stop(notify: true)
+        case .streamDestroyed(let s) where s.id == stream.id:
+            stop(notify: true)
+        case .streamChanged(let s, let change) where s.id == stream.id:
+            let e = lock.withLock { () -> SubscriberEngine? in _stream = s; return engine }
+            if case .hasVideo(let v) = change { mediaQueue.async { e?.publisherVideo(v) } }
+        default:
+            break
+        }
+    }
+
+    /// Runs a delegate message on the session's delegate queue.
+    func deliver(on s: Session? = nil, _ body: @escaping @Sendable (SubscriberDelegate, Subscriber) -> Void) {
+        guard let q = s?.delegateQueue ?? lock.withLock({ session?.delegateQueue }) else { return }
+        q.async { [self] in
+            guard let d = delegate else { return }
+            body(d, self)
+        }
+    }
+
+    /// Calls the delegate on the current (media) thread.
+    func deliverMedia(_ body: (SubscriberDelegate, Subscriber) -> Void) {
+        guard let d = delegate else { return }
+        body(d, self)
+    }
+}
+
+extension Session {
+    /// Starts subscribing (as `[OTSession subscribe:error:]`). Throws 1010 when not connected, 1535 when the role
+    /// cannot subscribe, 1604 when the stream is not in this session (a stream of another session included),
+    /// 1015 when the subscriber is already subscribed. `subscriberDidConnect(toStream:)` follows; asynchronous
+    /// failures go to the subscriber's delegate.
+    public func subscribe(_ subscriber: Subscriber) throws {
+        guard status == .connected else { throw OTError(.notConnected) }
+        guard capabilities?.canSubscribe == true else { throw OTError(.forceUnpublishOrInvalidStream, "this token's role cannot subscribe") }
+        let id = subscriber.stream.id
+        guard streams[id] != nil || media.isOwnStream(id) else {
+            throw OTError(.serverCannotFindStream, "stream \(id) is not in this session")
+        }
+        media.attach(subscriber)
+        do { try subscriber.start(in: self) } catch {
+            media.detach(subscriber)
+            throw error
+        }
+    }
+
+    /// Ends a subscription (as `[OTSession unsubscribe:error:]`); `subscriberDidDisconnect(fromStream:)` follows.
+    /// Throws 1112 when the subscriber is not subscribed in this session.
+    public func unsubscribe(_ subscriber: Subscriber) throws {
+        guard media.isAttached(subscriber) else { throw OTError(.subscriberNotFound, "this subscriber is not subscribed in this session") }
+        subscriber.stop(notify: true)
+    }
+
+    /// The device subscribers' audio plays on (default: a `HeadlessAudioDevice` that discards it). Set it before
+    /// subscribing: changing it while audio plays throws 1015.
+    public var audioDevice: any AudioDevice { media.audioDevice }
+
+    /// Sets the playout device (see `audioDevice`).
+    public func setAudioDevice(_ device: any AudioDevice) throws { try media.setAudioDevice(device) }
+}

@@ -1,0 +1,310 @@
+import Foundation
+import OTBase
+import OTMedia
+import OTTransport
+import OTWire
+
+/// The subscriber's media work, confined to its serial `queue`: one receive-only peer connection (we offer),
+/// RTP demultiplexed by payload type into the video and audio receive pipelines, a 10 ms tick for the video
+/// jitter buffer's timers and 20 ms audio playout, the video enable/disable state and its events.
+final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
+    private weak var subscriber: Subscriber?
+    private weak var session: Session?
+    private let streamId: String
+    private let settings: SubscriberSettings
+    let queue: DispatchQueue
+    let peerId = UUID().uuidString.lowercased()
+
+    private var link: MediaLink?
+    private var video: VideoReceivePipeline?
+    private var audio: AudioReceivePipeline?
+    private let playoutSettings: AudioDeviceSettings
+    private var fifo: PCMFIFO?
+    private let mixerId: Int
+    private var running = false
+    private(set) var connected = false
+    private var videoPT: UInt8 = 96
+    private var audioPT: UInt8 = 111
+    private var videoSSRC: UInt32?
+
+    private var wantsAudio = true
+    private var wantsVideo = true
+    private var publisherVideo: Bool
+    private var qualityOff = false
+    private var videoOn: Bool
+
+    private var timer: (any DispatchSourceTimer)?
+    private var nextAudioPull: Instant?
+    private var pcm: [Int16] = []
+    private var ticks = 0
+    private var frameMeter = RateMeter()
+    private var rtt: Duration?
+
+    // Quality: loss over whole seconds.
+    private var lastCounts = (received: 0, lost: 0)
+    private var quality: VideoQualityMonitor
+
+    private static let nextMixerId = NSLock()
+    nonisolated(unsafe) private static var mixerCounter = 0
+
+    init(subscriber: Subscriber, session: Session, stream: StreamInfo, settings: SubscriberSettings, queue: DispatchQueue) {
+        self.subscriber = subscriber
+        self.session = session
+        streamId = stream.id
+        self.settings = settings
+        self.queue = queue
+        publisherVideo = stream.hasVideo
+        videoOn = false
+        quality = VideoQualityMonitor(lossThreshold: settings.qualityLossThreshold, windowSeconds: settings.qualityWindowSeconds)
+        let rs = session.audioDevice.renderSettings
+        let opusRates = [8_000, 12_000, 16_000, 24_000, 48_000]
+        playoutSettings = AudioDeviceSettings(sampleRate: opusRates.contains(rs.sampleRate) ? rs.sampleRate : 48_000, channels: rs.channels)
+        mixerId = Self.nextMixerId.withLock { Self.mixerCounter += 1; return Self.mixerCounter }
+    }
+
+    // MARK: lifecycle (on queue)
+
+    func start(audio a: Bool, video v: Bool) throws {
+        guard let session else { throw OTError(.notConnected) }
+        wantsAudio = a
+        wantsVideo = v
+        videoOn = publisherVideo && wantsVideo
+        video = try VideoReceivePipeline(config: VideoReceiveConfig(payloadType: nil, nackEnabled: false), transform: settings.frameTransform)
+        audio = try AudioReceivePipeline(config: AudioReceiveConfig(payloadType: nil, sampleRate: playoutSettings.sampleRate,
+                                                                    channels: playoutSettings.channels, useFEC: true),
+                                         transform: settings.frameTransform)
+        let l = try MediaLink(config: PeerConnectionConfig(audio: true, video: true), serverURL: session.settings.serverURL, queue: queue) { [weak self] events in
+            guard let self else { return }
+            for e in events { linkEvent(e) }
+        }
+        link = l
+        running = true
+        session.media.register(peerId: peerId, self)
+        let offer = try l.createOffer()
+        try session.sendMediaOffer(peerId: peerId, streamId: streamId, direction: .subscribe, sdp: offer) { [weak self] err in
+            guard let self, let err else { return }
+            queue.async { self.fail(err) }
+        }
+        if !a || !v { session.sendMedia(.subscriberSettings(peerId: peerId, audio: a, video: v)) }
+        if settings.playAudio {
+            let f = PCMFIFO(capacity: playoutSettings.samples(millis: 200))
+            fifo = f
+            session.media.addPlayout(f, id: mixerId)
+        }
+        let t = DispatchSource.makeTimerSource(queue: queue)
+        t.schedule(deadline: .now() + .milliseconds(10), repeating: .milliseconds(10), leeway: .milliseconds(2))
+        t.setEventHandler { [weak self] in self?.tick() }
+        t.resume()
+        timer = t
+    }
+
+    func stop() {
+        guard running || link != nil else { return }
+        running = false
+        connected = false
+        timer?.cancel()
+        timer = nil
+        if let session {
+            session.media.unregister(peerId: peerId)
+            session.sendMedia(.mediaClose(peerId: peerId))
+            if fifo != nil { session.media.removePlayout(id: mixerId) }
+        }
+        fifo = nil
+        link?.close()
+        link = nil
+    }
+
+    private func fail(_ err: OTError) {
+        guard running else { return }
+        let e = err.code == .subscriberWebRTC || err.code == .serverCannotFindStream || err.code == .forceUnpublishOrInvalidStream
+            ? err : OTError(.subscriberWebRTC, err.message)
+        link?.close()
+        connected = false
+        subscriber?.deliver { $0.subscriber($1, didFailWithError: e) }
+    }
+
+    // MARK: signaling (any thread → queue)
+
+    func mediaSignal(_ message: ServerMessage) {
+        queue.async { [self] in
+            guard running, let link else { return }
+            switch message {
+            case .mediaAnswer(_, let sdp):
+                do {
+                    try link.setRemoteAnswer(sdp)
+                    for m in link.negotiated?.media ?? [] {
+                        if m.kind == "video" { videoPT = m.codec.payloadType } else if m.kind == "audio" { audioPT = m.codec.payloadType }
+                    }
+                } catch {
+                    fail(OTError(.subscriberWebRTC, "bad answer: \(error)"))
+                }
+            case .mediaCandidate(_, let c):
+                link.addRemoteCandidate(c)
+            case .mediaClose(_, let reason):
+                // A destroyed stream or a departed client is reported by the session's own events.
+                if reason != "streamDestroyed" && reason != "connectionGone" {
+                    fail(OTError(.subscriberWebRTC, "the other side closed the media connection (\(reason))"))
+                }
+            default:
+                break
+            }
+        }
+    }
+
+    private func linkEvent(_ e: PeerConnectionEvent) {
+        guard running else { return }
+        switch e {
+        case .localCandidate(let c):
+            session?.sendMedia(.mediaCandidate(peerId: peerId, candidate: c.description))
+        case .connected:
+            guard !connected else { return }
+            connected = true
+            subscriber?.deliver { $0.subscriberDidConnect(toStream: $1) }
+        case .failed(let err):
+            fail(OTError(.subscriberWebRTC, "media connection failed: \(err.message)"))
+        case .rtp(let bytes):
+            receive(bytes)
+        case .roundTripTime(let d):
+            rtt = d
+            video?.setRoundTripTime(d)
+        case .keyframeRequested, .nackRequested, .receiverReport, .transportFeedback, .bye, .iceStateChanged:
+            break
+        }
+    }
+
+    private func receive(_ bytes: [UInt8]) {
+        guard let packet = try? RTPPacket(parsing: bytes) else { return }
+        let now = MonotonicClock.now()
+        if packet.payloadType == videoPT {
+            guard videoOn, let video else { return }
+            videoSSRC = packet.ssrc
+            handle(video.receive(packet, now: now), now: now)
+        } else if packet.payloadType == audioPT {
+            guard wantsAudio, let audio else { return }
+            _ = audio.receive(packet, now: now)
+        }
+    }
+
+    private func handle(_ events: [VideoReceiveEvent], now: Instant) {
+        for e in events {
+            switch e {
+            case .frame(let f):
+                frameMeter.record(bytes: f.encodedBytes, at: now)
+                subscriber?.deliverMedia { $0.subscriber($1, didReceiveVideoFrame: f.frame) }
+            case .requestKeyframe:
+                if let ssrc = videoSSRC { link?.requestKeyframe(ssrc: ssrc) }
+            case .nack:
+                break  // the peer connection's RTP session NACKs gaps
+            }
+        }
+    }
+
+    // MARK: timers (on queue)
+
+    private func tick() {
+        guard running else { return }
+        let now = MonotonicClock.now()
+        if let video, let d = video.nextDeadline, d <= now { handle(video.poll(now: now), now: now) }
+        if connected, let audio {
+            var due = nextAudioPull ?? now
+            if now - due > .milliseconds(200) { due = now }  // stalled (e.g. suspended): do not burst
+            while due <= now {
+                if wantsAudio, audio.pull(now: now, into: &pcm) != .silence {
+                    let frame = AudioFrame(samples: pcm, sampleRate: playoutSettings.sampleRate, channels: playoutSettings.channels,
+                                           timestampMicros: due.micros)
+                    if settings.playAudio { fifo?.write(pcm) }
+                    subscriber?.deliverMedia { $0.subscriber($1, didReceiveAudio: frame) }
+                }
+                due = due + .milliseconds(20)
+            }
+            nextAudioPull = due
+        }
+        ticks += 1
+        if ticks % 100 == 0 { everySecond() }
+    }
+
+    private func everySecond() {
+        let st = currentStats()
+        subscriber?.deliver { $0.subscriber($1, statsUpdated: st) }
+        guard settings.audioFallbackEnabled, connected else { return }
+        let received = st.videoPacketsReceived + st.audioPacketsReceived
+        let lost = st.videoPacketsLost + st.audioPacketsLost
+        let dr = received - lastCounts.received, dl = lost - lastCounts.lost
+        lastCounts = (received, lost)
+        switch quality.second(received: dr, lost: dl) {
+        case .warn: subscriber?.deliver { $0.subscriberVideoDisableWarning($1) }
+        case .liftWarning: subscriber?.deliver { $0.subscriberVideoDisableWarningLifted($1) }
+        case .disableVideo: setQuality(off: true)
+        case .enableVideo: setQuality(off: false)
+        case nil: break
+        }
+    }
+
+    // MARK: video state (on queue)
+
+    private func setQuality(off: Bool) {
+        qualityOff = off
+        sendSettings()
+        updateVideo(reason: .qualityChanged)
+    }
+
+    func setWants(audio a: Bool?, video v: Bool?) {
+        guard running else { return }
+        if let a { wantsAudio = a }
+        if let v { wantsVideo = v }
+        sendSettings()
+        if v != nil { updateVideo(reason: .subscriberPropertyChanged) }
+    }
+
+    func publisherVideo(_ on: Bool) {
+        guard running else { return }
+        publisherVideo = on
+        updateVideo(reason: .publisherPropertyChanged)
+    }
+
+    private func sendSettings() {
+        session?.sendMedia(.subscriberSettings(peerId: peerId, audio: wantsAudio, video: wantsVideo && !qualityOff))
+    }
+
+    private func updateVideo(reason: SubscriberVideoEventReason) {
+        let on = publisherVideo && wantsVideo && !qualityOff
+        guard on != videoOn else { return }
+        videoOn = on
+        if on {
+            video?.restart()
+            if let ssrc = videoSSRC { link?.requestKeyframe(ssrc: ssrc) }
+            subscriber?.deliver { $0.subscriber($1, videoEnabledWithReason: reason) }
+        } else {
+            subscriber?.deliver { $0.subscriber($1, videoDisabledWithReason: reason) }
+        }
+    }
+
+    // MARK: stats (on queue)
+
+    func currentStats() -> SubscriberStats {
+        var s = SubscriberStats()
+        s.timestampMillis = wallClockMillis()
+        if let v = video?.stats {
+            s.videoPacketsReceived = v.packetsReceived; s.videoBytesReceived = v.bytesReceived; s.videoPacketsLost = v.packetsLost
+            s.framesDecoded = v.framesDecoded; s.framesDropped = v.framesDropped
+            s.freezeCount = v.freezeCount; s.totalFreezesDurationSeconds = v.totalFreezesDuration
+            s.videoJitter = v.jitter; s.frameWidth = v.frameWidth; s.frameHeight = v.frameHeight
+        }
+        if let a = audio?.stats {
+            s.audioPacketsReceived = a.packetsReceived; s.audioBytesReceived = a.bytesReceived; s.audioPacketsLost = a.packetsLost
+            s.audioJitter = a.jitter
+        }
+        let now = MonotonicClock.now()
+        s.framesPerSecond = frameMeter.framesPerSecond(at: now)
+        s.videoBitrateBps = frameMeter.bitsPerSecond(at: now)
+        s.roundTripTimeMillis = rtt.map { Double($0.microseconds) / 1000 }
+        return s
+    }
+
+    func rtcStatsReport() -> String {
+        var b = RTCStatsReportBuilder()
+        if let v = video?.stats { b.addInbound(v, framesPerSecond: frameMeter.framesPerSecond(at: MonotonicClock.now())) }
+        if let a = audio?.stats { b.addInbound(a) }
+        return b.json()
+    }
+}

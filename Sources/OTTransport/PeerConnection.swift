@@ -1,0 +1,426 @@
+import OTBase
+import OTWire
+
+/// Settings of a `PeerConnection`.
+public struct PeerConnectionConfig: Sendable {
+    /// Be an ICE-lite agent (the media router): answers checks, never sends them.
+    public var iceLite = false
+    /// Use relayed (TURN) candidates only (`transportPolicy` relay).
+    public var relayOnly = false
+    /// Negotiate an audio (Opus) and a video (VP8) section.
+    public var audio = true
+    public var video = true
+    /// What we send on each section; nil means receive only.
+    public var audioTrack: SDPLocalTrack?
+    public var videoTrack: SDPLocalTrack?
+    /// RTCP CNAME.
+    public var cname = "libotsession"
+    /// Seed of the ICE pacing and RTCP interval randomization.
+    public var seed: UInt64 = .random(in: 1 ... .max)
+    /// DTLS timers: wall clock for real sockets, `.virtualClock` for tests on a `VirtualClock`.
+    public var dtlsTimerMode: DTLSEndpoint.TimerMode = .wallClock
+    public var srtpProfiles: [SRTPProfile] = SRTPProfile.preferred
+    /// Answer NACKs from the retransmission cache and send NACKs for gaps.
+    public var nack = true
+    /// Overrides of the ICE timers (consent, pacing); role, lite and credentials are set by the connection.
+    public var ice: (@Sendable (inout ICEConfig) -> Void)?
+
+    public init(audio: Bool = true, video: Bool = true, audioTrack: SDPLocalTrack? = nil, videoTrack: SDPLocalTrack? = nil, iceLite: Bool = false) {
+        self.audio = audio; self.video = video; self.audioTrack = audioTrack; self.videoTrack = videoTrack; self.iceLite = iceLite
+    }
+}
+
+/// What a `PeerConnection` reports.
+public enum PeerConnectionEvent: Sendable, Equatable {
+    /// A local candidate to signal to the peer (trickle): relayed candidates gathered after the description.
+    case localCandidate(SDPCandidate)
+    /// ICE selected a pair and DTLS-SRTP is up: media can flow.
+    case connected(local: SDPCandidate, remote: SDPCandidate)
+    /// ICE or DTLS failed (fingerprint mismatch: `.connectionRefused`), or consent was lost.
+    case failed(OTError)
+    case iceStateChanged(ICEConnectionState)
+    /// An unprotected RTP packet (parse it with `RTPPacket(parsing:)`).
+    case rtp([UInt8])
+    /// The peer asked for a keyframe of one of our SSRCs (PLI or FIR).
+    case keyframeRequested(ssrc: UInt32)
+    /// The peer NACKed packets of one of our SSRCs; those still cached were already resent.
+    case nackRequested(ssrc: UInt32, sequences: [UInt16])
+    /// A new round-trip time measured from the peer's report blocks.
+    case roundTripTime(Duration)
+    /// The peer's report about one of our SSRCs (loss, jitter).
+    case receiverReport(RTCPReportBlock)
+    /// Transport-wide congestion control feedback from the peer.
+    case transportFeedback(TransportCCFeedback)
+    /// The peer said goodbye for an SSRC.
+    case bye(ssrc: UInt32)
+}
+
+/// Counters of a `PeerConnection`.
+public struct PeerConnectionStats: Sendable, Equatable {
+    public var packetsSent = 0
+    public var bytesSent = 0
+    public var packetsReceived = 0
+    public var bytesReceived = 0
+    public var rtcpSent = 0
+    public var rtcpReceived = 0
+    /// Packets resent in answer to NACKs.
+    public var retransmissionsSent = 0
+    public var nacksReceived = 0
+    public var keyframeRequestsReceived = 0
+    /// SRTP packets dropped as replays (a retransmission of a packet that had arrived): not errors.
+    public var replaysDropped = 0
+    /// SRTP packets that failed authentication or were malformed, and RTCP that did not parse.
+    public var srtpErrors = 0
+    public var rtcpErrors = 0
+    /// Media we were asked to send before DTLS finished, dropped.
+    public var sendsBeforeConnected = 0
+    /// Packets given to `sendRTP` that were not RTP, dropped.
+    public var malformedSends = 0
+    public var roundTripTime: Duration?
+    public init() {}
+}
+
+/// One WebRTC media path, sans-IO: ICE (full or lite) and DTLS through `MediaTransport`, SRTP keyed from the
+/// DTLS exporter, an `RTPSession` (reports, NACK answers from its retransmission cache, NACK generation, PLI/FIR,
+/// RTT), and SDP offer/answer through `SDPNegotiation`, everything BUNDLEd on one transport.
+///
+/// Bytes and time in (`handleReceive`, `handleTimeout`, `sendRTP`), datagrams, events and a deadline out
+/// (`pollTransmit`, `pollEvent`, `pollTimeout`). Not thread-safe: `PeerConnectionDriver` runs it on sockets.
+public final class PeerConnection {
+    public let config: PeerConnectionConfig
+    public let certificate: DTLSCertificate
+    /// Our ICE credentials (the shared-socket `MediaEndpoint` demultiplexes STUN by `localUfrag`).
+    public let localUfrag: String
+    public let localPwd: String
+    public private(set) var stats = PeerConnectionStats()
+    /// What both sides agreed, once the remote description is set.
+    public private(set) var negotiated: SDPNegotiated?
+    /// The transport, once the remote description is set.
+    public private(set) var transport: MediaTransport?
+    /// The RTP session (reports, NACK state, RTT).
+    public let rtpSession: RTPSession
+    public private(set) var isConnected = false
+    public private(set) var isFailed = false
+
+    private var ice: ICEAgent?
+    private var localAddresses: [TransportAddress] = []
+    private var pendingTURN: [(TURNClient.Config, TransportAddress)] = []
+    private var pendingRemoteCandidates: [SDPCandidate] = []
+    private var localOffer: SessionDescription?
+    private var srtp: SRTPContext?
+    private var clockRates: [UInt8: UInt32] = [:]
+    private var events = FIFO<PeerConnectionEvent>()
+    private var transmits = FIFO<ICETransmit>()
+    private let tieBreaker: UInt64
+
+    public init(config: PeerConnectionConfig, certificate: DTLSCertificate? = nil, now: Instant) throws {
+        self.config = config
+        self.certificate = try certificate ?? DTLSCertificate()
+        var rng = SystemRandomNumberGenerator()
+        let cred = ICEConfig.randomCredentials(using: &rng)
+        localUfrag = cred.ufrag
+        localPwd = cred.pwd
+        tieBreaker = .random(in: 0 ... .max, using: &rng)
+        let ssrcs = [config.audioTrack, config.videoTrack].compactMap { $0 }.flatMap { [$0.ssrc] + ($0.rtxSSRC.map { [$0] } ?? []) }
+        var rc = RTPSession.Config(localSSRCs: ssrcs.isEmpty ? [UInt32.random(in: 1 ... .max, using: &rng)] : ssrcs, cname: config.cname)
+        rc.nack = config.nack
+        rc.seed = config.seed
+        rtpSession = RTPSession(config: rc, now: now)
+    }
+
+    // MARK: candidates and descriptions
+
+    /// Adds a host candidate for a socket the driver bound (before or after the description).
+    /// Returns the candidate to signal, or nil under a relay-only policy.
+    @discardableResult
+    public func addLocalCandidate(_ address: TransportAddress) -> SDPCandidate? {
+        if !localAddresses.contains(address) { localAddresses.append(address) }
+        return ice?.addLocalCandidate(address)
+    }
+
+    /// Allocates a relayed candidate from a TURN server reached from local socket `socket`; the candidate comes
+    /// out as `.localCandidate` (signal it). Starts once the remote description is set.
+    public func addTURN(_ turn: TURNClient.Config, socket: TransportAddress, now: Instant) {
+        if let transport { transport.addTURN(TURNClient(config: turn), socket: socket, now: now); pump(now: now) }
+        else { pendingTURN.append((turn, socket)) }
+    }
+
+    private func makeAgent(role: ICERole) -> ICEAgent {
+        var c = ICEConfig(role: config.iceLite ? .controlled : role, localUfrag: localUfrag, localPwd: localPwd,
+                          tieBreaker: tieBreaker, seed: config.seed, lite: config.iceLite)
+        config.ice?(&c)
+        c.lite = config.iceLite
+        c.relayOnly = config.relayOnly
+        let agent = ICEAgent(config: c)
+        for a in localAddresses { agent.addLocalCandidate(a) }
+        ice = agent
+        return agent
+    }
+
+    private func localParameters(_ agent: ICEAgent) -> SDPLocalParameters {
+        var p = SDPLocalParameters(iceUfrag: localUfrag, icePwd: localPwd, fingerprint: certificate.fingerprint)
+        p.candidates = agent.localCandidates
+        p.endOfCandidates = config.iceLite || config.relayOnly == false && pendingTURN.isEmpty
+        p.iceLite = config.iceLite
+        p.sessionID = tieBreaker >> 2
+        p.audio = config.audio
+        p.video = config.video
+        p.audioTrack = config.audioTrack
+        p.videoTrack = config.videoTrack
+        return p
+    }
+
+    /// Our offer (SDP text): we become the ICE controlling agent (unless lite) and `a=setup:actpass`.
+    public func createOffer() throws -> String {
+        guard ice == nil else { throw OTError(.illegalState, "PeerConnection: the description was already created") }
+        let offer = SDPNegotiation.offer(localParameters(makeAgent(role: .controlling)))
+        localOffer = offer
+        return offer.serialized()
+    }
+
+    /// Answers a remote offer (SDP text): negotiates the media and starts connecting.
+    public func createAnswer(toOffer sdp: String, now: Instant) throws -> String {
+        guard ice == nil else { throw OTError(.illegalState, "PeerConnection: the description was already created") }
+        let offer = try Self.parse(sdp)
+        let agent = makeAgent(role: .controlled)
+        let (answer, neg) = try SDPNegotiation.answer(to: offer, local: localParameters(agent))
+        try start(neg, agent: agent, now: now)
+        return answer.serialized()
+    }
+
+    /// Applies the remote answer to our offer and starts connecting.
+    public func setRemoteAnswer(_ sdp: String, now: Instant) throws {
+        guard let offer = localOffer, let agent = ice, transport == nil else {
+            throw OTError(.illegalState, "PeerConnection: setRemoteAnswer needs our offer first (and only once)")
+        }
+        let neg = try SDPNegotiation.accept(answer: try Self.parse(sdp), offer: offer)
+        try start(neg, agent: agent, now: now)
+    }
+
+    private static func parse(_ sdp: String) throws -> SessionDescription {
+        do { return try SessionDescription.parse(sdp) } catch let e as OTError { throw e } catch {
+            throw OTError(.invalidParameter, "SDP: \(error)")
+        }
+    }
+
+    private func start(_ neg: SDPNegotiated, agent: ICEAgent, now: Instant) throws {
+        guard !neg.media.isEmpty else { throw OTError(.invalidParameter, "SDP: no media section was agreed") }
+        negotiated = neg
+        for m in neg.media {
+            clockRates[m.codec.payloadType] = m.codec.clockRate
+            if let rtx = m.rtxPayloadType { clockRates[rtx] = m.codec.clockRate }
+        }
+        agent.setRemoteCredentials(ufrag: neg.remoteIceUfrag, pwd: neg.remoteIcePwd)
+        agent.remoteIsLite = neg.remoteIceLite
+        let dtls = try DTLSEndpoint(role: neg.localIsDTLSClient ? .client : .server, certificate: certificate,
+                                    remoteFingerprint: neg.remoteFingerprint, srtpProfiles: config.srtpProfiles,
+                                    timerMode: config.dtlsTimerMode)
+        let t = MediaTransport(ice: agent, dtls: dtls)
+        transport = t
+        for c in neg.remoteCandidates + pendingRemoteCandidates { t.addRemoteCandidate(c, now: now) }
+        pendingRemoteCandidates = []
+        for (turn, socket) in pendingTURN { t.addTURN(TURNClient(config: turn), socket: socket, now: now) }
+        pendingTURN = []
+        t.flush(now: now)
+        pump(now: now)
+    }
+
+    /// Adds a trickled remote candidate (kept until the remote description is set).
+    public func addRemoteCandidate(_ c: SDPCandidate, now: Instant) {
+        guard let transport else { pendingRemoteCandidates.append(c); return }
+        transport.addRemoteCandidate(c, now: now)
+        pump(now: now)
+    }
+
+    /// The peer has no more candidates.
+    public func endOfRemoteCandidates(now: Instant) {
+        guard let transport else { return }
+        transport.ice.endOfRemoteCandidates(now: now)
+        pump(now: now)
+    }
+
+    // MARK: media
+
+    /// Protects and sends an RTP packet (plain RTP in, SRTP on the wire), keeping the plain packet for NACK
+    /// answers. `packet`'s storage is reused: it holds the protected bytes afterwards. Returns false when the
+    /// connection is not up yet or the packet is not RTP (counted, dropped).
+    @discardableResult
+    public func sendRTP(_ packet: inout [UInt8], now: Instant) -> Bool {
+        guard let srtp, let transport else { stats.sendsBeforeConnected += 1; return false }
+        guard let h = Self.header(packet) else { stats.malformedSends += 1; return false }
+        rtpSession.sent(ssrc: h.ssrc, sequence: h.seq, rtpTimestamp: h.ts, clockRate: clockRates[h.pt] ?? 90000,
+                        payloadBytes: max(0, packet.count - 12), packet: packet, now: now)
+        stats.packetsSent += 1
+        stats.bytesSent += packet.count
+        do { try srtp.protectRTP(&packet) } catch { stats.srtpErrors += 1; return false }
+        transport.sendMedia(packet)
+        drainTransport()
+        return true
+    }
+
+    /// Protects and sends an RTCP compound packet we built (e.g. a receiver's NACK from the media pipeline).
+    @discardableResult
+    public func sendRTCP(_ packet: [UInt8]) -> Bool {
+        guard let srtp, let transport else { return false }
+        var p = packet
+        do { try srtp.protectRTCP(&p) } catch { stats.srtpErrors += 1; return false }
+        stats.rtcpSent += 1
+        transport.sendMedia(p)
+        drainTransport()
+        return true
+    }
+
+    /// Asks the peer for a keyframe of its SSRC (PLI, or FIR when `useFIR`).
+    public func requestKeyframe(ssrc: UInt32, useFIR: Bool = false, now: Instant) {
+        rtpSession.requestKeyframe(ssrc: ssrc, useFIR: useFIR)
+        pump(now: now)
+    }
+
+    /// Sends an RTCP BYE for our SSRCs and closes DTLS (close_notify). The connection sends nothing after this.
+    public func close(now: Instant) {
+        if let srtp, let transport {
+            var bye = RTCP.serialize([.bye(ssrcs: rtpSession.config.localSSRCs, reason: nil)])
+            if (try? srtp.protectRTCP(&bye)) != nil { transport.sendMedia(bye) }
+            transport.dtls.close()
+            transport.flush(now: now)
+            drainTransport()
+        }
+        self.srtp = nil
+        isConnected = false
+    }
+
+    // MARK: IO
+
+    /// Feeds a datagram received on local socket `local`.
+    public func handleReceive(_ bytes: [UInt8], from: TransportAddress, local: TransportAddress, now: Instant) {
+        guard let transport else { return }
+        transport.handleReceive(bytes, from: from, local: local, now: now)
+        pump(now: now)
+    }
+
+    /// Runs the timers that are due (ICE checks and consent, DTLS retransmission, TURN refresh, RTCP reports, NACK retries).
+    public func handleTimeout(now: Instant) {
+        transport?.handleTimeout(now: now)
+        if srtp != nil { rtpSession.handleTimeout(now: now) }
+        pump(now: now)
+    }
+
+    public func pollTransmit() -> ICETransmit? { transmits.pop() }
+    public func pollEvent() -> PeerConnectionEvent? { events.pop() }
+    public func pollTimeout() -> Instant? {
+        let a = transport?.pollTimeout(), b = srtp != nil ? rtpSession.pollTimeout() : nil
+        guard let a else { return b }
+        guard let b else { return a }
+        return min(a, b)
+    }
+
+    private func drainTransport() {
+        guard let transport else { return }
+        while let t = transport.pollTransmit() { transmits.push(t) }
+    }
+
+    private func pump(now: Instant) {
+        guard let transport else { return }
+        while let e = transport.pollEvent() {
+            switch e {
+            case .srtp(let bytes, let rtcp): rtcp ? receiveRTCP(bytes, now: now) : receiveRTP(bytes, now: now)
+            case .ice(let ie): ice(ie)
+            case .dtls(let de): dtls(de, transport: transport)
+            case .localCandidate(let c): events.push(.localCandidate(c))
+            case .turn: break
+            }
+        }
+        if let srtp {
+            while let r = rtpSession.pollRetransmission() {
+                var p = r
+                if (try? srtp.protectRTP(&p)) != nil { transport.sendMedia(p); stats.retransmissionsSent += 1 } else { stats.srtpErrors += 1 }
+            }
+            while let r = rtpSession.pollRTCP() {
+                var p = r
+                if (try? srtp.protectRTCP(&p)) != nil { transport.sendMedia(p); stats.rtcpSent += 1 } else { stats.srtpErrors += 1 }
+            }
+        }
+        while let e = rtpSession.pollEvent() {
+            switch e {
+            case .keyframeRequested(let s): stats.keyframeRequestsReceived += 1; events.push(.keyframeRequested(ssrc: s))
+            case .roundTripTime(let d): stats.roundTripTime = d; events.push(.roundTripTime(d))
+            case .receiverReport(let b): events.push(.receiverReport(b))
+            case .bye(let s): events.push(.bye(ssrc: s))
+            case .transportFeedback(let f): events.push(.transportFeedback(f))
+            }
+        }
+        drainTransport()
+    }
+
+    private func ice(_ e: ICEEvent) {
+        switch e {
+        case .stateChanged(let s):
+            events.push(.iceStateChanged(s))
+            if s == .failed, !isFailed {
+                isFailed = true
+                events.push(.failed(OTError(isConnected ? .connectionDropped : .connectionFailed, "ICE failed: no working candidate pair")))
+            }
+        case .localCandidate(let c): events.push(.localCandidate(c))
+        case .selectedPairChanged, .roleChanged: break
+        }
+    }
+
+    private func dtls(_ e: DTLSEvent, transport: MediaTransport) {
+        switch e {
+        case .connected(let km):
+            guard let km else { return fail(OTError(.connectionRefused, "DTLS: the peer did not negotiate use_srtp")) }
+            do {
+                srtp = try SRTPContext(profile: km.profile, keys: SRTPKeys(local: km.localKey + km.localSalt, remote: km.remoteKey + km.remoteSalt))
+            } catch { return fail(OTError(.internalError, "SRTP: \(error)")) }
+            if let pair = transport.ice.selectedPair {
+                isConnected = true
+                events.push(.connected(local: pair.local, remote: pair.remote))
+            }
+        case .failed(let err): fail(err)
+        case .closed: if !isFailed { fail(OTError(.connectionDropped, "DTLS: the peer closed the connection")) }
+        case .applicationData: break
+        }
+    }
+
+    private func fail(_ err: OTError) {
+        guard !isFailed else { return }
+        isFailed = true
+        isConnected = false
+        events.push(.failed(err))
+    }
+
+    private func receiveRTP(_ bytes: [UInt8], now: Instant) {
+        guard let srtp else { return }
+        var p = bytes
+        do { try srtp.unprotectRTP(&p) } catch SRTPError.replayed { stats.replaysDropped += 1; return } catch { stats.srtpErrors += 1; return }
+        guard let h = Self.header(p) else { stats.srtpErrors += 1; return }
+        stats.packetsReceived += 1
+        stats.bytesReceived += p.count
+        rtpSession.received(ssrc: h.ssrc, sequence: h.seq, rtpTimestamp: h.ts, clockRate: clockRates[h.pt] ?? 90000, now: now)
+        events.push(.rtp(p))
+    }
+
+    private func receiveRTCP(_ bytes: [UInt8], now: Instant) {
+        guard let srtp else { return }
+        var p = bytes
+        do { try srtp.unprotectRTCP(&p) } catch SRTPError.replayed { stats.replaysDropped += 1; return } catch { stats.srtpErrors += 1; return }
+        stats.rtcpReceived += 1
+        do {
+            try rtpSession.handleRTCP(p, now: now)
+            // NACKs were answered by the session from its cache; report them too (a pipeline may count them).
+            for case .nack(_, let media, let lost) in try RTCP.parse(p) {
+                stats.nacksReceived += 1
+                events.push(.nackRequested(ssrc: media, sequences: lost))
+            }
+        } catch { stats.rtcpErrors += 1 }
+    }
+
+    /// SSRC, sequence number, timestamp and payload type of an RTP header, without copying.
+    static func header(_ p: [UInt8]) -> (ssrc: UInt32, seq: UInt16, ts: UInt32, pt: UInt8)? {
+        guard p.count >= 12, p[0] >> 6 == 2 else { return nil }
+        let seq = UInt16(p[2]) << 8 | UInt16(p[3])
+        let ts = UInt32(p[4]) << 24 | UInt32(p[5]) << 16 | UInt32(p[6]) << 8 | UInt32(p[7])
+        let ssrc = UInt32(p[8]) << 24 | UInt32(p[9]) << 16 | UInt32(p[10]) << 8 | UInt32(p[11])
+        return (ssrc, seq, ts, p[1] & 0x7F)
+    }
+}

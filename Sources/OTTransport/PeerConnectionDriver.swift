@@ -1,0 +1,283 @@
+import Foundation
+import OTBase
+import OTWire
+import Synchronization
+
+/// Runs one `PeerConnection` on real UDP sockets: either its own `UDPDriver` (one IO thread, host candidates on
+/// the addresses it binds) or a socket shared through a `MediaEndpoint` (the server's ICE-lite connections).
+///
+/// Thread-safe: every call takes the connection's lock, runs the sans-IO core, sends what it produced and
+/// delivers its events to `handler`. Events arrive on the IO thread, or on the thread of a call that produced
+/// them (e.g. `sendRTP`); deliveries never overlap. The handler may call back into the driver.
+public final class PeerConnectionDriver: @unchecked Sendable {
+    public typealias Handler = @Sendable (PeerConnectionEvent) -> Void
+
+    private enum IO { case owned(UDPDriver), shared(MediaEndpoint) }
+
+    private let pc: PeerConnection
+    private let lock = NSLock()
+    private let delivery = NSRecursiveLock()
+    private let handler: Handler
+    private var io: IO?
+    private var closed = false
+    /// The remote address a shared endpoint routes to this connection.
+    private var routedAddress: TransportAddress?
+    /// The sockets this connection's host candidates are bound at.
+    public private(set) var localAddresses: [TransportAddress] = []
+
+    /// A connection with its own sockets and IO thread.
+    /// - Parameters:
+    ///   - bind: addresses to bind (port 0 picks one); each becomes a host candidate. Use
+    ///     `PeerConnectionDriver.hostBindAddresses(...)` for the machine's interfaces.
+    public init(config: PeerConnectionConfig, bind: [TransportAddress] = [TransportAddress(ip: .v4(0x7F00_0001), port: 0)],
+                handler: @escaping Handler) throws {
+        pc = try PeerConnection(config: config, now: MonotonicClock.now())
+        self.handler = handler
+        let box = WeakDriverBox()  // weak: the UDP driver's handler must not keep this connection (and its sockets) alive
+        let udp = try UDPDriver { event in
+            guard let d = box.driver else { return }
+            switch event {
+            case .datagram(let bytes, let from, let local, let now): d.receive(bytes, from: from, local: local, now: now)
+            case .timer(let now): d.timeout(now: now)
+            // Only TURN uses TCP here; a TURN connection that closes shows up as lost consent on its pairs.
+            case .closed(_, let now): d.timeout(now: now)
+            }
+        }
+        for a in bind {
+            let bound = try udp.bind(a)
+            localAddresses.append(bound)
+            pc.addLocalCandidate(bound)
+        }
+        io = .owned(udp)
+        box.driver = self
+        udp.start()
+    }
+
+    /// A connection on a `MediaEndpoint`'s shared socket (made by `MediaEndpoint.makePeerConnection`).
+    init(config: PeerConnectionConfig, endpoint: MediaEndpoint, handler: @escaping Handler) throws {
+        pc = try PeerConnection(config: config, now: MonotonicClock.now())
+        self.handler = handler
+        localAddresses = [endpoint.address]
+        pc.addLocalCandidate(endpoint.address)
+        io = .shared(endpoint)
+    }
+
+    deinit { if case .owned(let udp) = io { udp.stop() } }
+
+    /// Addresses for host candidates on this machine's interfaces (port 0), honouring the LAN filter setting.
+    public static func hostBindAddresses(includeIPv6: Bool = false, filterLAN: Bool = false, includeLoopback: Bool = false) -> [TransportAddress] {
+        UDPDriver.hostAddresses(includeIPv6: includeIPv6, filterLAN: filterLAN, includeLoopback: includeLoopback).map { TransportAddress(ip: $0, port: 0) }
+    }
+
+    /// Our ICE username fragment (what a shared socket demultiplexes STUN by).
+    public var localUfrag: String { pc.localUfrag }
+
+    /// Runs `body` on the connection under its lock, then sends what it produced and delivers its events.
+    public func withPeerConnection<R>(_ body: (PeerConnection, Instant) throws -> R) rethrows -> R {
+        lock.lock()
+        let r: R
+        do { r = try body(pc, MonotonicClock.now()) } catch { lock.unlock(); throw error }
+        let events = flushLocked()
+        lock.unlock()
+        deliver(events)
+        return r
+    }
+
+    public func createOffer() throws -> String { try withPeerConnection { pc, _ in try pc.createOffer() } }
+    public func createAnswer(toOffer sdp: String) throws -> String { try withPeerConnection { pc, now in try pc.createAnswer(toOffer: sdp, now: now) } }
+    public func setRemoteAnswer(_ sdp: String) throws { try withPeerConnection { pc, now in try pc.setRemoteAnswer(sdp, now: now) } }
+    public func addRemoteCandidate(_ c: SDPCandidate) { withPeerConnection { pc, now in pc.addRemoteCandidate(c, now: now) } }
+    public func addTURN(_ turn: TURNClient.Config, socket: TransportAddress) { withPeerConnection { pc, now in pc.addTURN(turn, socket: socket, now: now) } }
+    /// Protects and sends an RTP packet (its storage then holds the SRTP bytes). False before the connection is up.
+    @discardableResult
+    public func sendRTP(_ packet: inout [UInt8]) -> Bool {
+        lock.lock()
+        let ok = pc.sendRTP(&packet, now: MonotonicClock.now())
+        let events = flushLocked()
+        lock.unlock()
+        deliver(events)
+        return ok
+    }
+    @discardableResult
+    public func sendRTCP(_ packet: [UInt8]) -> Bool { withPeerConnection { pc, _ in pc.sendRTCP(packet) } }
+    public func requestKeyframe(ssrc: UInt32, useFIR: Bool = false) { withPeerConnection { pc, now in pc.requestKeyframe(ssrc: ssrc, useFIR: useFIR, now: now) } }
+    public var stats: PeerConnectionStats { withPeerConnection { pc, _ in pc.stats } }
+    public var isConnected: Bool { withPeerConnection { pc, _ in pc.isConnected } }
+    public var negotiated: SDPNegotiated? { withPeerConnection { pc, _ in pc.negotiated } }
+
+    /// Sends BYE and close_notify, stops the IO thread (own sockets) or leaves the shared endpoint. Idempotent.
+    public func close() {
+        let io: IO? = withPeerConnection { pc, now in
+            guard !closed else { return nil }
+            closed = true
+            pc.close(now: now)
+            return self.io
+        }
+        switch io {
+        case .owned(let udp): udp.stop()
+        case .shared(let endpoint): endpoint.remove(self)
+        case nil: break
+        }
+    }
+
+    // MARK: IO thread
+
+    func receive(_ bytes: [UInt8], from: TransportAddress, local: TransportAddress, now: Instant) {
+        lock.lock()
+        if !closed { pc.handleReceive(bytes, from: from, local: local, now: now) }
+        // On a shared socket, media is routed by the remote address of the pair ICE selected (after a
+        // check that passed MESSAGE-INTEGRITY), never by an address a datagram merely claimed.
+        if case .shared(let endpoint) = io, let remote = pc.transport?.ice.selectedPair?.remote.address, remote != routedAddress {
+            routedAddress = remote
+            endpoint.route(remote, to: self)
+        }
+        let events = flushLocked()
+        lock.unlock()
+        deliver(events)
+    }
+
+    func timeout(now: Instant) {
+        lock.lock()
+        if !closed { pc.handleTimeout(now: now) }
+        let events = flushLocked()
+        lock.unlock()
+        deliver(events)
+    }
+
+    /// Sends pending datagrams and updates the deadline; returns the events to deliver. Called under `lock`.
+    private func flushLocked() -> [PeerConnectionEvent] {
+        switch io {
+        case .owned(let udp):
+            while let t = pc.pollTransmit() { udp.send(t.bytes, from: t.source, to: t.destination) }
+            udp.setDeadline(closed ? nil : pc.pollTimeout())
+        case .shared(let endpoint):
+            while let t = pc.pollTransmit() { endpoint.send(t.bytes, to: t.destination) }
+            endpoint.setDeadline(closed ? nil : pc.pollTimeout(), for: self)
+        case nil:
+            break
+        }
+        var events: [PeerConnectionEvent] = []
+        while let e = pc.pollEvent() { events.append(e) }
+        return events
+    }
+
+    private func deliver(_ events: [PeerConnectionEvent]) {
+        guard !events.isEmpty else { return }
+        delivery.lock()
+        for e in events { handler(e) }
+        delivery.unlock()
+    }
+}
+
+/// One UDP socket serving many ICE-lite peer connections (the media router's port). Incoming STUN is routed by
+/// its USERNAME (our ufrag before the colon); other datagrams by the remote address of the pair the connection's
+/// ICE agent selected (an authenticated check). One IO thread for all connections.
+public final class MediaEndpoint: @unchecked Sendable {
+    private struct State {
+        var byUfrag: [String: PeerConnectionDriver] = [:]
+        var byAddress: [TransportAddress: PeerConnectionDriver] = [:]
+        var deadlines: [ObjectIdentifier: (driver: PeerConnectionDriver, at: Instant)] = [:]
+        var earliest: Instant?
+    }
+
+    private let udp: UDPDriver
+    private let state = Mutex(State())
+    /// The shared socket's address: every connection's single host candidate.
+    public let address: TransportAddress
+
+    /// Binds the shared socket (port 0 picks one) and starts its IO thread.
+    public init(bind: TransportAddress = TransportAddress(ip: .v4(0x7F00_0001), port: 0)) throws {
+        let box = Mutex<MediaEndpoint?>(nil)
+        udp = try UDPDriver(threadName: "otsession-media") { event in
+            guard let e = box.withLock({ $0 }) else { return }
+            switch event {
+            case .datagram(let bytes, let from, _, let now): e.route(bytes, from: from, now: now)
+            case .timer(let now): e.fireTimers(now: now)
+            case .closed: break  // the shared endpoint is UDP only
+            }
+        }
+        address = try udp.bind(bind)
+        box.withLock { $0 = self }
+        udp.start()
+    }
+
+    deinit { udp.stop() }
+
+    /// Stops the IO thread; connections stay registered but receive nothing more.
+    public func stop() { udp.stop() }
+
+    /// Number of connections on the socket.
+    public var connectionCount: Int { state.withLock { $0.byUfrag.count } }
+
+    /// A new ICE-lite connection on the shared socket (`config.iceLite` is forced on).
+    public func makePeerConnection(config: PeerConnectionConfig, handler: @escaping PeerConnectionDriver.Handler) throws -> PeerConnectionDriver {
+        var c = config
+        c.iceLite = true
+        let d = try PeerConnectionDriver(config: c, endpoint: self, handler: handler)
+        state.withLock { $0.byUfrag[d.localUfrag] = d }
+        return d
+    }
+
+    func remove(_ d: PeerConnectionDriver) {
+        state.withLock { s in
+            s.byUfrag[d.localUfrag] = nil
+            s.byAddress = s.byAddress.filter { $0.value !== d }
+            s.deadlines[ObjectIdentifier(d)] = nil
+        }
+    }
+
+    func send(_ bytes: [UInt8], to destination: TransportAddress) { udp.send(bytes, from: address, to: destination) }
+
+    /// Routes non-STUN datagrams from `remote` to `d` (its ICE agent selected that address).
+    func route(_ remote: TransportAddress, to d: PeerConnectionDriver) {
+        state.withLock { s in
+            s.byAddress = s.byAddress.filter { $0.value !== d }
+            s.byAddress[remote] = d
+        }
+    }
+
+    func setDeadline(_ at: Instant?, for d: PeerConnectionDriver) {
+        // The IO driver's deadline is set under the state lock so updates from several threads cannot reorder.
+        state.withLock { s in
+            s.deadlines[ObjectIdentifier(d)] = at.map { (d, $0) }
+            guard let at, s.earliest.map({ at < $0 }) ?? true else { return }
+            s.earliest = at
+            udp.setDeadline(at)
+        }
+    }
+
+    private func route(_ bytes: [UInt8], from: TransportAddress, now: Instant) {
+        let target: PeerConnectionDriver? = state.withLock { s in
+            if DemuxKind.classify(bytes) == .stun {
+                guard let m = try? STUNMessage.parse(bytes), let user = m.username,
+                      let ufrag = user.split(separator: ":", maxSplits: 1).first,
+                      let d = s.byUfrag[String(ufrag)] else { return nil }
+                return d
+            }
+            return s.byAddress[from]
+        }
+        target?.receive(bytes, from: from, local: address, now: now)
+    }
+
+    private func fireTimers(now: Instant) {
+        let due = state.withLock { s -> [PeerConnectionDriver] in
+            s.earliest = nil
+            return s.deadlines.values.filter { $0.at <= now }.map(\.driver)
+        }
+        for d in due { d.timeout(now: now) }
+        state.withLock { s in
+            s.earliest = s.deadlines.values.map(\.at).min()
+            udp.setDeadline(s.earliest)
+        }
+    }
+}
+
+/// Lets the IO thread reach its connection without owning it.
+private final class WeakDriverBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private weak var _driver: PeerConnectionDriver?
+    var driver: PeerConnectionDriver? {
+        get { lock.withLock { _driver } }
+        set { lock.withLock { _driver = newValue } }
+    }
+}

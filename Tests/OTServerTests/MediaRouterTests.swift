@@ -1,0 +1,212 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import OTBase
+@testable import OTServer
+import OTTransport
+import OTWire
+import Synchronization
+import XCTest
+
+/// A client-side peer connection (full ICE) on loopback that records what it receives.
+final class RouterClient: Sendable {
+    let driver: PeerConnectionDriver
+    let events = Mutex<[PeerConnectionEvent]>([])
+    let audioSSRC: UInt32?, videoSSRC: UInt32?
+
+    init(audioSSRC: UInt32? = nil, videoSSRC: UInt32? = nil) throws {
+        self.audioSSRC = audioSSRC; self.videoSSRC = videoSSRC
+        let box = Mutex<RouterClient?>(nil)
+        driver = try PeerConnectionDriver(config: PeerConnectionConfig(
+            audioTrack: audioSSRC.map { SDPLocalTrack(ssrc: $0, streamID: "pub", trackID: "a", cname: "pub") },
+            videoTrack: videoSSRC.map { SDPLocalTrack(ssrc: $0, streamID: "pub", trackID: "v", cname: "pub") })) { e in
+            box.withLock { $0 }?.events.withLock { $0.append(e) }
+        }
+        box.withLock { $0 = self }
+    }
+
+    var connected: Bool { events.withLock { $0.contains { if case .connected = $0 { true } else { false } } } }
+    /// (ssrc, seq, payload) of the RTP received.
+    func received(ssrc: UInt32) -> [(seq: UInt16, payload: [UInt8])] {
+        events.withLock {
+            $0.compactMap {
+                guard case .rtp(let b) = $0, let p = try? RTPPacket(parsing: b), p.ssrc == ssrc else { return nil }
+                return (p.sequenceNumber, Array(p.payload))
+            }
+        }
+    }
+    var keyframeRequests: Int { events.withLock { $0.filter { if case .keyframeRequested = $0 { true } else { false } }.count } }
+}
+
+func waitFor(seconds: Double = 10, _ cond: () -> Bool) -> Bool {
+    let end = Date().addingTimeInterval(seconds)
+    while Date() < end { if cond() { return true }; usleep(2000) }
+    return cond()
+}
+
+final class MediaRouterTests: XCTestCase {
+    static let audio: UInt32 = 0xA0D1, video: UInt32 = 0x71DE
+    var router: MediaRouter!
+    var clients: [RouterClient] = []
+
+    override func tearDown() {
+        for c in clients { c.driver.close() }
+        router?.stop()
+    }
+
+    /// Offers through the router and applies its answer.
+    func negotiate(_ client: RouterClient, sid: String = "sess", peer: String, stream: String = "st1", _ dir: MediaDirection) throws -> String {
+        let offer = try client.driver.createOffer()
+        let result = Mutex<Result<String, OTError>?>(nil)
+        router.handleOffer(MediaOfferRequest(sessionId: sid, connectionId: "c-\(peer)", peerId: peer, streamId: stream, direction: dir, sdp: offer)) { r in
+            result.withLock { $0 = r }
+        }
+        XCTAssertTrue(waitFor { result.withLock { $0 != nil } })
+        let answer = try XCTUnwrap(result.withLock { $0 }).get()
+        try client.driver.setRemoteAnswer(answer)
+        return answer
+    }
+
+    /// A VP8 RTP packet: keyframe start or delta, payload bytes identify it.
+    func vp8(seq: UInt16, keyframe: Bool) -> [UInt8] {
+        RTPPacket(marker: true, payloadType: 96, sequenceNumber: seq, timestamp: UInt32(seq) * 3000, ssrc: Self.video,
+                  payload: [0x10, keyframe ? 0x00 : 0x01, UInt8(seq & 0xFF), UInt8(seq >> 8)]).serialized()
+    }
+    func opus(seq: UInt16) -> [UInt8] {
+        RTPPacket(payloadType: 111, sequenceNumber: seq, timestamp: UInt32(seq) * 960, ssrc: Self.audio, payload: [0xF8, UInt8(seq & 0xFF)]).serialized()
+    }
+
+    func send(_ c: RouterClient, video seqs: Range<UInt16>, keyframeEvery: UInt16 = 0) {
+        for s in seqs {
+            var v = vp8(seq: s, keyframe: keyframeEvery > 0 && s % keyframeEvery == 0)
+            XCTAssertTrue(c.driver.sendRTP(&v))
+            var a = opus(seq: s)
+            XCTAssertTrue(c.driver.sendRTP(&a))
+        }
+    }
+
+    /// A publisher and two subscribers of its stream, all connected.
+    func setUpRoute(pliInterval: Duration = .milliseconds(300)) throws -> (pub: RouterClient, s1: RouterClient, s2: RouterClient) {
+        router = try MediaRouter(pliInterval: pliInterval)
+        let pub = try RouterClient(audioSSRC: Self.audio, videoSSRC: Self.video)
+        let s1 = try RouterClient(), s2 = try RouterClient()
+        clients = [pub, s1, s2]
+        let pubAnswer = try negotiate(pub, peer: "pub", .publish)
+        XCTAssertTrue(pubAnswer.contains("a=ice-lite"))
+        XCTAssertTrue(pubAnswer.contains("a=recvonly"))
+        for (c, id) in [(s1, "sub1"), (s2, "sub2")] {
+            let answer = try negotiate(c, peer: id, .subscribe)
+            XCTAssertTrue(answer.contains("a=ssrc:\(Self.video) "), "the subscriber's answer declares the publisher's SSRCs")
+            XCTAssertTrue(answer.contains("a=ssrc:\(Self.audio) "))
+            XCTAssertTrue(answer.contains("a=sendonly"))
+        }
+        XCTAssertTrue(waitFor { [pub, s1, s2].allSatisfy(\.connected) })
+        XCTAssertEqual(router.peerCount, 3)
+        return (pub, s1, s2)
+    }
+
+    func testSubscribersReceiveThePublishersRTPWithItsSSRCs() throws {
+        let (pub, s1, s2) = try setUpRoute()
+        send(pub, video: 0..<40, keyframeEvery: 20)
+        for s in [s1, s2] {
+            XCTAssertTrue(waitFor { s.received(ssrc: Self.audio).count == 40 && s.received(ssrc: Self.video).count >= 20 })
+            let video = s.received(ssrc: Self.video)
+            // Video starts at a keyframe (packet 0 or 20, by when the subscriber connected) and keeps sequence numbers.
+            XCTAssertTrue([0, 20].contains(video.first?.seq), "starts at a keyframe: \(String(describing: video.first?.seq))")
+            for v in video { XCTAssertEqual(v.payload[2], UInt8(v.seq & 0xFF), "content and sequence number preserved") }
+            XCTAssertEqual(s.received(ssrc: Self.audio).map(\.seq), (0..<40).map { $0 })
+        }
+        let c = try XCTUnwrap(router.counters(streamId: "st1"))
+        XCTAssertEqual(c.packetsIn, 80)
+        XCTAssertEqual(c.subscribers, 2)
+        XCTAssertGreaterThanOrEqual(c.packetsOut, 120)
+    }
+
+    func testVideoToggleStopsAndResumesWithoutASequenceGap() throws {
+        let (pub, s1, s2) = try setUpRoute()
+        send(pub, video: 0..<10, keyframeEvery: 100)  // keyframe at 0
+        XCTAssertTrue(waitFor { s1.received(ssrc: Self.video).count == 10 && s2.received(ssrc: Self.video).count == 10 })
+        router.setSubscription(peerId: "sub1", audio: true, video: false)
+        send(pub, video: 10..<20)
+        XCTAssertTrue(waitFor { s2.received(ssrc: Self.video).count == 20 && s1.received(ssrc: Self.audio).count == 20 })
+        XCTAssertEqual(s1.received(ssrc: Self.video).count, 10, "video off: nothing forwarded")
+        router.setSubscription(peerId: "sub1", audio: true, video: true)
+        XCTAssertTrue(waitFor { pub.keyframeRequests > 0 }, "resuming asks the publisher for a keyframe")
+        send(pub, video: 20..<25)            // deltas: held until a keyframe
+        send(pub, video: 25..<30, keyframeEvery: 25)
+        XCTAssertTrue(waitFor { s1.received(ssrc: Self.video).count == 15 })
+        let seqs = s1.received(ssrc: Self.video).map(\.seq)
+        XCTAssertEqual(seqs, (0..<15).map { $0 }, "rewritten: no gap across the pause")
+        XCTAssertEqual(s1.received(ssrc: Self.video)[10].payload[2], 25, "resumed at the keyframe")
+        XCTAssertEqual(s2.received(ssrc: Self.video).map(\.seq), (0..<30).map { $0 }, "the other subscriber is untouched")
+        // Audio off too.
+        router.setSubscription(peerId: "sub1", audio: false, video: false)
+        send(pub, video: 30..<35)
+        XCTAssertTrue(waitFor { s2.received(ssrc: Self.audio).count == 35 })
+        XCTAssertEqual(s1.received(ssrc: Self.audio).count, 30)
+    }
+
+    func testKeyframeRequestsAreAggregatedPerPublisher() throws {
+        let (pub, s1, s2) = try setUpRoute(pliInterval: .seconds(2))
+        for _ in 0..<5 {
+            s1.driver.requestKeyframe(ssrc: Self.video)
+            s2.driver.requestKeyframe(ssrc: Self.video)
+        }
+        XCTAssertTrue(waitFor { (self.router.counters(streamId: "st1")?.keyframeRequestsAggregated ?? 0) >= 10 })
+        let c = try XCTUnwrap(router.counters(streamId: "st1"))
+        XCTAssertLessThanOrEqual(c.keyframeRequestsSent, 2, "at most one per window plus one trailing")
+        XCTAssertTrue(waitFor { pub.keyframeRequests >= 1 })
+        XCTAssertLessThanOrEqual(pub.keyframeRequests, c.keyframeRequestsSent + 1)
+        XCTAssertLessThan(pub.keyframeRequests, 12, "12 requests (2 connects + 10) did not all reach the publisher")
+    }
+
+    func testSubscriberNACKIsAnsweredFromTheRoutersCache() throws {
+        let (pub, s1, _) = try setUpRoute()
+        send(pub, video: 0..<10, keyframeEvery: 100)
+        XCTAssertTrue(waitFor { s1.received(ssrc: Self.video).count == 10 })
+        s1.driver.sendRTCP(RTCP.serialize([.nack(senderSSRC: 1, mediaSSRC: Self.video, lost: [3, 4])]))
+        XCTAssertTrue(waitFor { (self.router.peerStats(peerId: "sub1")?.retransmissionsSent ?? 0) == 2 })
+        XCTAssertTrue(waitFor { s1.driver.stats.replaysDropped == 2 }, "the resent copies reached the subscriber")
+        XCTAssertEqual(pub.driver.stats.nacksReceived, 0, "not passed upstream")
+    }
+
+    func testClosingPeersAndStatsEndpoint() throws {
+        let project = Project.generate()
+        let server = SessionServer(SessionServer.Configuration(projects: [project]))
+        try server.start()
+        defer { server.stop() }
+        let sid = try server.createSession(apiKey: project.apiKey)
+        router = try MediaRouter()
+        server.mediaRouting = router
+        let pub = try RouterClient(audioSSRC: Self.audio, videoSSRC: Self.video), sub = try RouterClient()
+        clients = [pub, sub]
+        _ = try negotiate(pub, sid: sid, peer: "p", .publish)
+        _ = try negotiate(sub, sid: sid, peer: "s", .subscribe)
+        XCTAssertTrue(waitFor { pub.connected && sub.connected })
+        send(pub, video: 0..<10, keyframeEvery: 5)
+        XCTAssertTrue(waitFor { sub.received(ssrc: Self.audio).count == 10 })
+
+        var req = URLRequest(url: URL(string: "\(server.apiURL)/v2/stats")!)
+        req.setValue(try ProjectAuth.mint(apiKey: project.apiKey, secret: project.secret, now: wallClockMillis() / 1000), forHTTPHeaderField: "X-OPENTOK-AUTH")
+        let body = Mutex<Data?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        URLSession.shared.dataTask(with: req) { d, _, _ in body.withLock { $0 = d }; done.signal() }.resume()
+        XCTAssertEqual(done.wait(timeout: .now() + 10), .success)
+        let json = try XCTUnwrap(try JSONSerialization.jsonObject(with: try XCTUnwrap(body.withLock { $0 })) as? [String: Any])
+        let session = try XCTUnwrap((json["sessions"] as? [String: Any])?[sid] as? [String: Any], "\(json)")
+        XCTAssertEqual(session["packetsIn"] as? Int, 20)
+        XCTAssertEqual(session["peers"] as? Int, 2)
+        let stream = try XCTUnwrap((session["streams"] as? [String: Any])?["st1"] as? [String: Any])
+        XCTAssertEqual(stream["subscribers"] as? Int, 1)
+        XCTAssertGreaterThanOrEqual(stream["packetsOut"] as? Int ?? 0, 10)
+
+        router.connectionGone(connectionId: "c-s")
+        XCTAssertEqual(router.peerCount, 1)
+        XCTAssertEqual(router.counters(streamId: "st1")?.subscribers, 0)
+        router.close(peerId: "p")
+        XCTAssertEqual(router.peerCount, 0)
+        XCTAssertNil(router.counters(streamId: "st1"))
+        XCTAssertEqual(router.endpoint.connectionCount, 0)
+    }
+}

@@ -1,0 +1,193 @@
+import OTBase
+import OTWire
+@testable import OTTransport
+import XCTest
+
+/// Peer connections on the seeded emulator with a virtual clock: deterministic for a seed.
+final class EmulatedPeerConnections {
+    let clock = VirtualClock()
+    var net: NetworkEmulator
+    var peers: [(pc: PeerConnection, addresses: [TransportAddress])] = []
+    var events: [[PeerConnectionEvent]] = []
+
+    init(seed: UInt64, conditions: LinkConditions) { net = NetworkEmulator(seed: seed, conditions: conditions) }
+
+    func add(_ pc: PeerConnection, _ address: String) {
+        let a = TransportAddress(address)!
+        pc.addLocalCandidate(a)
+        peers.append((pc, [a]))
+        events.append([])
+    }
+
+    func drain(now: Instant) {
+        for (i, p) in peers.enumerated() {
+            while let t = p.pc.pollTransmit() { net.send(t.bytes, from: t.source, to: t.destination, now: now) }
+            while let e = p.pc.pollEvent() { events[i].append(e) }
+        }
+    }
+
+    /// Runs until `done` or `limit` of virtual time.
+    @discardableResult
+    func run(for limit: Duration, until done: () -> Bool = { false }) -> Bool {
+        let end = clock.now() + limit
+        for _ in 0..<200_000 {
+            let now = clock.now()
+            drain(now: now)
+            if done() { return true }
+            while let d = net.poll(now: now) {
+                peers.first { $0.addresses.contains(d.to) }?.pc.handleReceive(d.bytes, from: d.from, local: d.to, now: now)
+                drain(now: now)
+            }
+            let next = (peers.map { $0.pc.pollTimeout() } + [net.nextDelivery]).compactMap { $0 }.min()
+            guard let next, next <= end else { clock.advance(to: end); drain(now: clock.now()); return done() }
+            clock.advance(to: max(next, now))
+            let t = clock.now()
+            for p in peers { if let d = p.pc.pollTimeout(), d <= t { p.pc.handleTimeout(now: t) } }
+        }
+        return done()
+    }
+
+    func connected(_ i: Int) -> Bool { events[i].contains { if case .connected = $0 { true } else { false } } }
+
+    /// RTP packets (unprotected) peer `i` received so far, removed from its events.
+    func takeRTP(_ i: Int) -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        events[i].removeAll { if case .rtp(let b) = $0 { out.append(b); return true }; return false }
+        return out
+    }
+}
+
+func peerConfig(audioSSRC: UInt32?, videoSSRC: UInt32?, lite: Bool = false, seed: UInt64) -> PeerConnectionConfig {
+    var c = PeerConnectionConfig(audioTrack: audioSSRC.map { SDPLocalTrack(ssrc: $0, streamID: "s\($0)", trackID: "a\($0)", cname: "c") },
+                                 videoTrack: videoSSRC.map { SDPLocalTrack(ssrc: $0, streamID: "s\($0)", trackID: "v\($0)", cname: "c") },
+                                 iceLite: lite)
+    c.seed = seed
+    c.dtlsTimerMode = .virtualClock(realTimer: .milliseconds(20))
+    return c
+}
+
+final class PeerConnectionTests: XCTestCase {
+    /// A offers, B answers through SDP text; both send 200 video packets 10 ms apart; NACK repairs losses.
+    func exchange(loss: Double, reorder: Double = 0, seed: UInt64) throws -> (a: PeerConnection, b: PeerConnection, dropped: Int) {
+        let env = EmulatedPeerConnections(seed: seed, conditions: LinkConditions(delay: .milliseconds(20), jitter: .milliseconds(5), loss: loss, reorder: reorder))
+        let now = env.clock.now()
+        let a = try PeerConnection(config: peerConfig(audioSSRC: 0xA1, videoSSRC: 0xA2, seed: seed), now: now)
+        let b = try PeerConnection(config: peerConfig(audioSSRC: 0xB1, videoSSRC: 0xB2, seed: seed + 1), now: now)
+        env.add(a, "10.0.0.1:5000")
+        env.add(b, "10.0.0.2:6000")
+        let offer = try a.createOffer()
+        let answer = try b.createAnswer(toOffer: offer, now: now)
+        try a.setRemoteAnswer(answer, now: now)
+        XCTAssertEqual(a.negotiated?.media.map(\.remoteSSRCs), [[0xB1], [0xB2]])
+        XCTAssertEqual(b.negotiated?.media.map(\.remoteSSRCs), [[0xA1], [0xA2]])
+        XCTAssertTrue(env.run(for: .seconds(30)) { env.connected(0) && env.connected(1) }, "events: \(env.events)")
+        XCTAssertTrue(a.isConnected && b.isConnected)
+
+        var gotA: [UInt16: [UInt8]] = [:], gotB: [UInt16: [UInt8]] = [:]
+        for i in 0..<350 {
+            let t = env.clock.now()
+            if i < 200 {
+                var pa = testRTP(ssrc: 0xA2, seq: UInt16(1000 + i), ts: UInt32(i) * 900, payload: Array(repeating: UInt8(i & 0xFF), count: 300))
+                var pb = testRTP(ssrc: 0xB2, seq: UInt16(60000 &+ i), ts: UInt32(i) * 900, payload: Array(repeating: UInt8(~i & 0xFF), count: 300))
+                XCTAssertTrue(a.sendRTP(&pa, now: t))
+                XCTAssertTrue(b.sendRTP(&pb, now: t))
+            }
+            env.run(for: .milliseconds(10))
+            for p in env.takeRTP(1) { if let f = testRTPFields(p) { XCTAssertEqual(f.ssrc, 0xA2); gotB[f.seq] = p } }
+            for p in env.takeRTP(0) { if let f = testRTPFields(p) { XCTAssertEqual(f.ssrc, 0xB2); gotA[f.seq] = p } }
+        }
+        XCTAssertEqual(Set(gotB.keys), Set((0..<200).map { UInt16(1000 + $0) }), "loss \(loss): B got every packet of A")
+        XCTAssertEqual(Set(gotA.keys), Set((0..<200).map { UInt16(60000 &+ $0) }), "loss \(loss): A got every packet of B")
+        for (seq, p) in gotB { XCTAssertEqual(p.count, 312); XCTAssertEqual(p.last, UInt8((Int(seq) - 1000) & 0xFF)) }
+        XCTAssertNotNil(a.stats.roundTripTime, "RTT measured from reports")
+        return (a, b, env.net.dropped)
+    }
+
+    func testTwoPeerConnectionsExchangeRTPWithoutLoss() throws {
+        let r = try exchange(loss: 0, seed: 500)
+        XCTAssertEqual(r.a.stats.retransmissionsSent + r.b.stats.retransmissionsSent, 0)
+        XCTAssertEqual(r.b.stats.packetsReceived, 200)
+        XCTAssertEqual(r.a.stats.srtpErrors + r.b.stats.srtpErrors, 0)
+    }
+
+    func testNACKRecoversFivePercentLoss() throws {
+        let r = try exchange(loss: 0.05, seed: 501)
+        XCTAssertGreaterThan(r.dropped, 0)
+        XCTAssertGreaterThan(r.a.stats.retransmissionsSent, 0, "A answered B's NACKs from its cache")
+        XCTAssertGreaterThan(r.b.stats.retransmissionsSent, 0)
+        XCTAssertGreaterThan(r.a.stats.nacksReceived, 0)
+        XCTAssertEqual(r.a.stats.srtpErrors + r.b.stats.srtpErrors, 0, "replays are counted apart, not as errors")
+    }
+
+    func testNACKRecoversTwentyPercentLossWithReordering() throws {
+        let r = try exchange(loss: 0.20, reorder: 0.1, seed: 502)
+        XCTAssertGreaterThan(r.dropped, 50)
+        XCTAssertGreaterThan(r.a.stats.retransmissionsSent, 20)
+    }
+
+    func testKeyframeRequestReachesTheSender() throws {
+        let env = EmulatedPeerConnections(seed: 7, conditions: LinkConditions(delay: .milliseconds(5)))
+        let now = env.clock.now()
+        let a = try PeerConnection(config: peerConfig(audioSSRC: nil, videoSSRC: 0x77, seed: 7), now: now)
+        let b = try PeerConnection(config: peerConfig(audioSSRC: nil, videoSSRC: nil, seed: 8), now: now)
+        env.add(a, "10.0.0.1:5000"); env.add(b, "10.0.0.2:6000")
+        try a.setRemoteAnswer(try b.createAnswer(toOffer: try a.createOffer(), now: now), now: now)
+        XCTAssertTrue(env.run(for: .seconds(30)) { env.connected(0) && env.connected(1) })
+        var p = testRTP(ssrc: 0x77, seq: 1, ts: 0, payload: [1, 2, 3])
+        a.sendRTP(&p, now: env.clock.now())
+        env.run(for: .milliseconds(50))
+        b.requestKeyframe(ssrc: 0x77, now: env.clock.now())
+        XCTAssertTrue(env.run(for: .seconds(1)) { env.events[0].contains(.keyframeRequested(ssrc: 0x77)) })
+        XCTAssertEqual(a.stats.keyframeRequestsReceived, 1)
+    }
+
+    func testFingerprintMismatchFailsTheConnection() throws {
+        let env = EmulatedPeerConnections(seed: 9, conditions: LinkConditions(delay: .milliseconds(5)))
+        let now = env.clock.now()
+        let a = try PeerConnection(config: peerConfig(audioSSRC: 1, videoSSRC: nil, seed: 9), now: now)
+        let b = try PeerConnection(config: peerConfig(audioSSRC: 2, videoSSRC: nil, seed: 10), now: now)
+        env.add(a, "10.0.0.1:5000"); env.add(b, "10.0.0.2:6000")
+        let offer = try a.createOffer()
+        // Someone swapped the fingerprint in transit.
+        let other = try DTLSCertificate().fingerprint.description
+        let forged = offer.replacingOccurrences(of: a.certificate.fingerprint.description, with: other)
+        XCTAssertNotEqual(forged, offer)
+        try a.setRemoteAnswer(try b.createAnswer(toOffer: forged, now: now), now: now)
+        XCTAssertTrue(env.run(for: .seconds(30)) { env.events[1].contains { if case .failed = $0 { true } else { false } } })
+        XCTAssertFalse(b.isConnected)
+        XCTAssertTrue(env.events[1].contains { if case .failed(let e) = $0 { e.code == .connectionRefused } else { false } })
+    }
+
+    func testGarbageDatagramsAreDroppedAndTheConnectionKeepsWorking() throws {
+        let env = EmulatedPeerConnections(seed: 11, conditions: LinkConditions(delay: .milliseconds(5)))
+        let now = env.clock.now()
+        let a = try PeerConnection(config: peerConfig(audioSSRC: nil, videoSSRC: 0x31, seed: 11), now: now)
+        let b = try PeerConnection(config: peerConfig(audioSSRC: nil, videoSSRC: nil, seed: 12), now: now)
+        env.add(a, "10.0.0.1:5000"); env.add(b, "10.0.0.2:6000")
+        try a.setRemoteAnswer(try b.createAnswer(toOffer: try a.createOffer(), now: now), now: now)
+        XCTAssertTrue(env.run(for: .seconds(30)) { env.connected(0) && env.connected(1) })
+        var rng = SeededRandom(seed: 99)
+        let from = TransportAddress("10.0.0.1:5000")!, to = TransportAddress("10.0.0.2:6000")!
+        for i in 0..<3000 {
+            // Every demultiplexer range (STUN, DTLS, RTP/RTCP, TURN channel, other) with random lengths and bytes.
+            let first: [UInt8] = [0, 1, 20, 23, 64, 128, 200, 201, 255]
+            var d = (0..<Int(rng.next() % 300)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            if !d.isEmpty { d[0] = first[i % first.count] }
+            b.handleReceive(d, from: from, local: to, now: env.clock.now())
+        }
+        env.drain(now: env.clock.now())
+        XCTAssertTrue(b.isConnected)
+        XCTAssertFalse(b.isFailed)
+        XCTAssertGreaterThan(b.stats.srtpErrors, 100)
+        XCTAssertFalse(env.events[1].contains { if case .rtp = $0 { true } else { false } }, "nothing forged got through SRTP")
+        var p = testRTP(ssrc: 0x31, seq: 5, ts: 0, payload: [7])
+        a.sendRTP(&p, now: env.clock.now())
+        XCTAssertTrue(env.run(for: .seconds(1)) { env.takeRTP(1).count == 1 })
+    }
+
+    func testMalformedSDPIsAnError() throws {
+        let pc = try PeerConnection(config: PeerConnectionConfig(), now: .zero)
+        XCTAssertThrowsError(try pc.createAnswer(toOffer: "v=0\r\nm=audio x\r\n", now: .zero))
+        XCTAssertThrowsError(try pc.setRemoteAnswer("v=0\r\n", now: .zero), "no offer yet")
+    }
+}
