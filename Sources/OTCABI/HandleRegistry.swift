@@ -1,3 +1,5 @@
+import COTABI
+import OTBase
 import Synchronization
 
 /// Every live object the C ABI has handed out, keyed by its handle's bits.
@@ -49,4 +51,26 @@ enum Handle {
     static func pointer<T>(_ bits: UInt, as: T.Type) -> UnsafeMutablePointer<T>? {
         UnsafeMutablePointer<T>(bitPattern: bits)
     }
+}
+
+/// The live object of type `T` behind a C handle, or the status that says why there is none
+/// (NULL: OT_ERR_INVALID_PARAM; unknown, deleted or of another type: OT_ERR_INVALID_HANDLE).
+func object<P, T: AnyObject & Sendable>(_ p: UnsafePointer<P>?, as: T.Type) -> (object: T?, status: ot_status) {
+    guard let p else { return (nil, Status.invalidParam) }
+    guard let o = HandleRegistry.shared.lookup(UInt(bitPattern: p), as: T.self) else { return (nil, Status.invalidHandle) }
+    return (o, Status.ok)
+}
+
+/// Runs `body` with the live object behind a C handle; thrown OTErrors become their codes.
+func withObject<P, T: AnyObject & Sendable>(_ p: UnsafePointer<P>?, as: T.Type, _ body: (T) throws -> ot_status) -> ot_status {
+    let (found, status) = object(p, as: T.self)
+    guard let o = found else { return status }
+    do { return try body(o) } catch let e as OTError { return Status.of(e.code) } catch { return Status.internalError }
+}
+
+/// Unregisters the object behind a C handle for `*_delete`: the object, or the status to return.
+func removeObject<P, T: AnyObject & Sendable>(_ p: UnsafeMutablePointer<P>?, as: T.Type) -> (object: T?, status: ot_status) {
+    guard let p else { return (nil, Status.invalidParam) }
+    guard let o = HandleRegistry.shared.remove(UInt(bitPattern: p), as: T.self) else { return (nil, Status.invalidHandle) }
+    return (o, Status.ok)
 }

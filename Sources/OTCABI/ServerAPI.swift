@@ -10,16 +10,8 @@ final class ServerObject: Sendable {
     init(server: SessionServer, project: Project) { self.server = server; self.project = project }
 }
 
-private func serverObject(_ p: UnsafeMutablePointer<ot_server>?) -> (object: ServerObject?, status: ot_status) {
-    guard let p else { return (nil, Status.invalidParam) }
-    guard let o = HandleRegistry.shared.lookup(UInt(bitPattern: p), as: ServerObject.self) else { return (nil, Status.invalidHandle) }
-    return (o, Status.ok)
-}
-
 private func withServer(_ p: UnsafeMutablePointer<ot_server>?, _ body: (ServerObject) throws -> ot_status) -> ot_status {
-    let (object, status) = serverObject(p)
-    guard let o = object else { return status }
-    do { return try body(o) } catch let e as OTError { return Status.of(e.code) } catch { return Status.internalError }
+    withObject(UnsafePointer(p), as: ServerObject.self, body)
 }
 
 private func sessionRole(_ r: Int32) -> SessionRole? {
@@ -89,10 +81,9 @@ private func sessionRole(_ r: Int32) -> SessionRole? {
 
 /// Stops and releases the server.
 @c(ot_server_delete) public func ot_server_delete(_ server: UnsafeMutablePointer<ot_server>?) -> ot_status {
-    guard let server else { return Status.invalidParam }
-    guard let o = HandleRegistry.shared.remove(UInt(bitPattern: server), as: ServerObject.self) else { return Status.invalidHandle }
-    o.server.stop()
-    return Status.ok
+    let (found, status) = removeObject(server, as: ServerObject.self)
+    found?.server.stop()
+    return status
 }
 
 /// Mints a client token with a project's key and secret, without a server (for tools and tests).

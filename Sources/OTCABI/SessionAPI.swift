@@ -116,18 +116,9 @@ private final class DelegateAdapter: SessionDelegate, @unchecked Sendable {
     }
 }
 
-/// The live session behind a handle, or the status that says why there is none.
-private func sessionObject(_ p: UnsafeMutablePointer<ot_session>?) -> (object: SessionObject?, status: ot_status) {
-    guard let p else { return (nil, Status.invalidParam) }
-    guard let o = HandleRegistry.shared.lookup(UInt(bitPattern: p), as: SessionObject.self) else { return (nil, Status.invalidHandle) }
-    return (o, Status.ok)
-}
-
 /// Runs `body` with the live session behind `p`, turning thrown OTErrors into their codes.
-private func withSession(_ p: UnsafeMutablePointer<ot_session>?, _ body: (SessionObject) throws -> ot_status) -> ot_status {
-    let (object, status) = sessionObject(p)
-    guard let o = object else { return status }
-    do { return try body(o) } catch let e as OTError { return Status.of(e.code) } catch { return Status.internalError }
+func withSession(_ p: UnsafeMutablePointer<ot_session>?, _ body: (SessionObject) throws -> ot_status) -> ot_status {
+    withObject(UnsafePointer(p), as: SessionObject.self, body)
 }
 
 /// Fills `settings` with the defaults: server ws://127.0.0.1:8080, events not suppressed, any ICE path.
@@ -167,10 +158,9 @@ private func withSession(_ p: UnsafeMutablePointer<ot_session>?, _ body: (Sessio
 /// Deletes a session: disconnects it, waits for its callback in flight (unless called from inside one)
 /// and guarantees no callback of it fires after this returns.
 @c(ot_session_delete) public func ot_session_delete(_ session: UnsafeMutablePointer<ot_session>?) -> ot_status {
-    guard let session else { return Status.invalidParam }
-    guard let o = HandleRegistry.shared.remove(UInt(bitPattern: session), as: SessionObject.self) else { return Status.invalidHandle }
-    o.close()
-    return Status.ok
+    let (found, status) = removeObject(session, as: SessionObject.self)
+    found?.close()
+    return status
 }
 
 /// Starts connecting with a token; on_connected or on_error follows.
@@ -207,7 +197,7 @@ private func withSession(_ p: UnsafeMutablePointer<ot_session>?, _ body: (Sessio
 /// This client's connection (owned by the session: valid until it is deleted or reconnects as another
 /// connection), or NULL when not connected or the handle is bad.
 @c(ot_session_get_connection) public func ot_session_get_connection(_ session: UnsafeMutablePointer<ot_session>?) -> UnsafePointer<ot_connection>? {
-    guard let o = sessionObject(session).object, let h = o.connectionHandle() else { return nil }
+    guard let o = object(UnsafePointer(session), as: SessionObject.self).object, let h = o.connectionHandle() else { return nil }
     return UnsafePointer(h)
 }
 

@@ -33,15 +33,9 @@ func withBorrowedHandle<T: AnyObject & Sendable, P>(_ object: T, as: P.Type, _ b
     _ = HandleRegistry.shared.remove(bits, as: T.self)
 }
 
-func streamObject(_ p: UnsafePointer<ot_stream>?) -> StreamObject? {
-    guard let p else { return nil }
-    return HandleRegistry.shared.lookup(UInt(bitPattern: p), as: StreamObject.self)
-}
+func streamObject(_ p: UnsafePointer<ot_stream>?) -> StreamObject? { object(p, as: StreamObject.self).object }
 
-func connectionObject(_ p: UnsafePointer<ot_connection>?) -> ConnectionObject? {
-    guard let p else { return nil }
-    return HandleRegistry.shared.lookup(UInt(bitPattern: p), as: ConnectionObject.self)
-}
+func connectionObject(_ p: UnsafePointer<ot_connection>?) -> ConnectionObject? { object(p, as: ConnectionObject.self).object }
 
 /// Fills `info` with the stream's properties (strings owned by the stream handle).
 /// OT_ERR_INVALID_PARAM for NULL arguments, OT_ERR_INVALID_HANDLE for a stale or foreign handle.
@@ -68,8 +62,7 @@ func connectionObject(_ p: UnsafePointer<ot_connection>?) -> ConnectionObject? {
 
 /// Releases a stream handle made by ot_stream_copy.
 @c(ot_stream_delete) public func ot_stream_delete(_ stream: UnsafeMutablePointer<ot_stream>?) -> ot_status {
-    guard let stream else { return Status.invalidParam }
-    return HandleRegistry.shared.remove(UInt(bitPattern: stream), as: StreamObject.self) == nil ? Status.invalidHandle : Status.ok
+    removeObject(stream, as: StreamObject.self).status
 }
 
 /// Fills `info` with the connection's properties (strings owned by the connection handle).
@@ -94,6 +87,5 @@ func connectionObject(_ p: UnsafePointer<ot_connection>?) -> ConnectionObject? {
 
 /// Releases a connection handle made by ot_connection_copy.
 @c(ot_connection_delete) public func ot_connection_delete(_ connection: UnsafeMutablePointer<ot_connection>?) -> ot_status {
-    guard let connection else { return Status.invalidParam }
-    return HandleRegistry.shared.remove(UInt(bitPattern: connection), as: ConnectionObject.self) == nil ? Status.invalidHandle : Status.ok
+    removeObject(connection, as: ConnectionObject.self).status
 }

@@ -2,3 +2,4 @@
 #include "ot_types.h"
 #include "ot_session_types.h"
 #include "ot_server_types.h"
+#include "ot_media_types.h"
