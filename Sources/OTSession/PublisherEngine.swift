@@ -206,6 +206,11 @@ final class PublisherEngine: @unchecked Sendable {
             peers[peerId] = p
             session.media.register(peerId: peerId, p)
             let offer = try p.link.createOffer()
+            queue.asyncAfter(deadline: .now() + .seconds(15)) { [weak self, weak p] in
+                guard let self, let p, peers[p.id] === p, !p.connected else { return }
+                dropPeer(p.id, tellOtherSide: true)
+                onFailure?(OTError(.publisherTimedOut, "media to the router did not connect within 15 s"))
+            }
             try session.sendMediaOffer(peerId: peerId, streamId: stream.id, direction: .publish, sdp: offer) { [weak self] err in
                 guard let err, let self else { return }
                 queue.async { self.dropPeer(peerId, tellOtherSide: false) }

@@ -28,13 +28,16 @@ public struct SubscriberSettings: Sendable {
     public var qualityWindowSeconds: Int
     /// Undoes the publisher's per-frame transform between jitter buffer and decoder (end-to-end encryption).
     public var frameTransform: any FrameTransform
+    /// How long media may take to connect before `didFailWithError` with 1542.
+    public var connectTimeout: Duration
 
     public init(subscribeToAudio: Bool = true, subscribeToVideo: Bool = true, playAudio: Bool = true,
                 audioFallbackEnabled: Bool = true, qualityLossThreshold: Double = 0.15, qualityWindowSeconds: Int = 3,
-                frameTransform: any FrameTransform = IdentityFrameTransform()) {
+                frameTransform: any FrameTransform = IdentityFrameTransform(), connectTimeout: Duration = .seconds(15)) {
         self.subscribeToAudio = subscribeToAudio; self.subscribeToVideo = subscribeToVideo; self.playAudio = playAudio
         self.audioFallbackEnabled = audioFallbackEnabled; self.qualityLossThreshold = qualityLossThreshold
         self.qualityWindowSeconds = qualityWindowSeconds; self.frameTransform = frameTransform
+        self.connectTimeout = connectTimeout
     }
 }
 

@@ -39,6 +39,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     private var ticks = 0
     private var frameMeter = RateMeter()
     private var rtt: Duration?
+    private var startedAt = Instant.zero
 
     // Quality: loss over whole seconds.
     private var lastCounts = (received: 0, lost: 0)
@@ -79,6 +80,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         }
         link = l
         running = true
+        startedAt = MonotonicClock.now()
         session.media.register(peerId: peerId, self)
         let offer = try l.createOffer()
         try session.sendMediaOffer(peerId: peerId, streamId: streamId, direction: .subscribe, sdp: offer) { [weak self] err in
@@ -116,8 +118,8 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
 
     private func fail(_ err: OTError) {
         guard running else { return }
-        let e = err.code == .subscriberWebRTC || err.code == .serverCannotFindStream || err.code == .forceUnpublishOrInvalidStream
-            ? err : OTError(.subscriberWebRTC, err.message)
+        let kept: [OTErrorCode] = [.subscriberWebRTC, .subscriberTimedOut, .serverCannotFindStream, .forceUnpublishOrInvalidStream]
+        let e = kept.contains(err.code) ? err : OTError(.subscriberWebRTC, err.message)
         link?.close()
         connected = false
         subscriber?.deliver { $0.subscriber($1, didFailWithError: e) }
@@ -204,6 +206,10 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     private func tick() {
         guard running else { return }
         let now = MonotonicClock.now()
+        if !connected, link != nil, now - startedAt > settings.connectTimeout {
+            fail(OTError(.subscriberTimedOut, "media did not connect within \(settings.connectTimeout)"))
+            link = nil
+        }
         if let video, let d = video.nextDeadline, d <= now { handle(video.poll(now: now), now: now) }
         if connected, let audio {
             var due = nextAudioPull ?? now
