@@ -184,9 +184,14 @@ final class PublisherEngine: @unchecked Sendable {
             videoTrack: video != nil ? SDPLocalTrack(ssrc: videoSSRC, streamID: sid, trackID: "video-\(videoSSRC)", cname: "ot-\(sid)") : nil)
     }
 
+    private func currentSettings() throws -> SessionSettings {
+        guard let s = session?.settings else { throw OTError(.notConnected) }
+        return s
+    }
+
     private func makePeer(id: String, subscriber: String?) throws -> Peer {
         let box = WeakPeer()
-        let link = try MediaLink(config: linkConfig(), serverURL: session?.settings.serverURL ?? "", queue: queue) { [weak self] events in
+        let link = try MediaLink(config: linkConfig(), settings: try currentSettings(), queue: queue) { [weak self] events in
             guard let self, let p = box.peer else { return }
             for e in events { linkEvent(e, peer: p) }
         }

@@ -74,7 +74,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         audio = try AudioReceivePipeline(config: AudioReceiveConfig(payloadType: nil, sampleRate: playoutSettings.sampleRate,
                                                                     channels: playoutSettings.channels, useFEC: true),
                                          transform: settings.frameTransform)
-        let l = try MediaLink(config: PeerConnectionConfig(audio: true, video: true), serverURL: session.settings.serverURL, queue: queue) { [weak self] events in
+        let l = try MediaLink(config: PeerConnectionConfig(audio: true, video: true), settings: session.settings, queue: queue) { [weak self] events in
             guard let self else { return }
             for e in events { linkEvent(e) }
         }
