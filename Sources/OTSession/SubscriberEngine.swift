@@ -175,6 +175,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     }
 
     private func receive(_ bytes: [UInt8]) {
+        if let inj = settings.lossInjector, inj.shouldDrop() { return }
         guard let packet = try? RTPPacket(parsing: bytes) else { return }
         let now = MonotonicClock.now()
         if packet.payloadType == videoPT {
