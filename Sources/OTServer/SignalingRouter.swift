@@ -39,6 +39,8 @@ public struct ServerLimits: Sendable {
     public var reconnectGrace: Duration = .seconds(10)
     /// Messages kept for a dropped connection during the grace period.
     public var maxQueuedWhileDropped = 1000
+    /// Peer connections one connection may have offered at once (OpenTok code 1605 beyond).
+    public var maxMediaPeersPerConnection = 64
     public init() {}
 }
 
@@ -310,6 +312,10 @@ public final class SignalingRouter {
     private func checkOffer(_ room: Room, _ m: Member, peerId: String, streamId: String, direction: MediaDirection) -> Result<StreamInfo, OTError> {
         guard !peerId.isEmpty, peerId.utf8.count <= 128 else { return .failure(OTError(.invalidParameter, "peerId must be 1–128 characters")) }
         guard peers[peerId] == nil else { return .failure(OTError(.invalidParameter, "peer \(peerId) already exists")) }
+        let cid = m.info.id
+        guard peers.values.lazy.filter({ $0.offerer == cid }).count < limits.maxMediaPeersPerConnection else {
+            return .failure(OTError(.streamLimitExceeded, "at most \(limits.maxMediaPeersPerConnection) peer connections per client"))
+        }
         switch direction {
         case .subscribe:
             guard m.role.canSubscribe else { return .failure(OTError(.forceUnpublishOrInvalidStream, "role \(m.role.rawValue) cannot subscribe")) }

@@ -184,9 +184,14 @@ final class PublisherEngine: @unchecked Sendable {
             videoTrack: video != nil ? SDPLocalTrack(ssrc: videoSSRC, streamID: sid, trackID: "video-\(videoSSRC)", cname: "ot-\(sid)") : nil)
     }
 
+    private func currentSettings() throws -> SessionSettings {
+        guard let s = session?.settings else { throw OTError(.notConnected) }
+        return s
+    }
+
     private func makePeer(id: String, subscriber: String?) throws -> Peer {
         let box = WeakPeer()
-        let link = try MediaLink(config: linkConfig(), serverURL: session?.settings.serverURL ?? "", queue: queue) { [weak self] events in
+        let link = try MediaLink(config: linkConfig(), settings: try currentSettings(), queue: queue) { [weak self] events in
             guard let self, let p = box.peer else { return }
             for e in events { linkEvent(e, peer: p) }
         }
@@ -206,6 +211,11 @@ final class PublisherEngine: @unchecked Sendable {
             peers[peerId] = p
             session.media.register(peerId: peerId, p)
             let offer = try p.link.createOffer()
+            queue.asyncAfter(deadline: .now() + .seconds(15)) { [weak self, weak p] in
+                guard let self, let p, peers[p.id] === p, !p.connected else { return }
+                dropPeer(p.id, tellOtherSide: true)
+                onFailure?(OTError(.publisherTimedOut, "media to the router did not connect within 15 s"))
+            }
             try session.sendMediaOffer(peerId: peerId, streamId: stream.id, direction: .publish, sdp: offer) { [weak self] err in
                 guard let err, let self else { return }
                 queue.async { self.dropPeer(peerId, tellOtherSide: false) }

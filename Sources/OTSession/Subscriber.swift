@@ -28,13 +28,18 @@ public struct SubscriberSettings: Sendable {
     public var qualityWindowSeconds: Int
     /// Undoes the publisher's per-frame transform between jitter buffer and decoder (end-to-end encryption).
     public var frameTransform: any FrameTransform
+    /// How long media may take to connect before `didFailWithError` with 1542.
+    public var connectTimeout: Duration
+    /// Drops received packets before the pipelines (tests of the quality fallback; not public API).
+    var lossInjector: ReceiveLossInjector?
 
     public init(subscribeToAudio: Bool = true, subscribeToVideo: Bool = true, playAudio: Bool = true,
                 audioFallbackEnabled: Bool = true, qualityLossThreshold: Double = 0.15, qualityWindowSeconds: Int = 3,
-                frameTransform: any FrameTransform = IdentityFrameTransform()) {
+                frameTransform: any FrameTransform = IdentityFrameTransform(), connectTimeout: Duration = .seconds(15)) {
         self.subscribeToAudio = subscribeToAudio; self.subscribeToVideo = subscribeToVideo; self.playAudio = playAudio
         self.audioFallbackEnabled = audioFallbackEnabled; self.qualityLossThreshold = qualityLossThreshold
         self.qualityWindowSeconds = qualityWindowSeconds; self.frameTransform = frameTransform
+        self.connectTimeout = connectTimeout
     }
 }
 
@@ -229,6 +234,24 @@ public final class Subscriber: SessionMediaClient, @unchecked Sendable {
     func deliverMedia(_ body: (SubscriberDelegate, Subscriber) -> Void) {
         guard let d = delegate else { return }
         body(d, self)
+    }
+}
+
+/// Drops every `everyNth` received RTP packet (0: none), as sustained loss would. For tests.
+final class ReceiveLossInjector: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _everyNth = 0
+    private var count = 0
+    var everyNth: Int {
+        get { lock.withLock { _everyNth } }
+        set { lock.withLock { _everyNth = newValue } }
+    }
+    func shouldDrop() -> Bool {
+        lock.withLock {
+            guard _everyNth > 0 else { return false }
+            count += 1
+            return count % _everyNth == 0
+        }
     }
 }
 

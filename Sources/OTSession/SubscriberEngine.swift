@@ -39,6 +39,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     private var ticks = 0
     private var frameMeter = RateMeter()
     private var rtt: Duration?
+    private var startedAt = Instant.zero
 
     // Quality: loss over whole seconds.
     private var lastCounts = (received: 0, lost: 0)
@@ -73,12 +74,13 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         audio = try AudioReceivePipeline(config: AudioReceiveConfig(payloadType: nil, sampleRate: playoutSettings.sampleRate,
                                                                     channels: playoutSettings.channels, useFEC: true),
                                          transform: settings.frameTransform)
-        let l = try MediaLink(config: PeerConnectionConfig(audio: true, video: true), serverURL: session.settings.serverURL, queue: queue) { [weak self] events in
+        let l = try MediaLink(config: PeerConnectionConfig(audio: true, video: true), settings: session.settings, queue: queue) { [weak self] events in
             guard let self else { return }
             for e in events { linkEvent(e) }
         }
         link = l
         running = true
+        startedAt = MonotonicClock.now()
         session.media.register(peerId: peerId, self)
         let offer = try l.createOffer()
         try session.sendMediaOffer(peerId: peerId, streamId: streamId, direction: .subscribe, sdp: offer) { [weak self] err in
@@ -116,8 +118,8 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
 
     private func fail(_ err: OTError) {
         guard running else { return }
-        let e = err.code == .subscriberWebRTC || err.code == .serverCannotFindStream || err.code == .forceUnpublishOrInvalidStream
-            ? err : OTError(.subscriberWebRTC, err.message)
+        let kept: [OTErrorCode] = [.subscriberWebRTC, .subscriberTimedOut, .serverCannotFindStream, .forceUnpublishOrInvalidStream]
+        let e = kept.contains(err.code) ? err : OTError(.subscriberWebRTC, err.message)
         link?.close()
         connected = false
         subscriber?.deliver { $0.subscriber($1, didFailWithError: e) }
@@ -173,6 +175,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     }
 
     private func receive(_ bytes: [UInt8]) {
+        if let inj = settings.lossInjector, inj.shouldDrop() { return }
         guard let packet = try? RTPPacket(parsing: bytes) else { return }
         let now = MonotonicClock.now()
         if packet.payloadType == videoPT {
@@ -204,6 +207,10 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     private func tick() {
         guard running else { return }
         let now = MonotonicClock.now()
+        if !connected, link != nil, now - startedAt > settings.connectTimeout {
+            fail(OTError(.subscriberTimedOut, "media did not connect within \(settings.connectTimeout)"))
+            link = nil
+        }
         if let video, let d = video.nextDeadline, d <= now { handle(video.poll(now: now), now: now) }
         if connected, let audio {
             var due = nextAudioPull ?? now

@@ -80,6 +80,21 @@ final class MediaSignalingTests: XCTestCase {
         XCTAssertEqual(replyCode(send(3, .mediaOffer(id: 9, peerId: "e", streamId: stream, direction: .subscribe, sdp: "x")), id: 9), .some(1011))
     }
 
+    func testPeersPerConnectionAreLimited() throws {
+        var limits = ServerLimits()
+        limits.maxMediaPeersPerConnection = 2
+        router = SignalingRouter(projects: [project], limits: limits)
+        let sid = try router.createSession(apiKey: project.apiKey, relayed: true, nowMillis: nowMillis)
+        _ = try connect(1, sid)
+        _ = try connect(2, sid)
+        let stream = publish(1)
+        XCTAssertEqual(replyCode(send(2, .mediaOffer(id: 3, peerId: "a", streamId: stream, direction: .subscribe, sdp: "x")), id: 3), .some(nil))
+        XCTAssertEqual(replyCode(send(2, .mediaOffer(id: 4, peerId: "b", streamId: stream, direction: .subscribe, sdp: "x")), id: 4), .some(nil))
+        XCTAssertEqual(replyCode(send(2, .mediaOffer(id: 5, peerId: "c", streamId: stream, direction: .subscribe, sdp: "x")), id: 5), .some(1605))
+        _ = send(2, .mediaClose(peerId: "a"))
+        XCTAssertEqual(replyCode(send(2, .mediaOffer(id: 6, peerId: "c", streamId: stream, direction: .subscribe, sdp: "x")), id: 6), .some(nil))
+    }
+
     func testUnpublishAndLeavingCloseThePeersOfTheOtherSide() throws {
         let sid = try router.createSession(apiKey: project.apiKey, relayed: true, nowMillis: nowMillis)
         _ = try connect(1, sid)

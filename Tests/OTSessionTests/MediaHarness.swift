@@ -23,6 +23,7 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
     private var _latencyMicros: [Int64] = []
     private var _audio: [Int16] = []
     private var _audioRate = 0
+    private var _audioTotal = 0
     private var _stats: [SubscriberStats] = []
     private var _pubStats: [PublisherStats] = []
     let cond = NSCondition()
@@ -37,6 +38,8 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
     /// on the monotonic clock of this process).
     var latencyMicros: [Int64] { lock.withLock { _latencyMicros } }
     var audio: (samples: [Int16], rate: Int) { lock.withLock { (_audio, _audioRate) } }
+    /// Samples received in all (the kept `audio` is the last 4 s).
+    var audioTotal: Int { lock.withLock { _audioTotal } }
     var publisherStats: [PublisherStats] { lock.withLock { _pubStats } }
 
     private func changed(_ body: () -> Void) {
@@ -95,6 +98,7 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
     func subscriber(_ subscriber: Subscriber, didReceiveAudio audio: AudioFrame) {
         changed {
             _audio.append(contentsOf: audio.samples)
+            _audioTotal += audio.samples.count
             _audioRate = audio.sampleRate
             if _audio.count > 48_000 * 4 { _audio.removeFirst(_audio.count - 48_000 * 4) }
         }

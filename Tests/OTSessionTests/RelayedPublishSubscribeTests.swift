@@ -128,6 +128,25 @@ final class RelayedPublishSubscribeTests: XCTestCase {
         XCTAssertEqual(subscriber.stats.audioPacketsReceived, before, "no audio after the force mute")
     }
 
+    /// A stream announced without media (no Publisher answers the offer): the subscription times out with 1542.
+    func testSubscriberTimesOutWhenNoMediaAnswers() throws {
+        let server = try TestServer()
+        let sid = try server.session(relayed: true)
+        let (a, _) = try server.client(sid, name: "A")
+        let (b, bRec) = try server.client(sid, name: "B")
+        defer { try? a.disconnect(); try? b.disconnect() }
+        try a.publishStream(PublishRequest(name: "signaling only")) { _ in }
+        bRec.wait("stream at B") { $0.contains { if case .streamCreated = $0 { true } else { false } } }
+        let rec = MediaRecorder("subscriber")
+        let sub = Subscriber(stream: try XCTUnwrap(b.streams.values.first), delegate: rec,
+                             settings: SubscriberSettings(connectTimeout: .milliseconds(500)))
+        try b.subscribe(sub)
+        rec.waitFor(.failed(OTErrorCode.subscriberTimedOut.rawValue))
+        XCTAssertFalse(sub.isConnected)
+        try b.unsubscribe(sub)
+        rec.waitFor(.disconnected)
+    }
+
     func testRoleSessionAndOnePublisherRules() throws {
         let server = try TestServer()
         let sid = try server.session(relayed: true)

@@ -1,0 +1,37 @@
+import Foundation
+import OTMedia
+import OTServer
+import XCTest
+@testable import OTSession
+
+/// The subscriber's audio fallback end to end: sustained loss warns, then disables video (`.qualityChanged`)
+/// while audio continues; recovery lifts it.
+final class AudioFallbackTests: XCTestCase {
+    func testSustainedLossFallsBackToAudioAndRecovers() throws {
+        let server = try TestServer()
+        let sid = try server.session(relayed: true)
+        let (a, _) = try server.client(sid, name: "A")
+        let (b, bRec) = try server.client(sid, name: "B")
+        defer { try? a.disconnect(); try? b.disconnect() }
+        try a.publish(try tonePublisher(MediaRecorder("publisher")))
+        bRec.wait("stream at B") { $0.contains { if case .streamCreated = $0 { true } else { false } } }
+        let loss = ReceiveLossInjector()
+        var settings = SubscriberSettings(qualityLossThreshold: 0.15, qualityWindowSeconds: 2)
+        settings.lossInjector = loss
+        let rec = MediaRecorder("subscriber")
+        let subscriber = Subscriber(stream: try XCTUnwrap(b.streams.values.first), delegate: rec, settings: settings)
+        try b.subscribe(subscriber)
+        rec.waitForFrames(5)
+
+        loss.everyNth = 3  // a third of the packets lost
+        rec.waitFor(.warning)
+        rec.waitFor(.videoDisabled(.qualityChanged))
+        let audioBefore = rec.audioTotal
+        rec.wait("audio continues") { $0.audioTotal > audioBefore + 9_600 }
+
+        loss.everyNth = 0
+        rec.waitFor(.videoEnabled(.qualityChanged))
+        rec.waitForFrames(5)
+        XCTAssertFalse(rec.events.contains(.videoDisabled(.subscriberPropertyChanged)))
+    }
+}
