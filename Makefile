@@ -26,6 +26,7 @@ lib:
 		-Xlinker --version-script=$(CURDIR)/tools/otsession.map
 	mkdir -p $(DIST)/lib $(DIST)/include $(DIST)/lib/pkgconfig
 	cp -f "$$($(SWIFT_RELEASE) --show-bin-path)/libotsession.so" $(DIST)/lib/libotsession.so.$(VERSION)
+	strip --strip-unneeded $(DIST)/lib/libotsession.so.$(VERSION)
 	ln -sf libotsession.so.$(VERSION) $(DIST)/lib/libotsession.so.$(SOMAJOR)
 	ln -sf libotsession.so.$(SOMAJOR) $(DIST)/lib/libotsession.so
 	cp -f include/otsession.h $(DIST)/include/

@@ -2,12 +2,29 @@ import COTABI
 import OTBase
 import OTServer
 import OTWire
+import Synchronization
 
-/// The object behind an `ot_server *`.
+/// The object behind an `ot_server *`: the session server and, once started, its media router.
 final class ServerObject: Sendable {
     let server: SessionServer
     let project: Project
+    private let router = Mutex<MediaRouter?>(nil)
     init(server: SessionServer, project: Project) { self.server = server; self.project = project }
+
+    /// Starts signaling and the media router of routed sessions (one UDP port on the server's host).
+    func start() throws -> UInt16 {
+        let host = server.configuration.host == "0.0.0.0" ? "127.0.0.1" : server.configuration.host
+        guard let ip = IPAddress(host) else { throw OTError(.invalidParameter, "the media router needs an IP address, not \(host)") }
+        let r = try MediaRouter(bind: TransportAddress(ip: ip, port: 0))
+        server.mediaRouting = r
+        router.withLock { $0 = r }
+        do { return try server.start() } catch { r.stop(); throw error }
+    }
+
+    func stop() {
+        server.stop()
+        router.withLock { $0?.stop(); $0 = nil }
+    }
 }
 
 private func withServer(_ p: UnsafeMutablePointer<ot_server>?, _ body: (ServerObject) throws -> ot_status) -> ot_status {
@@ -24,7 +41,8 @@ private func sessionRole(_ r: Int32) -> SessionRole? {
     }
 }
 
-/// Creates an embedded session server for one project, listening on `host` (NULL: 127.0.0.1) and
+/// Creates an embedded session server for one project (REST API, WebSocket signaling, and a media router for
+/// routed sessions on a UDP port of the same host), listening on `host` (NULL: 127.0.0.1) and
 /// `port` (0: any free port) once started. NULL when an argument is invalid.
 @c(ot_server_new) public func ot_server_new(_ host: UnsafePointer<CChar>?, _ port: Int32,
                                             _ api_key: UnsafePointer<CChar>?, _ api_secret: UnsafePointer<CChar>?) -> UnsafeMutablePointer<ot_server>? {
@@ -39,7 +57,7 @@ private func sessionRole(_ r: Int32) -> SessionRole? {
 /// Starts serving (REST API and WebSocket signaling on one port); the bound port goes to `port` (may be NULL).
 @c(ot_server_start) public func ot_server_start(_ server: UnsafeMutablePointer<ot_server>?, _ port: UnsafeMutablePointer<Int32>?) -> ot_status {
     withServer(server) { o in
-        let p = try o.server.start()
+        let p = try o.start()
         port?.pointee = Int32(p)
         return Status.ok
     }
@@ -76,13 +94,13 @@ private func sessionRole(_ r: Int32) -> SessionRole? {
 
 /// Stops the server (connected clients are dropped).
 @c(ot_server_stop) public func ot_server_stop(_ server: UnsafeMutablePointer<ot_server>?) -> ot_status {
-    withServer(server) { o in o.server.stop(); return Status.ok }
+    withServer(server) { o in o.stop(); return Status.ok }
 }
 
 /// Stops and releases the server.
 @c(ot_server_delete) public func ot_server_delete(_ server: UnsafeMutablePointer<ot_server>?) -> ot_status {
     let (found, status) = removeObject(server, as: ServerObject.self)
-    found?.server.stop()
+    found?.stop()
     return status
 }
 

@@ -416,6 +416,44 @@ ot_status ot_log_set_callback(ot_log_callback callback, void * user_data);
 /// Returns OT_ERR_INVALID_PARAM for any other value.
 ot_status ot_log_set_level(int32_t level);
 
+/// The monotonic clock the test pattern stamps capture times with, in microseconds (for capture-to-render latency).
+int64_t ot_monotonic_time_us(void);
+
+/// Deletes a publisher: unpublishes it if published, waits for its callback in flight (unless called from
+/// inside one); no callback of it fires after this returns.
+ot_status ot_publisher_delete(ot_publisher * publisher);
+
+/// Copies the W3C-named RTC stats report (JSON) into `buf`; OT_ERR_BUFFER_TOO_SMALL when it does not fit
+/// (64 KiB is plenty).
+ot_status ot_publisher_get_rtc_stats_report(ot_publisher * publisher, char * buf, size_t size);
+
+/// The publisher's sending counters now.
+ot_status ot_publisher_get_stats(ot_publisher * publisher, ot_publisher_stats * stats);
+
+/// Creates a publisher (NULL settings: the defaults); NULL when `callbacks` is NULL or a setting is out of range.
+/// Nothing is captured until ot_session_publish.
+ot_publisher * ot_publisher_new(ot_publisher_settings const * settings, ot_publisher_callbacks const * callbacks);
+
+/// Pushes one captured frame (OT_VIDEO_SOURCE_CUSTOM), from any thread. `planes` and `strides` hold
+/// `plane_count` entries in the format's order (I420: Y, U, V; NV12/NV21: Y, UV; packed formats: 1); the data is
+/// copied before this returns. OT_ERR_ILLEGAL_STATE when the publisher is not capturing (not published, or not
+/// a custom source); OT_ERR_INVALID_PARAM for a bad format, size or plane layout.
+ot_status ot_publisher_provide_video_frame(ot_publisher * publisher, int32_t format, int32_t width, int32_t height, uint8_t const * const * planes, int32_t const * strides, int32_t plane_count, int64_t timestamp_us);
+
+/// Starts or stops sending audio; others see the stream's has-audio change.
+ot_status ot_publisher_set_publish_audio(ot_publisher * publisher, ot_bool on);
+
+/// Starts or stops sending video; others see the stream's has-video change.
+ot_status ot_publisher_set_publish_video(ot_publisher * publisher, ot_bool on);
+
+/// Fills `settings` with the defaults: test pattern 640x480 at 30 fps, camera, up to 2000 kbit/s, silent
+/// headless audio, audio and video published.
+ot_status ot_publisher_settings_default(ot_publisher_settings * settings);
+
+/// Writes captured 48 kHz mono int16 PCM (OT_AUDIO_SOURCE_CUSTOM), from any thread; `count` samples.
+/// OT_ERR_ILLEGAL_STATE when not capturing (not published, or not a custom audio source).
+ot_status ot_publisher_write_audio(ot_publisher * publisher, int16_t const * samples, size_t count);
+
 /// Creates a session (routed, or relayed for peer-to-peer media) and copies its id into `buf`
 /// (OT_ID_BUFFER_SIZE is enough).
 ot_status ot_server_create_session(ot_server * server, ot_bool relayed, char * buf, size_t size);
@@ -426,7 +464,8 @@ ot_status ot_server_delete(ot_server * server);
 /// Copies the server's base URL ("http://host:port", for the REST API and ot_session_settings.server_url) into `buf`.
 ot_status ot_server_get_url(ot_server * server, char * buf, size_t size);
 
-/// Creates an embedded session server for one project, listening on `host` (NULL: 127.0.0.1) and
+/// Creates an embedded session server for one project (REST API, WebSocket signaling, and a media router for
+/// routed sessions on a UDP port of the same host), listening on `host` (NULL: 127.0.0.1) and
 /// `port` (0: any free port) once started. NULL when an argument is invalid.
 ot_server * ot_server_new(char const * host, int32_t port, char const * api_key, char const * api_secret);
 
@@ -483,6 +522,10 @@ ot_session * ot_session_new(char const * api_key, char const * session_id, ot_se
 /// Creates a session with settings (NULL settings: the defaults); NULL when a required argument is NULL or empty.
 ot_session * ot_session_new_with_settings(char const * api_key, char const * session_id, ot_session_callbacks const * callbacks, ot_session_settings const * settings);
 
+/// Publishes into a connected session (one publisher per session). OT_ERR_NOT_CONNECTED, OT_ERR_UNABLE_TO_PUBLISH
+/// (role, or a second publisher), OT_ERR_ILLEGAL_STATE (published elsewhere); on_stream_created follows.
+ot_status ot_session_publish(ot_session * session, ot_publisher * publisher);
+
 /// Reports an issue; copies into `issue_id` (OT_ID_BUFFER_SIZE is enough) the id the server logs it under.
 ot_status ot_session_report_issue(ot_session * session, char const * description, char * issue_id, size_t size);
 
@@ -497,6 +540,16 @@ ot_status ot_session_send_signal_to_connection(ot_session * session, char const 
 
 /// Fills `settings` with the defaults: server ws://127.0.0.1:8080, events not suppressed, any ICE path.
 ot_status ot_session_settings_default(ot_session_settings * settings);
+
+/// Starts receiving the subscriber's stream; on_connected follows. OT_ERR_NOT_CONNECTED, OT_ERR_SERVER_CANNOT_FIND_STREAM
+/// (not in this session), OT_ERR_FORCE_UNPUBLISH_OR_INVALID_STREAM (role), OT_ERR_ILLEGAL_STATE (already subscribed).
+ot_status ot_session_subscribe(ot_session * session, ot_subscriber * subscriber);
+
+/// Stops publishing; on_stream_destroyed follows. OT_ERR_PUBLISHER_NOT_FOUND when not published in this session.
+ot_status ot_session_unpublish(ot_session * session, ot_publisher * publisher);
+
+/// Ends a subscription; on_disconnected follows. OT_ERR_SUBSCRIBER_NOT_FOUND when not subscribed in this session.
+ot_status ot_session_unsubscribe(ot_session * session, ot_subscriber * subscriber);
 
 /// A static English message for a status code (never NULL; unknown codes get "unknown status code").
 char const * ot_status_message(ot_status status);
@@ -514,6 +567,26 @@ char const * ot_stream_get_id(ot_stream const * stream);
 /// OT_ERR_INVALID_PARAM for NULL arguments, OT_ERR_INVALID_HANDLE for a stale or foreign handle.
 ot_status ot_stream_get_info(ot_stream const * stream, ot_stream_info * info);
 
+/// Deletes a subscriber: waits for its callback in flight (unless called from inside one); no callback of
+/// it fires after this returns. Unsubscribe first to end the media connection.
+ot_status ot_subscriber_delete(ot_subscriber * subscriber);
+
+/// Copies the W3C-named RTC stats report (JSON) into `buf`; OT_ERR_BUFFER_TOO_SMALL when it does not fit.
+ot_status ot_subscriber_get_rtc_stats_report(ot_subscriber * subscriber, char * buf, size_t size);
+
+/// The subscriber's receiving counters now.
+ot_status ot_subscriber_get_stats(ot_subscriber * subscriber, ot_subscriber_stats * stats);
+
+/// Creates a subscriber for a stream (a borrowed stream from on_stream_created, or a copy); NULL for a bad
+/// stream handle or NULL callbacks. Nothing is received until ot_session_subscribe.
+ot_subscriber * ot_subscriber_new(ot_stream const * stream, ot_subscriber_callbacks const * callbacks);
+
+/// Starts or stops receiving audio.
+ot_status ot_subscriber_set_subscribe_to_audio(ot_subscriber * subscriber, ot_bool on);
+
+/// Starts or stops receiving video; on_video_disabled / on_video_enabled follow with OT_VIDEO_REASON_SUBSCRIBE_TO_VIDEO.
+ot_status ot_subscriber_set_subscribe_to_video(ot_subscriber * subscriber, ot_bool on);
+
 /// Mints a client token with a project's key and secret, without a server (for tools and tests).
 /// Same arguments as ot_server_new_token; OT_ERR_INVALID_PARAM for a bad role, format, session id
 /// (it must belong to `api_key`) or connection data over 1000 characters.
@@ -521,6 +594,20 @@ ot_status ot_token_new(char const * api_key, char const * api_secret, char const
 
 /// The library version as "MAJOR.MINOR.PATCH"; a static string.
 char const * ot_version(void);
+
+/// A copy of a (borrowed) frame handle that stays valid until ot_video_frame_delete; NULL for a bad handle.
+ot_video_frame * ot_video_frame_copy(ot_video_frame const * frame);
+
+/// Releases a frame handle made by ot_video_frame_copy.
+ot_status ot_video_frame_delete(ot_video_frame * frame);
+
+/// Fills `info` with the frame's planes, strides, size, timestamp and rotation (pointers owned by the frame handle).
+ot_status ot_video_frame_get_info(ot_video_frame const * frame, ot_video_frame_info * info);
+
+/// Reads the frame number and capture time (microseconds, CLOCK_MONOTONIC of the sender) that the built-in
+/// test pattern stamps into every frame, after it went through the codec. OT_ERR_INVALID_PARAM when the
+/// frame carries no readable stamp (not the test pattern, or damaged).
+ot_status ot_video_frame_read_test_pattern(ot_video_frame const * frame, uint32_t * frame_number, int64_t * capture_time_us);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,156 @@
+import COTABI
+import OTBase
+import OTMedia
+import OTSession
+import Synchronization
+
+/// The object behind an `ot_subscriber *`: the Swift Subscriber, its C callbacks and their queue.
+final class SubscriberObject: @unchecked Sendable {
+    let subscriber: Subscriber
+    let queue = CallbackQueue(label: "subscriber")
+    let callbacks: ot_subscriber_callbacks
+    private let adapter: SubscriberAdapter
+    private let handleBits = Atomic<UInt>(0)
+
+    init(stream: StreamInfo, callbacks: ot_subscriber_callbacks) {
+        self.callbacks = callbacks
+        subscriber = Subscriber(stream: stream, delegate: nil)
+        adapter = SubscriberAdapter()
+        adapter.owner = self
+        subscriber.delegate = adapter
+        handleBits.store(HandleRegistry.shared.insert(self), ordering: .releasing)
+    }
+
+    var handle: UnsafeMutablePointer<ot_subscriber>? { Handle.pointer(handleBits.load(ordering: .acquiring), as: ot_subscriber.self) }
+
+    func close() {
+        subscriber.delegate = nil
+        queue.close()
+    }
+}
+
+/// Forwards the Swift subscriber delegate messages to the C callbacks on the subscriber's callback queue.
+private final class SubscriberAdapter: SubscriberDelegate, @unchecked Sendable {
+    weak var owner: SubscriberObject?
+
+    private func post(_ body: @escaping @Sendable (SubscriberObject, ot_subscriber_callbacks) -> Void) {
+        guard let o = owner else { return }
+        o.queue.post { body(o, o.callbacks) }
+    }
+    func subscriberDidConnect(toStream subscriber: Subscriber) {
+        let stream = subscriber.stream
+        post { o, cb in withBorrowedHandle(StreamObject(stream), as: ot_stream.self) { cb.on_connected?(o.handle, cb.user_data, $0) } }
+    }
+    func subscriberDidDisconnect(fromStream subscriber: Subscriber) {
+        post { o, cb in cb.on_disconnected?(o.handle, cb.user_data) }
+    }
+    func subscriber(_ subscriber: Subscriber, didFailWithError error: OTError) {
+        post { o, cb in error.message.withCString { cb.on_error?(o.handle, cb.user_data, ot_status(error.code.rawValue), $0) } }
+    }
+    func subscriber(_ subscriber: Subscriber, videoDisabledWithReason reason: SubscriberVideoEventReason) {
+        post { o, cb in cb.on_video_disabled?(o.handle, cb.user_data, reason.rawValue) }
+    }
+    func subscriber(_ subscriber: Subscriber, videoEnabledWithReason reason: SubscriberVideoEventReason) {
+        post { o, cb in cb.on_video_enabled?(o.handle, cb.user_data, reason.rawValue) }
+    }
+    func subscriberVideoDisableWarning(_ subscriber: Subscriber) {
+        post { o, cb in cb.on_video_disable_warning?(o.handle, cb.user_data) }
+    }
+    func subscriberVideoDisableWarningLifted(_ subscriber: Subscriber) {
+        post { o, cb in cb.on_video_disable_warning_lifted?(o.handle, cb.user_data) }
+    }
+    func subscriber(_ subscriber: Subscriber, didReceiveVideoFrame frame: VideoFrame) {
+        guard owner?.callbacks.on_render_frame != nil else { return }
+        post { o, cb in withBorrowedHandle(VideoFrameObject(frame), as: ot_video_frame.self) { cb.on_render_frame?(o.handle, cb.user_data, $0) } }
+    }
+    func subscriber(_ subscriber: Subscriber, didReceiveAudio audio: AudioFrame) {
+        guard owner?.callbacks.on_audio_data != nil else { return }
+        post { o, cb in
+            audio.samples.withUnsafeBufferPointer { p in
+                cb.on_audio_data?(o.handle, cb.user_data, p.baseAddress, audio.frameCount, Int32(audio.sampleRate), Int32(audio.channels))
+            }
+        }
+    }
+    func subscriber(_ subscriber: Subscriber, statsUpdated stats: SubscriberStats) {
+        post { o, cb in
+            var c = cStats(stats)
+            cb.on_stats?(o.handle, cb.user_data, &c)
+        }
+    }
+}
+
+private func cStats(_ s: SubscriberStats) -> ot_subscriber_stats {
+    ot_subscriber_stats(timestamp_ms: s.timestampMillis, video_packets_received: Int64(s.videoPacketsReceived),
+                        video_bytes_received: Int64(s.videoBytesReceived), video_packets_lost: Int64(s.videoPacketsLost),
+                        audio_packets_received: Int64(s.audioPacketsReceived), audio_bytes_received: Int64(s.audioBytesReceived),
+                        audio_packets_lost: Int64(s.audioPacketsLost), frames_decoded: Int64(s.framesDecoded),
+                        frames_dropped: Int64(s.framesDropped), freeze_count: Int64(s.freezeCount),
+                        frames_per_second: s.framesPerSecond, video_bitrate_bps: s.videoBitrateBps,
+                        frame_width: Int32(clamping: s.frameWidth), frame_height: Int32(clamping: s.frameHeight),
+                        round_trip_time_ms: s.roundTripTimeMillis ?? -1)
+}
+
+private func withSubscriber(_ p: UnsafeMutablePointer<ot_subscriber>?, _ body: (SubscriberObject) throws -> ot_status) -> ot_status {
+    withObject(UnsafePointer(p), as: SubscriberObject.self, body)
+}
+
+/// Creates a subscriber for a stream (a borrowed stream from on_stream_created, or a copy); NULL for a bad
+/// stream handle or NULL callbacks. Nothing is received until ot_session_subscribe.
+@c(ot_subscriber_new) public func ot_subscriber_new(_ stream: UnsafePointer<ot_stream>?,
+                                                    _ callbacks: UnsafePointer<ot_subscriber_callbacks>?) -> UnsafeMutablePointer<ot_subscriber>? {
+    guard let callbacks, let s = streamObject(stream) else { return nil }
+    return SubscriberObject(stream: s.info, callbacks: callbacks.pointee).handle
+}
+
+/// Deletes a subscriber: waits for its callback in flight (unless called from inside one); no callback of
+/// it fires after this returns. Unsubscribe first to end the media connection.
+@c(ot_subscriber_delete) public func ot_subscriber_delete(_ subscriber: UnsafeMutablePointer<ot_subscriber>?) -> ot_status {
+    let (found, status) = removeObject(subscriber, as: SubscriberObject.self)
+    found?.close()
+    return status
+}
+
+/// Starts receiving the subscriber's stream; on_connected follows. OT_ERR_NOT_CONNECTED, OT_ERR_SERVER_CANNOT_FIND_STREAM
+/// (not in this session), OT_ERR_FORCE_UNPUBLISH_OR_INVALID_STREAM (role), OT_ERR_ILLEGAL_STATE (already subscribed).
+@c(ot_session_subscribe) public func ot_session_subscribe(_ session: UnsafeMutablePointer<ot_session>?,
+                                                          _ subscriber: UnsafeMutablePointer<ot_subscriber>?) -> ot_status {
+    withSession(session) { s in
+        withSubscriber(subscriber) { sub in try s.session.subscribe(sub.subscriber); return Status.ok }
+    }
+}
+
+/// Ends a subscription; on_disconnected follows. OT_ERR_SUBSCRIBER_NOT_FOUND when not subscribed in this session.
+@c(ot_session_unsubscribe) public func ot_session_unsubscribe(_ session: UnsafeMutablePointer<ot_session>?,
+                                                              _ subscriber: UnsafeMutablePointer<ot_subscriber>?) -> ot_status {
+    withSession(session) { s in
+        withSubscriber(subscriber) { sub in try s.session.unsubscribe(sub.subscriber); return Status.ok }
+    }
+}
+
+/// Starts or stops receiving audio.
+@c(ot_subscriber_set_subscribe_to_audio) public func ot_subscriber_set_subscribe_to_audio(_ subscriber: UnsafeMutablePointer<ot_subscriber>?,
+                                                                                        _ on: ot_bool) -> ot_status {
+    withSubscriber(subscriber) { s in s.subscriber.subscribeToAudio = on != 0; return Status.ok }
+}
+
+/// Starts or stops receiving video; on_video_disabled / on_video_enabled follow with OT_VIDEO_REASON_SUBSCRIBE_TO_VIDEO.
+@c(ot_subscriber_set_subscribe_to_video) public func ot_subscriber_set_subscribe_to_video(_ subscriber: UnsafeMutablePointer<ot_subscriber>?,
+                                                                                        _ on: ot_bool) -> ot_status {
+    withSubscriber(subscriber) { s in s.subscriber.subscribeToVideo = on != 0; return Status.ok }
+}
+
+/// The subscriber's receiving counters now.
+@c(ot_subscriber_get_stats) public func ot_subscriber_get_stats(_ subscriber: UnsafeMutablePointer<ot_subscriber>?,
+                                                                _ stats: UnsafeMutablePointer<ot_subscriber_stats>?) -> ot_status {
+    withSubscriber(subscriber) { s in
+        guard let stats else { return Status.invalidParam }
+        stats.pointee = cStats(s.subscriber.stats)
+        return Status.ok
+    }
+}
+
+/// Copies the W3C-named RTC stats report (JSON) into `buf`; OT_ERR_BUFFER_TOO_SMALL when it does not fit.
+@c(ot_subscriber_get_rtc_stats_report) public func ot_subscriber_get_rtc_stats_report(_ subscriber: UnsafeMutablePointer<ot_subscriber>?,
+                                                                                    _ buf: UnsafeMutablePointer<CChar>?, _ size: UInt) -> ot_status {
+    withSubscriber(subscriber) { s in CArg.copy(s.subscriber.rtcStatsReport(), to: buf, size: size) }
+}
