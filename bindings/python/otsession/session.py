@@ -87,14 +87,19 @@ class Stream:
     width: int
     height: int
     creation_time: int
+    _handle: Optional[int] = field(default=None, repr=False, compare=False)
 
     @staticmethod
     def _from_borrowed(ptr) -> "Stream":
         l = lib()
         i = l.decl.structs["ot_stream_info"]()
         check(l.fn.ot_stream_get_info(ptr, ctypes.byref(i)), "stream info")
-        return Stream(i.id.decode(), i.name.decode(), i.connection_id.decode(), bool(i.has_audio), bool(i.has_video),
-                      VideoType(i.video_type), i.width, i.height, i.creation_time)
+        copy = l.fn.ot_stream_copy(ptr)
+        stream = Stream(i.id.decode(), i.name.decode(), i.connection_id.decode(), bool(i.has_audio), bool(i.has_video),
+                        VideoType(i.video_type), i.width, i.height, i.creation_time, copy)
+        if copy:
+            weakref.finalize(stream, l.fn.ot_stream_delete, copy)
+        return stream
 
 
 @dataclass(frozen=True)

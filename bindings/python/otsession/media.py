@@ -1,0 +1,320 @@
+"""Publishers, subscribers and video frames."""
+from __future__ import annotations
+
+import ctypes
+import enum
+import traceback
+import weakref
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+from ._errors import OTError, check
+from ._lib import lib
+from .session import Session, Stream, VideoType
+
+
+class VideoSource(enum.IntEnum):
+    TEST_PATTERN = 0
+    CUSTOM = 1
+    NONE = 2
+
+
+class AudioSource(enum.IntEnum):
+    SILENCE = 0
+    TONE = 1
+    CUSTOM = 2
+    NONE = 3
+
+
+class PixelFormat(enum.IntEnum):
+    I420 = 1
+    NV12 = 2
+    NV21 = 3
+    YUY2 = 4
+    UYVY = 5
+    ARGB = 6
+    BGRA = 7
+    RGB24 = 8
+    ABGR = 9
+    RGBA = 11
+
+
+class VideoReason(enum.IntEnum):
+    PUBLISH_VIDEO = 1
+    SUBSCRIBE_TO_VIDEO = 2
+    QUALITY = 3
+
+
+def monotonic_us() -> int:
+    """The clock the test pattern stamps capture times with (microseconds)."""
+    return lib().fn.ot_monotonic_time_us()
+
+
+@dataclass(frozen=True)
+class VideoFrame:
+    """A decoded I420 frame, copied out of the library (planes as bytes, rows `stride_*` apart)."""
+    width: int
+    height: int
+    y: bytes
+    u: bytes
+    v: bytes
+    stride_y: int
+    stride_u: int
+    stride_v: int
+    timestamp_us: int
+    rotation: int
+    test_pattern: Optional[tuple[int, int]]
+    """(frame number, capture time in µs) when the frame is the built-in test pattern, else None."""
+
+    @staticmethod
+    def _from_borrowed(ptr) -> "VideoFrame":
+        l = lib()
+        i = l.decl.structs["ot_video_frame_info"]()
+        check(l.fn.ot_video_frame_get_info(ptr, ctypes.byref(i)), "frame info")
+        ch = (i.height + 1) // 2
+        number, captured = ctypes.c_uint32(), ctypes.c_int64()
+        stamp = None
+        if l.fn.ot_video_frame_read_test_pattern(ptr, ctypes.byref(number), ctypes.byref(captured)) == 0:
+            stamp = (number.value, captured.value)
+        return VideoFrame(i.width, i.height, ctypes.string_at(i.y, i.stride_y * i.height), ctypes.string_at(i.u, i.stride_u * ch),
+                          ctypes.string_at(i.v, i.stride_v * ch), i.stride_y, i.stride_u, i.stride_v, i.timestamp_us,
+                          i.rotation, stamp)
+
+
+def _callback_struct(name: str, owner, convert: dict):
+    """Builds a callbacks struct whose members call owner.on_<event> (and registered listeners)."""
+    l = lib()
+    struct = l.decl.structs[name]()
+    refs = []
+    this = weakref.ref(owner)
+    for field, ctype in struct._fields_:
+        if not field.startswith("on_"):
+            continue
+        event = field[3:]
+        conv = convert.get(event, lambda *a: a)
+
+        def trampoline(_handle, _user_data, *args, event=event, conv=conv):
+            o = this()
+            if o is None:
+                return
+            try:
+                values = conv(*args)
+                getattr(o, "on_" + event)(*values)
+                for fn in list(o._listeners.get(event, ())):
+                    fn(*values)
+            except Exception:  # never let an exception unwind into C
+                traceback.print_exc()
+        ref = ctype(trampoline)
+        refs.append(ref)
+        setattr(struct, field, ref)
+    return struct, refs
+
+
+class Publisher:
+    """Publishes one stream (as OTPublisher). Override on_* methods or use `on(event, fn)`."""
+
+    def __init__(self, name: str = "", video_source: VideoSource = VideoSource.TEST_PATTERN,
+                 video_type: VideoType = VideoType.CAMERA, width: int = 640, height: int = 480, fps: int = 30,
+                 max_bitrate_kbps: int = 2000, audio_source: AudioSource = AudioSource.SILENCE, tone_hz: float = 440.0,
+                 publish_audio: bool = True, publish_video: bool = True):
+        l = lib()
+        self._listeners: dict[str, list[Callable]] = {}
+        stats_type = l.decl.structs["ot_publisher_stats"]
+        self._cb, self._refs = _callback_struct("ot_publisher_callbacks", self, {
+            "stream_created": lambda s: (Stream._from_borrowed(s),),
+            "stream_destroyed": lambda s: (Stream._from_borrowed(s),),
+            "error": lambda code, msg: (int(code), msg.decode(errors="replace")),
+            "stats": lambda p: (_struct_dict(ctypes.cast(p, ctypes.POINTER(stats_type)).contents),),
+            "mute_forced": lambda a: (bool(a),),
+        })
+        s = l.decl.structs["ot_publisher_settings"]()
+        check(l.fn.ot_publisher_settings_default(ctypes.byref(s)))
+        self._name = name.encode()
+        s.name, s.video_source, s.video_type = self._name, int(video_source), int(video_type)
+        s.width, s.height, s.fps, s.max_bitrate_kbps = width, height, fps, max_bitrate_kbps
+        s.audio_source, s.tone_hz = int(audio_source), float(tone_hz)
+        s.publish_audio, s.publish_video = int(publish_audio), int(publish_video)
+        self._h = l.fn.ot_publisher_new(ctypes.byref(s), ctypes.byref(self._cb))
+        if not self._h:
+            raise OTError(1011, "Publisher: a setting is out of range")
+
+    def on(self, event: str, fn: Callable) -> None:
+        if not hasattr(self, "on_" + event):
+            raise ValueError(f"unknown publisher event {event!r}")
+        self._listeners.setdefault(event, []).append(fn)
+
+    def on_stream_created(self, stream: Stream) -> None: ...
+    def on_stream_destroyed(self, stream: Stream) -> None: ...
+    def on_error(self, code: int, message: str) -> None: ...
+    def on_stats(self, stats: dict) -> None: ...
+    def on_mute_forced(self, active: bool) -> None: ...
+    def on_capture_start(self) -> None: ...
+    def on_capture_stop(self) -> None: ...
+
+    def _handle(self):
+        if not self._h:
+            raise OTError(9001, "the publisher is closed")
+        return self._h
+
+    @property
+    def publish_audio(self) -> bool:
+        raise AttributeError("write-only: set publish_audio to toggle sending audio")
+
+    @publish_audio.setter
+    def publish_audio(self, on: bool) -> None:
+        check(lib().fn.ot_publisher_set_publish_audio(self._handle(), int(on)), "publish_audio")
+
+    @property
+    def publish_video(self) -> bool:
+        raise AttributeError("write-only: set publish_video to toggle sending video")
+
+    @publish_video.setter
+    def publish_video(self, on: bool) -> None:
+        check(lib().fn.ot_publisher_set_publish_video(self._handle(), int(on)), "publish_video")
+
+    def provide_video_frame(self, fmt: PixelFormat, width: int, height: int, planes: Sequence[bytes],
+                            strides: Sequence[int], timestamp_us: int) -> None:
+        """Pushes one frame (VideoSource.CUSTOM); the planes are copied."""
+        n = len(planes)
+        bufs = [ctypes.create_string_buffer(p, len(p)) for p in planes]
+        arr = (ctypes.POINTER(ctypes.c_uint8) * n)(*[ctypes.cast(b, ctypes.POINTER(ctypes.c_uint8)) for b in bufs])
+        st = (ctypes.c_int32 * n)(*strides)
+        check(lib().fn.ot_publisher_provide_video_frame(self._handle(), int(fmt), width, height, arr, st, n, timestamp_us),
+              "provide_video_frame")
+
+    def write_audio(self, samples: Sequence[int]) -> None:
+        """Writes 48 kHz mono int16 PCM (AudioSource.CUSTOM)."""
+        arr = (ctypes.c_int16 * len(samples))(*samples)
+        check(lib().fn.ot_publisher_write_audio(self._handle(), arr, len(samples)), "write_audio")
+
+    @property
+    def stats(self) -> dict:
+        s = lib().decl.structs["ot_publisher_stats"]()
+        check(lib().fn.ot_publisher_get_stats(self._handle(), ctypes.byref(s)), "stats")
+        return _struct_dict(s)
+
+    def rtc_stats_report(self) -> str:
+        buf = ctypes.create_string_buffer(1 << 16)
+        check(lib().fn.ot_publisher_get_rtc_stats_report(self._handle(), buf, len(buf)), "rtc_stats_report")
+        return buf.value.decode()
+
+    def close(self) -> None:
+        if self._h:
+            h, self._h = self._h, None
+            check(lib().fn.ot_publisher_delete(h), "Publisher.close")
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Subscriber:
+    """Receives one stream (as OTSubscriber). Override on_* methods or use `on(event, fn)`."""
+
+    def __init__(self, stream: Stream | object):
+        l = lib()
+        self._listeners: dict[str, list[Callable]] = {}
+        stats_type = l.decl.structs["ot_subscriber_stats"]
+        self._cb, self._refs = _callback_struct("ot_subscriber_callbacks", self, {
+            "connected": lambda s: (Stream._from_borrowed(s),),
+            "error": lambda code, msg: (int(code), msg.decode(errors="replace")),
+            "render_frame": lambda f: (VideoFrame._from_borrowed(f),),
+            "audio_data": lambda samples, n, rate, ch: (ctypes.string_at(samples, 2 * n * ch), rate, ch),
+            "video_disabled": lambda r: (VideoReason(r),),
+            "video_enabled": lambda r: (VideoReason(r),),
+            "stats": lambda p: (_struct_dict(ctypes.cast(p, ctypes.POINTER(stats_type)).contents),),
+        })
+        handle = getattr(stream, "_handle", None)
+        if not handle:
+            raise OTError(1011, "Subscriber: pass the Stream given to Session.on_stream_created")
+        self._h = l.fn.ot_subscriber_new(handle, ctypes.byref(self._cb))
+        if not self._h:
+            raise OTError(9001, "Subscriber: the stream handle is no longer valid")
+
+    def on(self, event: str, fn: Callable) -> None:
+        if not hasattr(self, "on_" + event):
+            raise ValueError(f"unknown subscriber event {event!r}")
+        self._listeners.setdefault(event, []).append(fn)
+
+    def on_connected(self, stream: Stream) -> None: ...
+    def on_disconnected(self) -> None: ...
+    def on_error(self, code: int, message: str) -> None: ...
+    def on_render_frame(self, frame: VideoFrame) -> None: ...
+    def on_audio_data(self, pcm: bytes, sample_rate: int, channels: int) -> None: ...
+    def on_video_disabled(self, reason: VideoReason) -> None: ...
+    def on_video_enabled(self, reason: VideoReason) -> None: ...
+    def on_video_disable_warning(self) -> None: ...
+    def on_video_disable_warning_lifted(self) -> None: ...
+    def on_stats(self, stats: dict) -> None: ...
+
+    def _handle(self):
+        if not self._h:
+            raise OTError(9001, "the subscriber is closed")
+        return self._h
+
+    @property
+    def subscribe_to_audio(self) -> bool:
+        raise AttributeError("write-only")
+
+    @subscribe_to_audio.setter
+    def subscribe_to_audio(self, on: bool) -> None:
+        check(lib().fn.ot_subscriber_set_subscribe_to_audio(self._handle(), int(on)), "subscribe_to_audio")
+
+    @property
+    def subscribe_to_video(self) -> bool:
+        raise AttributeError("write-only")
+
+    @subscribe_to_video.setter
+    def subscribe_to_video(self, on: bool) -> None:
+        check(lib().fn.ot_subscriber_set_subscribe_to_video(self._handle(), int(on)), "subscribe_to_video")
+
+    @property
+    def stats(self) -> dict:
+        s = lib().decl.structs["ot_subscriber_stats"]()
+        check(lib().fn.ot_subscriber_get_stats(self._handle(), ctypes.byref(s)), "stats")
+        return _struct_dict(s)
+
+    def rtc_stats_report(self) -> str:
+        buf = ctypes.create_string_buffer(1 << 16)
+        check(lib().fn.ot_subscriber_get_rtc_stats_report(self._handle(), buf, len(buf)), "rtc_stats_report")
+        return buf.value.decode()
+
+    def close(self) -> None:
+        if self._h:
+            h, self._h = self._h, None
+            check(lib().fn.ot_subscriber_delete(h), "Subscriber.close")
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _struct_dict(s) -> dict:
+    return {name: getattr(s, name) for name, _ in s._fields_}
+
+
+def publish(session: Session, publisher: Publisher) -> None:
+    """Publishes into a connected session (also available as Session.publish)."""
+    check(lib().fn.ot_session_publish(session._handle(), publisher._handle()), "publish")
+
+
+def unpublish(session: Session, publisher: Publisher) -> None:
+    check(lib().fn.ot_session_unpublish(session._handle(), publisher._handle()), "unpublish")
+
+
+def subscribe(session: Session, subscriber: Subscriber) -> None:
+    check(lib().fn.ot_session_subscribe(session._handle(), subscriber._handle()), "subscribe")
+
+
+def unsubscribe(session: Session, subscriber: Subscriber) -> None:
+    check(lib().fn.ot_session_unsubscribe(session._handle(), subscriber._handle()), "unsubscribe")
+
+
+Session.publish = publish
+Session.unpublish = unpublish
+Session.subscribe = subscribe
+Session.unsubscribe = unsubscribe

@@ -1,0 +1,157 @@
+"""Publish and subscribe through the Python package: real VP8/Opus media on loopback."""
+import array
+import math
+import queue
+import threading
+import time
+
+import pytest
+
+import otsession
+from otsession import AudioSource, ErrorCode, OTError, PixelFormat, Role, VideoReason, VideoSource
+
+
+class Viewer(otsession.Subscriber):
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.frames, self.audio = [], []
+        self.events = queue.Queue()
+
+    def on_connected(self, stream):
+        self.events.put(("connected", stream.id))
+
+    def on_render_frame(self, frame):
+        self.frames.append(frame)
+
+    def on_audio_data(self, pcm, rate, channels):
+        self.audio.append((pcm, rate, channels))
+
+    def on_video_disabled(self, reason):
+        self.events.put(("video_disabled", reason))
+
+    def on_video_enabled(self, reason):
+        self.events.put(("video_enabled", reason))
+
+    def expect(self, kind, timeout=15):
+        while True:
+            ev = self.events.get(timeout=timeout)
+            if ev[0] == kind:
+                return ev
+
+
+def wait_until(cond, timeout=15):
+    end = time.time() + timeout
+    while time.time() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def zero_crossing_hz(pcm: bytes, rate: int) -> float:
+    s = array.array("h", pcm)
+    crossings = sum(1 for a, b in zip(s, s[1:]) if (a < 0) != (b < 0))
+    return crossings / 2 / (len(s) / rate)
+
+
+@pytest.fixture(params=["routed", "relayed"])
+def joined(request):
+    """A server, a session, a publishing client and a viewing client (connected)."""
+    with otsession.Server(api_key="777", api_secret="ef" * 20) as server:
+        sid = server.create_session(relayed=request.param == "relayed")
+        streams = queue.Queue()
+        pub_s = otsession.Session(server.api_key, sid, server_url=server.url)
+        sub_s = otsession.Session(server.api_key, sid, server_url=server.url)
+        sub_s.on("stream_created", streams.put)
+        for s, role in ((pub_s, Role.PUBLISHER), (sub_s, Role.SUBSCRIBER)):
+            done = threading.Event()
+            s.on("connected", done.set)
+            s.connect(server.token(sid, role))
+            assert done.wait(10)
+        yield server, pub_s, sub_s, streams
+        sub_s.close()
+        pub_s.close()
+
+
+def test_test_pattern_and_tone_arrive_decoded(joined):
+    server, pub_s, sub_s, streams = joined
+    pub = otsession.Publisher("py", width=320, height=240, audio_source=AudioSource.TONE, tone_hz=440)
+    pub_s.publish(pub)
+    stream = streams.get(timeout=10)
+    assert stream.name == "py" and stream.has_video and stream.has_audio
+    viewer = Viewer(stream)
+    sub_s.subscribe(viewer)
+    viewer.expect("connected")
+    assert wait_until(lambda: len(viewer.frames) >= 30 and len(viewer.audio) >= 50)
+    stamped = [f.test_pattern[0] for f in viewer.frames if f.test_pattern]
+    assert len(stamped) >= 25 and stamped == sorted(stamped) and len(set(stamped)) == len(stamped)
+    f = viewer.frames[-1]
+    assert (f.width, f.height) == (320, 240) and len(f.y) >= 320 * 240
+    latency_ms = (otsession.monotonic_us() - viewer.frames[-1].test_pattern[1]) / 1000
+    assert 0 <= latency_ms < 5000
+    pcm = b"".join(p for p, _, _ in viewer.audio[10:])
+    assert abs(zero_crossing_hz(pcm, viewer.audio[0][1]) - 440) < 25
+    assert viewer.stats["frames_decoded"] >= 30
+    assert pub.stats["frames_encoded"] >= 30
+    assert '"inbound-rtp"' in viewer.rtc_stats_report()
+    sub_s.unsubscribe(viewer)
+    viewer.close()
+    pub_s.unpublish(pub)
+    pub.close()
+
+
+def test_toggles_give_video_disabled_and_enabled_with_reasons(joined):
+    server, pub_s, sub_s, streams = joined
+    pub = otsession.Publisher("toggle", width=160, height=120)
+    pub_s.publish(pub)
+    viewer = Viewer(streams.get(timeout=10))
+    sub_s.subscribe(viewer)
+    viewer.expect("connected")
+    viewer.subscribe_to_video = False
+    assert viewer.expect("video_disabled")[1] == VideoReason.SUBSCRIBE_TO_VIDEO
+    viewer.subscribe_to_video = True
+    assert viewer.expect("video_enabled")[1] == VideoReason.SUBSCRIBE_TO_VIDEO
+    pub.publish_video = False
+    assert viewer.expect("video_disabled")[1] == VideoReason.PUBLISH_VIDEO
+    pub.publish_video = True
+    assert viewer.expect("video_enabled")[1] == VideoReason.PUBLISH_VIDEO
+    viewer.close()
+    pub.close()
+
+
+def test_custom_capturer_frames_in_nv12(joined):
+    server, pub_s, sub_s, streams = joined
+    pub = otsession.Publisher("custom", video_source=VideoSource.CUSTOM, width=64, height=48, audio_source=AudioSource.NONE)
+    started = threading.Event()
+    pub.on("capture_start", started.set)
+    with pytest.raises(OTError) as e:
+        pub.provide_video_frame(PixelFormat.NV12, 64, 48, [bytes(64 * 48), bytes(64 * 24)], [64, 64], 0)
+    assert e.value.code == ErrorCode.ILLEGAL_STATE            # not capturing before publish
+    pub_s.publish(pub)
+    assert started.wait(10)
+    viewer = Viewer(streams.get(timeout=10))
+    sub_s.subscribe(viewer)
+    y = bytes([200]) * (64 * 48)
+    uv = bytes([128]) * (64 * 24)
+    deadline = time.time() + 15
+    while time.time() < deadline and len(viewer.frames) < 5:
+        pub.provide_video_frame(PixelFormat.NV12, 64, 48, [y, uv], [64, 64], otsession.monotonic_us())
+        time.sleep(1 / 30)
+    assert len(viewer.frames) >= 5
+    f = viewer.frames[-1]
+    mean_luma = sum(f.y[r * f.stride_y + c] for r in range(f.height) for c in range(f.width)) / (f.width * f.height)
+    assert abs(mean_luma - 200) < 12, mean_luma                # what we pushed comes out
+    with pytest.raises(OTError) as e:
+        pub.provide_video_frame(PixelFormat.NV12, 64, 48, [y], [64], 0)
+    assert e.value.code == ErrorCode.INVALID_PARAM           # wrong plane count
+    viewer.close()
+    pub.close()
+
+
+def test_a_subscriber_role_cannot_publish(joined):
+    server, pub_s, sub_s, streams = joined
+    pub = otsession.Publisher("nope")
+    with pytest.raises(OTError) as e:
+        sub_s.publish(pub)
+    assert e.value.code == ErrorCode.UNABLE_TO_PUBLISH
+    pub.close()
