@@ -12,7 +12,10 @@ readelf -d "$lib" | grep -q 'SONAME.*libotsession.so.0' || fail "no SONAME libot
 # Global (upper-case type letter) symbols other than ot_* and the version node.
 extra=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[BDGRSTVW]$/ {print $3}' | grep -v '^ot_' || true)
 [ -z "$extra" ] || fail "exports beyond ot_*: $extra"
-echo "check-package: $(nm -D --defined-only "$lib" | grep -c ' ot_') ot_* symbols exported, no libswift*"
+exported=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[BDGRSTVW]$/ {print $3}' | sed 's/@.*//' | sort)
+declared=$(grep -o '\bot_[a-z0-9_]*(' include/otsession.h | tr -d '(' | sort -u)
+[ "$exported" = "$declared" ] || fail "exports and header differ: $(diff <(echo "$exported") <(echo "$declared") | grep '^[<>]' | tr '\n' ' ')"
+echo "check-package: exactly the $(echo "$declared" | wc -l) functions of otsession.h exported, no libswift*"
 
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT

@@ -1,15 +1,15 @@
 #include "ot_shims_ssl.h"
 
-long ot_bio_set_mem_eof_return(BIO *bio, int v) { return BIO_set_mem_eof_return(bio, v); }
-long ot_ssl_set_mtu(SSL *ssl, long mtu) { return SSL_set_mtu(ssl, mtu); }
-int ot_dtls_get_timeout_usec(SSL *ssl, long long *usec) {
+long otshim_bio_set_mem_eof_return(BIO *bio, int v) { return BIO_set_mem_eof_return(bio, v); }
+long otshim_ssl_set_mtu(SSL *ssl, long mtu) { return SSL_set_mtu(ssl, mtu); }
+int otshim_dtls_get_timeout_usec(SSL *ssl, long long *usec) {
     struct timeval tv;
     if (DTLSv1_get_timeout(ssl, &tv) != 1) return 0;
     *usec = (long long)tv.tv_sec * 1000000LL + tv.tv_usec;
     return 1;
 }
-int ot_dtls_handle_timeout(SSL *ssl) { return (int)DTLSv1_handle_timeout(ssl); }
-size_t ot_bio_pending(BIO *bio) { return BIO_ctrl_pending(bio); }
+int otshim_dtls_handle_timeout(SSL *ssl) { return (int)DTLSv1_handle_timeout(ssl); }
+size_t otshim_bio_pending(BIO *bio) { return BIO_ctrl_pending(bio); }
 
 #include <openssl/evp.h>
 #include <openssl/ec.h>
@@ -17,13 +17,13 @@ size_t ot_bio_pending(BIO *bio) { return BIO_ctrl_pending(bio); }
 #include <string.h>
 #include <stdlib.h>
 
-EVP_PKEY *ot_ec_p256_keygen(void) { return EVP_EC_gen("P-256"); }
+EVP_PKEY *otshim_ec_p256_keygen(void) { return EVP_EC_gen("P-256"); }
 
-int ot_ssl_ctx_dtls12_only(SSL_CTX *ctx) {
+int otshim_ssl_ctx_dtls12_only(SSL_CTX *ctx) {
     return SSL_CTX_set_min_proto_version(ctx, DTLS1_2_VERSION) == 1 && SSL_CTX_set_max_proto_version(ctx, DTLS1_2_VERSION) == 1;
 }
 
-/* A fixed short real-time timer for endpoints driven by a virtual clock (see ot_dtls_prepare). */
+/* A fixed short real-time timer for endpoints driven by a virtual clock (see otshim_dtls_prepare). */
 static CRYPTO_ONCE ot_timer_once = CRYPTO_ONCE_STATIC_INIT;
 static int ot_timer_index = -1;
 static void ot_timer_init(void) { ot_timer_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL); }
@@ -58,7 +58,7 @@ static int ot_verify_cb(int preverify_ok, X509_STORE_CTX *store) {
     return 1;
 }
 
-int ot_dtls_prepare(SSL *ssl, unsigned int fixed_timer_us) {
+int otshim_dtls_prepare(SSL *ssl, unsigned int fixed_timer_us) {
     if (!CRYPTO_THREAD_run_once(&ot_fp_once, ot_fp_init) || ot_fp_index < 0) return 0;
     if (fixed_timer_us > 0) {
         if (!CRYPTO_THREAD_run_once(&ot_timer_once, ot_timer_init) || ot_timer_index < 0) return 0;
@@ -69,7 +69,7 @@ int ot_dtls_prepare(SSL *ssl, unsigned int fixed_timer_us) {
     return 1;
 }
 
-int ot_dtls_expect_peer_sha256(SSL *ssl, const unsigned char *sha256) {
+int otshim_dtls_expect_peer_sha256(SSL *ssl, const unsigned char *sha256) {
     if (!CRYPTO_THREAD_run_once(&ot_fp_once, ot_fp_init) || ot_fp_index < 0) return 0;
     unsigned char *copy = malloc(32);
     if (copy == NULL) return 0;
@@ -78,7 +78,7 @@ int ot_dtls_expect_peer_sha256(SSL *ssl, const unsigned char *sha256) {
     return SSL_set_ex_data(ssl, ot_fp_index, copy);
 }
 
-int ot_ssl_peer_cert_sha256(SSL *ssl, unsigned char *out) {
+int otshim_ssl_peer_cert_sha256(SSL *ssl, unsigned char *out) {
     X509 *cert = SSL_get1_peer_certificate(ssl);
     if (cert == NULL) return 0;
     unsigned int len = 0;

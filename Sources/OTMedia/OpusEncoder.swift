@@ -67,7 +67,7 @@ public final class OpusAudioEncoder {
     deinit { opus_encoder_destroy(enc) }
 
     private func set(_ request: Int32, _ value: Int) throws {
-        let r = ot_opus_encoder_set(enc, request, Int32(value))
+        let r = otshim_opus_encoder_set(enc, request, Int32(value))
         guard r == OPUS_OK else { throw CodecError(.opus, code: r, "ctl \(request): " + String(cString: opus_strerror(r))) }
     }
 
@@ -86,7 +86,7 @@ public final class OpusAudioEncoder {
     /// Whether the last frame was coded as DTX silence.
     public var inDTX: Bool {
         var v: Int32 = 0
-        return ot_opus_encoder_get(enc, OPUS_GET_IN_DTX_REQUEST, &v) == OPUS_OK && v != 0
+        return otshim_opus_encoder_get(enc, OPUS_GET_IN_DTX_REQUEST, &v) == OPUS_OK && v != 0
     }
 
     /// Encodes one frame of interleaved PCM (`samplesPerFrame × channels` samples) into `packet`

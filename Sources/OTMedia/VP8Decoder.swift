@@ -12,7 +12,7 @@ public final class VP8Decoder {
         ctx = .allocate(capacity: 1)
         ctx.initialize(to: vpx_codec_ctx_t())
         var cfg = vpx_codec_dec_cfg_t(threads: UInt32(max(1, threads)), w: 0, h: 0)
-        let r = ot_vpx_dec_init(ctx, &cfg, 0)
+        let r = otshim_vpx_dec_init(ctx, &cfg, 0)
         guard r == VPX_CODEC_OK else {
             ctx.deallocate()
             throw VP8Encoder.error(r, nil, "dec_init")
@@ -36,7 +36,7 @@ public final class VP8Decoder {
         let r = vpx_codec_decode(ctx, base.assumingMemoryBound(to: UInt8.self), UInt32(data.count), nil, 0)
         guard r == VPX_CODEC_OK else { throw VP8Encoder.error(r, ctx, "decode") }
         var corrupted: Int32 = 0
-        if ot_vpx_frame_corrupted(ctx, &corrupted) == VPX_CODEC_OK, corrupted != 0 {
+        if otshim_vpx_frame_corrupted(ctx, &corrupted) == VPX_CODEC_OK, corrupted != 0 {
             throw CodecError(.vpx, code: -2, "decoded VP8 frame is corrupted")
         }
         var iter: vpx_codec_iter_t?

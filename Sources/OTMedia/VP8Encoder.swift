@@ -75,10 +75,10 @@ public final class VP8Encoder {
         ctx = .allocate(capacity: 1); ctx.initialize(to: vpx_codec_ctx_t())
         cfg = .allocate(capacity: 1); cfg.initialize(to: vpx_codec_enc_cfg_t())
         image = .allocate(capacity: 1); image.initialize(to: vpx_image_t())
-        var res = vpx_codec_enc_config_default(ot_vpx_vp8_cx(), cfg, 0)
+        var res = vpx_codec_enc_config_default(otshim_vpx_vp8_cx(), cfg, 0)
         guard res == VPX_CODEC_OK else { Self.free(ctx, cfg, image); throw Self.error(res, nil, "config_default") }
         fillConfig()
-        res = ot_vpx_enc_init(ctx, cfg, 0)
+        res = otshim_vpx_enc_init(ctx, cfg, 0)
         guard res == VPX_CODEC_OK else { Self.free(ctx, cfg, image); throw Self.error(res, nil, "enc_init") }
         let controls: [(vp8e_enc_control_id, Int32)] = [
             (VP8E_SET_CPUUSED, Int32(config.cpuUsed)),
@@ -89,7 +89,7 @@ public final class VP8Encoder {
             (VP8E_SET_MAX_INTRA_BITRATE_PCT, Int32(max(300, 600 * config.framerate / 20))),
         ]
         for (id, value) in controls {
-            let r = ot_vpx_control_int(ctx, Int32(id.rawValue), value)
+            let r = otshim_vpx_control_int(ctx, Int32(id.rawValue), value)
             guard r == VPX_CODEC_OK else {
                 let e = Self.error(r, ctx, "control \(id.rawValue)")
                 vpx_codec_destroy(ctx); Self.free(ctx, cfg, image); throw e
@@ -139,13 +139,13 @@ public final class VP8Encoder {
         switch c.temporalLayers {
         case 2:
             let rates: [UInt32] = [kbps * 6 / 10, kbps], dec: [UInt32] = [2, 1], ids: [UInt32] = [0, 1]
-            ot_vpx_cfg_set_temporal_layers(cfg, 2, rates, dec, 2, ids)
+            otshim_vpx_cfg_set_temporal_layers(cfg, 2, rates, dec, 2, ids)
         case 3:
             let rates: [UInt32] = [kbps * 4 / 10, kbps * 6 / 10, kbps], dec: [UInt32] = [4, 2, 1], ids: [UInt32] = [0, 2, 1, 2]
-            ot_vpx_cfg_set_temporal_layers(cfg, 3, rates, dec, 4, ids)
+            otshim_vpx_cfg_set_temporal_layers(cfg, 3, rates, dec, 4, ids)
         default:
             let one: [UInt32] = [kbps], dec: [UInt32] = [1], ids: [UInt32] = [0]
-            ot_vpx_cfg_set_temporal_layers(cfg, 1, one, dec, 1, ids)
+            otshim_vpx_cfg_set_temporal_layers(cfg, 1, one, dec, 1, ids)
         }
     }
 
@@ -199,7 +199,7 @@ public final class VP8Encoder {
         patternIndex = (patternIndex + 1) % period
         if key { flags = Int(VPX_EFLAG_FORCE_KF); tid = 0; sync = true; nonRef = false }
         if config.temporalLayers > 1 {
-            _ = ot_vpx_control_int(ctx, Int32(VP8E_SET_TEMPORAL_LAYER_ID.rawValue), Int32(tid))
+            _ = otshim_vpx_control_int(ctx, Int32(VP8E_SET_TEMPORAL_LAYER_ID.rawValue), Int32(tid))
         }
         let pts = max(frame.timestampMicros, lastPts + 1)
         lastPts = pts
@@ -208,7 +208,7 @@ public final class VP8Encoder {
         frame.y.withUnsafeBufferPointer { py in
             frame.u.withUnsafeBufferPointer { pu in
                 frame.v.withUnsafeBufferPointer { pv in
-                    ot_vpx_image_wrap_i420(image, UInt32(frame.width), UInt32(frame.height),
+                    otshim_vpx_image_wrap_i420(image, UInt32(frame.width), UInt32(frame.height),
                                            UnsafeMutablePointer(mutating: py.baseAddress),
                                            UnsafeMutablePointer(mutating: pu.baseAddress),
                                            UnsafeMutablePointer(mutating: pv.baseAddress),
@@ -223,7 +223,7 @@ public final class VP8Encoder {
         var size = 0
         var fflags: vpx_codec_frame_flags_t = 0
         var outPts: vpx_codec_pts_t = 0
-        while ot_vpx_next_frame(ctx, &iter, &data, &size, &fflags, &outPts) != 0 {
+        while otshim_vpx_next_frame(ctx, &iter, &data, &size, &fflags, &outPts) != 0 {
             guard let data, size > 0 else { continue }
             let isKey = fflags & vpx_codec_frame_flags_t(VPX_FRAME_IS_KEY) != 0
             let layer = config.temporalLayers > 1 ? VP8LayerInfo(temporalLayer: isKey ? 0 : tid, layerSync: isKey || sync) : nil

@@ -14,7 +14,7 @@ public final class DTLSCertificate: @unchecked Sendable {
 
     /// Generates a fresh key and a certificate valid for 30 days.
     public init(commonName: String = "libotsession") throws {
-        guard let key = ot_ec_p256_keygen() else { throw OTError(.internalError, "DTLS: EC P-256 key generation failed") }
+        guard let key = otshim_ec_p256_keygen() else { throw OTError(.internalError, "DTLS: EC P-256 key generation failed") }
         guard let x = X509_new() else { EVP_PKEY_free(key); throw OTError(.internalError, "DTLS: X509_new failed") }
         var ok = X509_set_version(x, 2) == 1
         var serial = UInt64.random(in: 1 ... UInt64(Int64.max))
@@ -121,7 +121,7 @@ public final class DTLSEndpoint {
         self.mtu = mtu
         guard let ctx = SSL_CTX_new(DTLS_method()) else { throw OTError(.internalError, "DTLS: SSL_CTX_new failed") }
         self.ctx = ctx
-        guard ot_ssl_ctx_dtls12_only(ctx) == 1,
+        guard otshim_ssl_ctx_dtls12_only(ctx) == 1,
               SSL_CTX_use_certificate(ctx, certificate.x509) == 1,
               SSL_CTX_use_PrivateKey(ctx, certificate.key) == 1,
               SSL_CTX_set_tlsext_use_srtp(ctx, srtpProfiles.map(\.openSSLName).joined(separator: ":")) == 0,
@@ -136,14 +136,14 @@ public final class DTLSEndpoint {
             throw OTError(.internalError, "DTLS: BIO_new failed")
         }
         rbio = r; wbio = w
-        _ = ot_bio_set_mem_eof_return(r, -1)
-        _ = ot_bio_set_mem_eof_return(w, -1)
+        _ = otshim_bio_set_mem_eof_return(r, -1)
+        _ = otshim_bio_set_mem_eof_return(w, -1)
         SSL_set_bio(ssl, r, w)
         _ = SSL_set_options(ssl, UInt64(1) << 12)  // SSL_OP_NO_QUERY_MTU (a macro Swift cannot import)
-        _ = ot_ssl_set_mtu(ssl, mtu)
+        _ = otshim_ssl_set_mtu(ssl, mtu)
         var realTimerUS: UInt32 = 0
         if case .virtualClock(let real) = timerMode { realTimerUS = UInt32(clamping: max(real.microseconds, 16_000)) }
-        guard ot_dtls_prepare(ssl, realTimerUS) == 1 else {
+        guard otshim_dtls_prepare(ssl, realTimerUS) == 1 else {
             SSL_free(ssl); SSL_CTX_free(ctx)
             throw OTError(.internalError, "DTLS: setup failed")
         }
@@ -159,7 +159,7 @@ public final class DTLSEndpoint {
     /// Sets the fingerprint the peer's certificate must match (sha-256 only).
     public func setRemoteFingerprint(_ fp: SDPFingerprint) {
         remoteFingerprint = fp
-        if fp.algorithm == "sha-256" && fp.bytes.count == 32 { _ = fp.bytes.withUnsafeBufferPointer { ot_dtls_expect_peer_sha256(ssl, $0.baseAddress) } }
+        if fp.algorithm == "sha-256" && fp.bytes.count == 32 { _ = fp.bytes.withUnsafeBufferPointer { otshim_dtls_expect_peer_sha256(ssl, $0.baseAddress) } }
     }
 
     /// Begins the handshake: the client sends its ClientHello; the server waits for one.
@@ -204,12 +204,12 @@ public final class DTLSEndpoint {
             // OpenSSL's real-time timer is short; wait out what is left of it (bounded by `realTimer`).
             var usec: Int64 = 0
             var waits = 0
-            while ot_dtls_get_timeout_usec(ssl, &usec) == 1 && usec > 0 && waits < 100 {
+            while otshim_dtls_get_timeout_usec(ssl, &usec) == 1 && usec > 0 && waits < 100 {
                 waits += 1
                 usleep(UInt32(clamping: min(usec, 100_000)))
             }
         }
-        let r = ot_dtls_handle_timeout(ssl)
+        let r = otshim_dtls_handle_timeout(ssl)
         if r < 0 {
             _ = collectOutput()
             fail(OTError(.connectionTimedOut, "DTLS: handshake timed out (\(openSSLErrorString()))"))
@@ -225,7 +225,7 @@ public final class DTLSEndpoint {
 
     private func scheduleTimer(now: Instant, newFlight: Bool) {
         var usec: Int64 = 0
-        guard !isConnected, !isFailed, ot_dtls_get_timeout_usec(ssl, &usec) == 1 else { retransmitAt = nil; return }
+        guard !isConnected, !isFailed, otshim_dtls_get_timeout_usec(ssl, &usec) == 1 else { retransmitAt = nil; return }
         switch timerMode {
         case .wallClock: retransmitAt = now + .microseconds(usec)
         case .virtualClock: if newFlight || retransmitAt == nil || retransmitAt.map({ $0 <= now }) == true { retransmitAt = now + rto }
@@ -297,7 +297,7 @@ public final class DTLSEndpoint {
 
     private func finishHandshake() {
         var md = [UInt8](repeating: 0, count: 32)
-        guard ot_ssl_peer_cert_sha256(ssl, &md) == 1 else {
+        guard otshim_ssl_peer_cert_sha256(ssl, &md) == 1 else {
             fail(OTError(.connectionRefused, "DTLS: the peer sent no certificate"))
             return
         }
@@ -331,8 +331,8 @@ public final class DTLSEndpoint {
     @discardableResult
     private func collectOutput() -> [[UInt8]] {
         var all: [UInt8] = []
-        while ot_bio_pending(wbio) > 0 {
-            let n = Int(ot_bio_pending(wbio))
+        while otshim_bio_pending(wbio) > 0 {
+            let n = Int(otshim_bio_pending(wbio))
             var buf = [UInt8](repeating: 0, count: n)
             let r = buf.withUnsafeMutableBufferPointer { BIO_read(wbio, $0.baseAddress, Int32(n)) }
             guard r > 0 else { break }

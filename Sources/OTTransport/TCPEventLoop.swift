@@ -290,7 +290,7 @@ public final class TCPEventLoop: @unchecked Sendable {
         while true {
             let fd = accept(lfd, nil, nil)
             if fd < 0 { return }
-            guard ot_set_nonblocking(fd) == 0 else { Glibc.close(fd); continue }
+            guard otshim_set_nonblocking(fd) == 0 else { Glibc.close(fd); continue }
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             let c = TCPConnection(loop: self, fd: fd, connecting: false)

@@ -55,8 +55,8 @@ public final class UDPDriver: Sendable {
         self.handler = handler
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw OTError(.internalError, "UDP driver: pipe failed (errno \(errno))") }
-        _ = ot_set_nonblocking(fds[0])
-        _ = ot_set_nonblocking(fds[1])
+        _ = otshim_set_nonblocking(fds[0])
+        _ = otshim_set_nonblocking(fds[1])
         wakeFD = fds[0]
         wakeWriteFD = fds[1]
     }
@@ -82,7 +82,7 @@ public final class UDPDriver: Sendable {
         var size: Int32 = 1 << 20
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         let bound = Self.withSockaddr(address) { sa, len in Glibc.bind(fd, sa, len) }
-        guard bound == 0, ot_set_nonblocking(fd) == 0 else {
+        guard bound == 0, otshim_set_nonblocking(fd) == 0 else {
             let e = errno
             close(fd)
             throw OTError(.connectionFailed, "UDP driver: bind \(address) failed (errno \(e))")
@@ -103,7 +103,7 @@ public final class UDPDriver: Sendable {
     public func connectTCP(to remote: TransportAddress) throws -> TransportAddress {
         let fd = socket(remote.ip.isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw OTError(.internalError, "driver: socket() failed (errno \(errno))") }
-        guard ot_set_nonblocking(fd) == 0 else { close(fd); throw OTError(.internalError, "driver: non-blocking failed") }
+        guard otshim_set_nonblocking(fd) == 0 else { close(fd); throw OTError(.internalError, "driver: non-blocking failed") }
         var on: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
         let r = Self.withSockaddr(remote) { sa, len in Glibc.connect(fd, sa, len) }
@@ -191,7 +191,7 @@ public final class UDPDriver: Sendable {
 
     private func run() {
         // Foundation does not pass Thread.name to the kernel on Linux; set it here.
-        _ = ot_set_thread_name(threadName)
+        _ = otshim_set_thread_name(threadName)
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
             let (running, sockets, deadline, tcp) = state.withLock { ($0.running, $0.sockets, $0.deadline, $0.tcp) }

@@ -99,15 +99,15 @@ final class RawVP8Pipeline {
     init(clip: SyntheticClip, kbps: Int) throws {
         self.clip = clip
         var cfg = vpx_codec_enc_cfg_t()
-        guard vpx_codec_enc_config_default(ot_vpx_vp8_cx(), &cfg, 0) == VPX_CODEC_OK else { throw BenchError("config") }
+        guard vpx_codec_enc_config_default(otshim_vpx_vp8_cx(), &cfg, 0) == VPX_CODEC_OK else { throw BenchError("config") }
         rawEncoderConfig(&cfg, width: clip.width, height: clip.height, kbps: kbps)
-        guard ot_vpx_enc_init(&enc, &cfg, 0) == VPX_CODEC_OK else { throw BenchError("enc_init") }
+        guard otshim_vpx_enc_init(&enc, &cfg, 0) == VPX_CODEC_OK else { throw BenchError("enc_init") }
         for (id, v) in [(VP8E_SET_CPUUSED, -6), (VP8E_SET_NOISE_SENSITIVITY, 0), (VP8E_SET_STATIC_THRESHOLD, 1),
                         (VP8E_SET_TOKEN_PARTITIONS, 0), (VP8E_SET_MAX_INTRA_BITRATE_PCT, 900)] {
-            _ = ot_vpx_control_int(&enc, Int32(id.rawValue), Int32(v))
+            _ = otshim_vpx_control_int(&enc, Int32(id.rawValue), Int32(v))
         }
         var dcfg = vpx_codec_dec_cfg_t(threads: 1, w: 0, h: 0)
-        guard ot_vpx_dec_init(&dec, &dcfg, 0) == VPX_CODEC_OK else { vpx_codec_destroy(&enc); throw BenchError("dec_init") }
+        guard otshim_vpx_dec_init(&dec, &dcfg, 0) == VPX_CODEC_OK else { vpx_codec_destroy(&enc); throw BenchError("dec_init") }
     }
 
     deinit { vpx_codec_destroy(&enc); vpx_codec_destroy(&dec) }
@@ -124,7 +124,7 @@ final class RawVP8Pipeline {
             f.y.withUnsafeBufferPointer { y in
                 f.u.withUnsafeBufferPointer { u in
                     f.v.withUnsafeBufferPointer { v in
-                        ot_vpx_image_wrap_i420(&img, UInt32(f.width), UInt32(f.height), UnsafeMutablePointer(mutating: y.baseAddress),
+                        otshim_vpx_image_wrap_i420(&img, UInt32(f.width), UInt32(f.height), UnsafeMutablePointer(mutating: y.baseAddress),
                                                UnsafeMutablePointer(mutating: u.baseAddress), UnsafeMutablePointer(mutating: v.baseAddress),
                                                Int32(f.strideY), Int32(f.strideU), Int32(f.strideV))
                         if vpx_codec_encode(&enc, &img, Int64(i) * 33_333, 33_333, 0, UInt(VPX_DL_REALTIME)) != VPX_CODEC_OK { failed = true }
@@ -133,7 +133,7 @@ final class RawVP8Pipeline {
             }
             var iter: vpx_codec_iter_t?
             var data: UnsafeRawPointer?, size = 0, flags: vpx_codec_frame_flags_t = 0, pts: vpx_codec_pts_t = 0
-            while ot_vpx_next_frame(&enc, &iter, &data, &size, &flags, &pts) != 0 {
+            while otshim_vpx_next_frame(&enc, &iter, &data, &size, &flags, &pts) != 0 {
                 guard let data else { continue }
                 bytes += size
                 if vpx_codec_decode(&dec, data.assumingMemoryBound(to: UInt8.self), UInt32(size), nil, 0) != VPX_CODEC_OK { failed = true }
@@ -330,12 +330,12 @@ final class RawOpusPipeline {
         enc = e; dec = d
         pcm = .allocate(capacity: 5760 * channels)
         let s = opusSettings(channels)
-        _ = ot_opus_encoder_set(enc, OPUS_SET_BITRATE_REQUEST, s.bitrate)
-        _ = ot_opus_encoder_set(enc, OPUS_SET_COMPLEXITY_REQUEST, s.complexity)
-        _ = ot_opus_encoder_set(enc, OPUS_SET_INBAND_FEC_REQUEST, 0)
-        _ = ot_opus_encoder_set(enc, OPUS_SET_PACKET_LOSS_PERC_REQUEST, 0)
-        _ = ot_opus_encoder_set(enc, OPUS_SET_DTX_REQUEST, 0)
-        _ = ot_opus_encoder_set(enc, OPUS_SET_SIGNAL_REQUEST, OPUS_SIGNAL_VOICE)
+        _ = otshim_opus_encoder_set(enc, OPUS_SET_BITRATE_REQUEST, s.bitrate)
+        _ = otshim_opus_encoder_set(enc, OPUS_SET_COMPLEXITY_REQUEST, s.complexity)
+        _ = otshim_opus_encoder_set(enc, OPUS_SET_INBAND_FEC_REQUEST, 0)
+        _ = otshim_opus_encoder_set(enc, OPUS_SET_PACKET_LOSS_PERC_REQUEST, 0)
+        _ = otshim_opus_encoder_set(enc, OPUS_SET_DTX_REQUEST, 0)
+        _ = otshim_opus_encoder_set(enc, OPUS_SET_SIGNAL_REQUEST, OPUS_SIGNAL_VOICE)
     }
 
     deinit { opus_encoder_destroy(enc); opus_decoder_destroy(dec); packet.deallocate(); pcm.deallocate() }

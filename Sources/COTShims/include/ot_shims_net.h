@@ -4,7 +4,7 @@
 #include <sys/types.h>
 
 /** fcntl(fd, F_SETFL, flags | O_NONBLOCK) (fcntl is variadic). Returns 0 or -1. */
-int ot_set_nonblocking(int fd);
+int otshim_set_nonblocking(int fd);
 /** Names the calling thread for the kernel (top -H, /proc/self/task/N/comm); cut to 15 bytes. Returns 0 or an errno. */
-int ot_set_thread_name(const char *name);
+int otshim_set_thread_name(const char *name);
 #endif

@@ -5,26 +5,26 @@
 #include <openssl/bio.h>
 
 /** BIO_set_mem_eof_return(bio, v). */
-long ot_bio_set_mem_eof_return(BIO *bio, int v);
+long otshim_bio_set_mem_eof_return(BIO *bio, int v);
 /** SSL_set_mtu(ssl, mtu). */
-long ot_ssl_set_mtu(SSL *ssl, long mtu);
+long otshim_ssl_set_mtu(SSL *ssl, long mtu);
 /** DTLSv1_get_timeout(ssl, tv): 1 with a pending timer (microseconds in *usec), 0 without. */
-int ot_dtls_get_timeout_usec(SSL *ssl, long long *usec);
+int otshim_dtls_get_timeout_usec(SSL *ssl, long long *usec);
 /** DTLSv1_handle_timeout(ssl). */
-int ot_dtls_handle_timeout(SSL *ssl);
+int otshim_dtls_handle_timeout(SSL *ssl);
 /** BIO_ctrl_pending(bio). */
-size_t ot_bio_pending(BIO *bio);
+size_t otshim_bio_pending(BIO *bio);
 /** EVP_EC_gen("P-256") (a macro over a variadic function): a new ECDSA P-256 key, or NULL. */
-EVP_PKEY *ot_ec_p256_keygen(void);
+EVP_PKEY *otshim_ec_p256_keygen(void);
 /** Restricts a context to DTLS 1.2 (SSL_CTX_set_min/max_proto_version are macros). Returns 1 on success. */
-int ot_ssl_ctx_dtls12_only(SSL_CTX *ctx);
-/** Prepares a DTLS SSL for a sans-IO driver: peer certificates are checked by `ot_dtls_expect_peer_sha256`
+int otshim_ssl_ctx_dtls12_only(SSL_CTX *ctx);
+/** Prepares a DTLS SSL for a sans-IO driver: peer certificates are checked by `otshim_dtls_expect_peer_sha256`
  *  (any certificate is accepted while no fingerprint is set), and with fixed_timer_us > 0 OpenSSL's
  *  retransmission timer always runs for that long (for drivers on a virtual clock). Returns 1 on success. */
-int ot_dtls_prepare(SSL *ssl, unsigned int fixed_timer_us);
+int otshim_dtls_prepare(SSL *ssl, unsigned int fixed_timer_us);
 /** Sets the SHA-256 fingerprint (32 bytes) the peer's certificate must have; a mismatch fails the handshake
  *  with a bad_certificate alert. Returns 1 on success. */
-int ot_dtls_expect_peer_sha256(SSL *ssl, const unsigned char *sha256);
+int otshim_dtls_expect_peer_sha256(SSL *ssl, const unsigned char *sha256);
 /** SSL_get_peer_certificate's SHA-256 into out[32]. Returns 1 when the peer sent a certificate. */
-int ot_ssl_peer_cert_sha256(SSL *ssl, unsigned char *out);
+int otshim_ssl_peer_cert_sha256(SSL *ssl, unsigned char *out);
 #endif
