@@ -113,6 +113,7 @@ final class RelayedPublishSubscribeTests: XCTestCase {
         let publisher = try tonePublisher(pubRec)
         try a.publish(publisher)
         mRec.wait("stream") { $0.contains { if case .streamCreated = $0 { true } else { false } } }
+        pubRec.wait("streamCreated") { $0.publisherStreamCreated }  // the publisher learns its stream on its own queue
         let stream = try XCTUnwrap(publisher.stream)
         let subRec = MediaRecorder("subscriber")
         let subscriber = Subscriber(stream: stream, delegate: subRec)

@@ -84,7 +84,8 @@ final class PeerConnectionTests: XCTestCase {
         XCTAssertTrue(a.isConnected && b.isConnected)
 
         var gotA: [UInt16: [UInt8]] = [:], gotB: [UInt16: [UInt8]] = [:]
-        for i in 0..<350 {
+        // 2 s of media, then 6.5 s more of reports: enough sender/receiver report pairs survive 20% loss for an RTT.
+        for i in 0..<850 {
             let t = env.clock.now()
             if i < 200 {
                 var pa = testRTP(ssrc: 0xA2, seq: UInt16(1000 + i), ts: UInt32(i) * 900, payload: Array(repeating: UInt8(i & 0xFF), count: 300))
