@@ -84,21 +84,17 @@ final class Demo {
 
         // Status line once a second until the duration is over or Ctrl-C.
         let end = subscribedAt + .microseconds(Int64(o.duration * 1_000_000))
-        var firstFrame: Duration?
-        var lastAudioBytes = 0
         var interrupted = false
         var tick = 1
         while true {
             let next = min(end, subscribedAt + .seconds(tick))
             let wait = max(0, (next - MonotonicClock.now()).microseconds)
             if stopRequested.wait(timeout: .now() + .microseconds(Int(wait))) == .success { interrupted = true; break }
-            if firstFrame == nil, receiver.rendered > 0 { firstFrame = MonotonicClock.now() - subscribedAt }
             if let e = receiver.failure ?? pubEvents.error ?? subEvents.error { throw DemoFailure("media failed: \(e)") }
             let st = subscriber.stats
-            receiver.audioBytes(st.audioBytesReceived - lastAudioBytes)
-            lastAudioBytes = st.audioBytesReceived
+            let rtt = st.roundTripTimeMillis ?? publisher.stats.roundTripTimeMillis
             let elapsed = Double((MonotonicClock.now() - subscribedAt).microseconds) / 1e6
-            out(String(format: "[%5.1fs] ", elapsed) + receiver.statusLine(st))
+            out(String(format: "[%5.1fs] ", elapsed) + receiver.statusLine(st, rttMillis: rtt))
             if MonotonicClock.now() >= end { break }
             tick += 1
         }
@@ -118,7 +114,8 @@ final class Demo {
         let rb = receiver.stamps
         let lat = receiver.latency
 
-        out("summary (\(o.relayed ? "relayed" : "routed"), \(o.width)x\(o.height) at \(o.fps) fps, \(String(format: "%.1f", o.duration)) s\(interrupted ? ", interrupted" : ""))")
+        let ran = Double((MonotonicClock.now() - subscribedAt).microseconds) / 1e6
+        out("summary (\(o.relayed ? "relayed" : "routed"), \(o.width)x\(o.height) at \(o.fps) fps, \(String(format: "%.1f", ran)) s subscribed\(interrupted ? ", interrupted" : ""))")
         out("  video frames: sent \(pubStats.framesEncoded) (keyframes \(pubStats.keyFramesEncoded)), decoded \(subStats.framesDecoded), "
             + "rendered \(receiver.rendered), dropped \(subStats.framesDropped), freezes \(subStats.freezeCount)")
         if let first = rb.first, let last = rb.last {
@@ -131,12 +128,12 @@ final class Demo {
             out(String(format: "  capture-to-render latency (ms, n=%d): p50 %.1f  p90 %.1f  p95 %.1f  p99 %.1f  max %.1f",
                        l.count, l.p50, l.p90, l.p95, l.p99, l.max))
         }
-        if let ff = firstFrame { out(String(format: "  subscribe to first frame: %.0f ms", Double(ff.microseconds) / 1000)) }
+        if let ff = receiver.firstFrame { out(String(format: "  subscribe to first frame: %.0f ms", Double((ff - subscribedAt).microseconds) / 1000)) }
         let pkts = subStats.videoPacketsReceived + subStats.audioPacketsReceived
         let lost = subStats.videoPacketsLost + subStats.audioPacketsLost
         out("  received: video \(subStats.videoBytesReceived) bytes in \(subStats.videoPacketsReceived) packets, audio \(subStats.audioBytesReceived) bytes "
             + "in \(subStats.audioPacketsReceived) packets; lost \(lost) (\(String(format: "%.2f", pkts + lost > 0 ? 100 * Double(lost) / Double(pkts + lost) : 0))%)"
-            + (subStats.roundTripTimeMillis.map { String(format: ", rtt %.1f ms", $0) } ?? ""))
+            + ((subStats.roundTripTimeMillis ?? pubStats.roundTripTimeMillis).map { String(format: ", rtt %.1f ms", $0) } ?? ""))
         out("  sent: video \(pubStats.videoBytesSent) bytes, audio \(pubStats.audioBytesSent) bytes, target \(pubStats.targetBitrateKbps) kbit/s")
         out("  files:")
         out("    \(files.png)  \(fileSize(files.png))  (\(pngNote))")

@@ -15,6 +15,9 @@ struct DemoOptions {
     var sessionId: String?
     var help = false
 
+    /// The first lines of `usage`, printed with a command-line error.
+    static var synopsis: String { usage.split(separator: "\n", omittingEmptySubsequences: false).prefix(2).joined(separator: "\n") }
+
     static let usage = """
     usage: ot-demo [--duration SECONDS] [--resolution WxH] [--fps N] [--routed | --relayed] [--out DIR]
                    [--server URL --project KEY:SECRET [--session ID]] [--help]

@@ -34,6 +34,8 @@ final class DemoReceiver: SubscriberDelegate, @unchecked Sendable {
     /// Size of the encoded frame lent just before the picture.
     private var pendingEncodedBytes = 0
     private var audioSamples = 0
+    private var audioBytesSeen = 0
+    private var firstFrameAt: Instant?
     private(set) var connected = false
     private(set) var failure: OTError?
 
@@ -67,6 +69,7 @@ final class DemoReceiver: SubscriberDelegate, @unchecked Sendable {
         let now = MonotonicClock.now()
         lock.withLock {
             framesRendered += 1
+            if firstFrameAt == nil { firstFrameAt = now }
             stats.videoFrame(bytes: pendingEncodedBytes, capturedAt: stamp.map { Instant(micros: $0.timestampMicros) }, renderedAt: now)
             if let stamp { note(stamp.frameNumber) }
             // Keep a picture now and then (a copy per kept frame only); prefer one whose stamp read back.
@@ -78,7 +81,11 @@ final class DemoReceiver: SubscriberDelegate, @unchecked Sendable {
     }
 
     func subscriber(_ subscriber: Subscriber, didReceiveAudio audio: AudioFrame) {
+        let audioBytes = subscriber.stats.audioBytesReceived  // cheap on the media thread; gives the audio bitrate
+        let now = MonotonicClock.now()
         lock.withLock {
+            stats.audioPacket(bytes: max(0, audioBytes - audioBytesSeen), at: now)
+            audioBytesSeen = audioBytes
             do {
                 if wav == nil { wav = try WAVWriter(path: wavPath, sampleRate: audio.sampleRate, channels: audio.channels) }
                 try wav?.write(audio.samples)
@@ -98,16 +105,16 @@ final class DemoReceiver: SubscriberDelegate, @unchecked Sendable {
     // MARK: reading (any thread)
 
     /// The status line: fps, video bitrate, loss and RTT from the subscriber's counters, capture-to-render latency.
-    func statusLine(_ s: SubscriberStats) -> String {
+    /// `rttMillis` is the subscriber's, or else the publisher's (the one its receivers report).
+    func statusLine(_ s: SubscriberStats, rttMillis: Double?) -> String {
         let received = s.videoPacketsReceived + s.audioPacketsReceived, lost = s.videoPacketsLost + s.audioPacketsLost
         let loss = received + lost > 0 ? Double(lost) / Double(received + lost) : 0
-        return lock.withLock { stats.statusLine(at: MonotonicClock.now(), lossFraction: loss, rttMillis: s.roundTripTimeMillis) }
+        return lock.withLock { stats.statusLine(at: MonotonicClock.now(), lossFraction: loss, rttMillis: rttMillis) }
     }
 
-    /// Counts audio bytes for the status line's audio bitrate (from the subscriber's counters, once a second).
-    func audioBytes(_ delta: Int) { lock.withLock { stats.audioPacket(bytes: delta, at: MonotonicClock.now()) } }
-
     var rendered: Int { lock.withLock { framesRendered } }
+    /// When the first picture arrived.
+    var firstFrame: Instant? { lock.withLock { firstFrameAt } }
     var stamps: Readback { lock.withLock { readback } }
     var latency: LatencyStats.Summary? { lock.withLock { stats.latency.summary } }
     var picture: VideoFrame? { lock.withLock { snapshot } }

@@ -17,7 +17,7 @@ let options: DemoOptions
 do {
     options = try DemoOptions.parse(Array(CommandLine.arguments.dropFirst()))
 } catch {
-    FileOutput.stderr("ot-demo: \(error)\n\n\(DemoOptions.usage)")
+    FileOutput.stderr("ot-demo: \(error)\n\(DemoOptions.synopsis)\n(ot-demo --help explains the flags)\n")
     exit(2)
 }
 if options.help {
@@ -26,19 +26,11 @@ if options.help {
 }
 
 // Ctrl-C stops the run cleanly (recordings and summary are still written); a second one quits at once.
-let stopRequested = DispatchSemaphore(value: 0)
-signal(SIGINT, SIG_IGN)
-let sigint = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-nonisolated(unsafe) var interrupts = 0
-sigint.setEventHandler {
-    interrupts += 1
-    if interrupts > 1 { exit(130) }
-    stopRequested.signal()
-}
-sigint.resume()
+let interrupt = InterruptHandler()
+interrupt.install()
 
 do {
-    try Demo(options: options, stopRequested: stopRequested, out: say).run()
+    try Demo(options: options, stopRequested: interrupt.stopRequested, out: say).run()
     exit(0)
 } catch let f as DemoFailure {
     FileOutput.stderr("ot-demo: FAILED: \(f)\n")
@@ -46,4 +38,24 @@ do {
 } catch {
     FileOutput.stderr("ot-demo: FAILED: \(error)\n")
     exit(1)
+}
+
+/// SIGINT: the first one signals `stopRequested`, a second one exits with code 130.
+final class InterruptHandler: @unchecked Sendable {
+    let stopRequested = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
+    private var count = 0
+    private var source: (any DispatchSourceSignal)?
+
+    nonisolated func install() {
+        signal(SIGINT, SIG_IGN)
+        let s = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        s.setEventHandler { [self] in
+            let n = lock.withLock { count += 1; return count }
+            if n > 1 { exit(130) }
+            stopRequested.signal()
+        }
+        s.resume()
+        source = s
+    }
 }
