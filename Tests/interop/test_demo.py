@@ -78,6 +78,14 @@ def test_demo_runs_and_records(ot_demo, tmp_path, mode):
     size, frames = ivf_frames(out / "received.ivf")
     assert size == (320, 240)
     assert frames > 10
+    try:
+        import av  # PyAV, installed with aiortc: an independent VP8 decoder (ffmpeg's)
+    except ImportError:
+        av = None
+    if av is not None:
+        with av.open(str(out / "received.ivf")) as container:
+            pictures = [(p.width, p.height) for p in container.decode(video=0)]
+        assert pictures == [(320, 240)] * frames
     freq, seconds = tone_frequency(str(out / "received.wav"))
     assert seconds > 1.5
     assert abs(freq - 440) < 15, freq
