@@ -68,8 +68,7 @@ final class Demo {
         // Publish the test pattern and a tone.
         let tone = try HeadlessAudioDevice(capture: .tone(frequency: 440, amplitude: 0.5))
         let publisher = try Publisher(delegate: pubEvents, settings: PublisherSettings(
-            name: "ot-demo test pattern", videoSource: .testPattern, audioDevice: tone, width: o.width, height: o.height, fps: o.fps,
-            startBitrateKbps: min(2000, max(300, o.width * o.height * o.fps / 600)), maxBitrateKbps: 4000))
+            name: "ot-demo test pattern", videoSource: .testPattern, audioDevice: tone, width: o.width, height: o.height, fps: o.fps))
         try pubSession.publish(publisher)
         let stream = try pubEvents.wait("the published stream") { $0.publishedStream }
         guard let pubConnection = pubSession.connection?.id else { throw DemoFailure("the publishing client has no connection") }
