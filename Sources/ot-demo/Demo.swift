@@ -33,7 +33,7 @@ final class Demo {
             sessionId = try o.sessionId ?? ExternalServer.createSession(server: url, project: project, relayed: o.relayed)
             tokens = (try ExternalServer.token(project: project, sessionId: sessionId, data: "ot-demo publisher"),
                       try ExternalServer.token(project: project, sessionId: sessionId, data: "ot-demo subscriber"))
-            out("server \(url) (external), session \(sessionId)")
+            out("server \(url) (external), session \(sessionId)\(o.sessionId == nil ? " (created)" : "")")
         } else {
             let project = Project.generate()
             let s = SessionServer(.init(host: "127.0.0.1", port: 0, projects: [project]))
@@ -61,8 +61,10 @@ final class Demo {
         try subSession.connect(token: tokens.1)
         _ = try pubEvents.wait("the publishing client to connect") { $0.isConnected ? true : nil }
         _ = try subEvents.wait("the subscribing client to connect") { $0.isConnected ? true : nil }
-        if pubSession.isRelayed != o.relayed {
-            throw DemoFailure("session \(sessionId) is \(pubSession.isRelayed ? "relayed" : "routed"), not \(o.relayed ? "relayed" : "routed")")
+        let relayed = pubSession.isRelayed
+        let mode = relayed ? "relayed" : "routed"
+        if relayed != o.relayed, o.modeGiven || o.sessionId == nil {
+            throw DemoFailure("session \(sessionId) is \(mode), not \(o.relayed ? "relayed" : "routed")")
         }
 
         // Publish the test pattern and a tone.
@@ -114,7 +116,7 @@ final class Demo {
         let lat = receiver.latency
 
         let ran = Double((MonotonicClock.now() - subscribedAt).microseconds) / 1e6
-        out("summary (\(o.relayed ? "relayed" : "routed"), \(o.width)x\(o.height) at \(o.fps) fps, \(String(format: "%.1f", ran)) s subscribed\(interrupted ? ", interrupted" : ""))")
+        out("summary (\(mode), \(o.width)x\(o.height) at \(o.fps) fps, \(String(format: "%.1f", ran)) s subscribed\(interrupted ? ", interrupted" : ""))")
         out("  video frames: sent \(pubStats.framesEncoded) (keyframes \(pubStats.keyFramesEncoded)), decoded \(subStats.framesDecoded), "
             + "rendered \(receiver.rendered), dropped \(subStats.framesDropped), freezes \(subStats.freezeCount)")
         if let first = rb.first, let last = rb.last {
@@ -141,7 +143,9 @@ final class Demo {
 
         // Pass only when the subscriber decoded frames whose counters read back in increasing order.
         if let e = receiver.error { throw DemoFailure("writing the recordings failed: \(e)") }
-        guard subStats.framesDecoded > 0, receiver.rendered > 0 else { throw DemoFailure("the subscriber decoded no video frames") }
+        guard subStats.framesDecoded > 0, receiver.rendered > 0 else {
+            throw DemoFailure(receiver.connected ? "the subscriber decoded no video frames" : "the subscriber's media never connected")
+        }
         guard rb.stamped >= 2 else { throw DemoFailure("no test-pattern counters could be read back from the decoded frames") }
         guard rb.outOfOrder == 0 else { throw DemoFailure("\(rb.outOfOrder) decoded frames came out of order") }
         guard recorded.wavWritten else { throw DemoFailure("no audio was received") }

@@ -7,6 +7,8 @@ struct DemoOptions {
     var height = 480
     var fps = 30
     var relayed = false
+    /// Whether `--routed` or `--relayed` was given (else an existing `--session` keeps its own mode).
+    var modeGiven = false
     var outDir = "out"
     /// An external server (`http://host:port` or `ws://host:port/v2/signaling`) instead of the embedded one.
     var serverURL: String?
@@ -36,7 +38,8 @@ struct DemoOptions {
       --server URL          join an external server (e.g. ot-server) at http://HOST:PORT instead of
                             starting an embedded one on 127.0.0.1; needs --project
       --project KEY:SECRET  the external server's project, to mint tokens and create the session
-      --session ID          use this session instead of creating one through the REST API
+      --session ID          use this session (routed or relayed as it was created) instead of creating
+                            one through the REST API
       --help                this text
 
     """
@@ -76,6 +79,7 @@ struct DemoOptions {
                 if let mode, mode != flag { throw UsageError("choose one of --routed and --relayed") }
                 mode = flag
                 o.relayed = flag == "--relayed"
+                o.modeGiven = true
             case "--out":
                 let v = try value(flag)
                 guard !v.isEmpty else { throw UsageError("--out needs a folder") }

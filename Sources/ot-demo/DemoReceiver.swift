@@ -36,8 +36,8 @@ final class DemoReceiver: SubscriberDelegate, @unchecked Sendable {
     private var audioSamples = 0
     private var audioBytesSeen = 0
     private var firstFrameAt: Instant?
-    private(set) var connected = false
-    private(set) var failure: OTError?
+    private var didConnect = false
+    private var failed: OTError?
 
     init(ivfPath: String, wavPath: String, width: Int, height: Int) throws {
         ivf = try IVFWriter(path: ivfPath, width: width, height: height)
@@ -46,9 +46,9 @@ final class DemoReceiver: SubscriberDelegate, @unchecked Sendable {
 
     // MARK: SubscriberDelegate
 
-    func subscriberDidConnect(toStream subscriber: Subscriber) { lock.withLock { connected = true } }
+    func subscriberDidConnect(toStream subscriber: Subscriber) { lock.withLock { didConnect = true } }
 
-    func subscriber(_ subscriber: Subscriber, didFailWithError error: OTError) { lock.withLock { failure = error } }
+    func subscriber(_ subscriber: Subscriber, didFailWithError error: OTError) { lock.withLock { failed = failed ?? error } }
 
     func subscriber(_ subscriber: Subscriber, didReceiveEncodedVideoFrame frame: UnsafeRawBufferPointer, info: EncodedFrameInfo) {
         lock.withLock {
@@ -112,6 +112,9 @@ final class DemoReceiver: SubscriberDelegate, @unchecked Sendable {
         return lock.withLock { stats.statusLine(at: MonotonicClock.now(), lossFraction: loss, rttMillis: rttMillis) }
     }
 
+    /// Whether media reached the subscriber (`subscriberDidConnect`), and its first failure.
+    var connected: Bool { lock.withLock { didConnect } }
+    var failure: OTError? { lock.withLock { failed } }
     var rendered: Int { lock.withLock { framesRendered } }
     /// When the first picture arrived.
     var firstFrame: Instant? { lock.withLock { firstFrameAt } }

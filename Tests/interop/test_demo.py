@@ -91,6 +91,28 @@ def test_demo_runs_and_records(ot_demo, tmp_path, mode):
     assert abs(freq - 440) < 15, freq
 
 
+def test_demo_joins_an_external_server(ot_demo, ot_server, tmp_path):
+    """`--server URL --project KEY:SECRET` against a running ot-server: the session is created through the REST API,
+    and `--session ID` (a relayed session made by the OpenTok Python SDK) keeps that session's mode."""
+    from opentok import Client, MediaModes
+
+    project = f"{ot_server.key}:{ot_server.secret}"
+    created = subprocess.run([ot_demo, "--duration", "2", "--relayed", "--resolution", "320x240", "--fps", "15",
+                              "--server", ot_server.api_url, "--project", project, "--out", str(tmp_path / "a")],
+                             capture_output=True, text=True, timeout=60)
+    assert created.returncode == 0, created.stdout + created.stderr
+    assert "(external), session 1_" in created.stdout and "(created)" in created.stdout
+    assert png_size(tmp_path / "a" / "snapshot.png") == (320, 240)
+
+    sid = Client(ot_server.key, ot_server.secret, api_url=ot_server.api_url).create_session(
+        media_mode=MediaModes.relayed).session_id
+    joined = subprocess.run([ot_demo, "--duration", "2", "--resolution", "320x240", "--fps", "15",
+                             "--server", f"ws://127.0.0.1:{ot_server.port}/v2/signaling", "--project", project,
+                             "--session", sid, "--out", str(tmp_path / "b")], capture_output=True, text=True, timeout=60)
+    assert joined.returncode == 0, joined.stdout + joined.stderr
+    assert f"session {sid}\n" in joined.stdout and "summary (relayed," in joined.stdout
+
+
 def test_bad_flags_exit_with_usage(ot_demo):
     for args in (["--bogus"], ["--resolution", "12"], ["--fps"], ["--routed", "--relayed"], ["--server", "http://127.0.0.1:1"]):
         run = subprocess.run([ot_demo, *args], capture_output=True, text=True, timeout=10)
