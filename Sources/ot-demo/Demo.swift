@@ -86,12 +86,13 @@ final class Demo {
         // Status line once a second until the duration is over or Ctrl-C.
         let end = subscribedAt + .microseconds(Int64(o.duration * 1_000_000))
         var interrupted = false
+        var mediaFailure: OTError?
         var tick = 1
         while true {
             let next = min(end, subscribedAt + .seconds(tick))
             let wait = max(0, (next - MonotonicClock.now()).microseconds)
             if stopRequested.wait(timeout: .now() + .microseconds(Int(wait))) == .success { interrupted = true; break }
-            if let e = receiver.failure ?? pubEvents.error ?? subEvents.error { throw DemoFailure("media failed: \(e)") }
+            if let e = receiver.failure ?? pubEvents.error ?? subEvents.error { mediaFailure = e; break }
             let st = subscriber.stats
             let rtt = st.roundTripTimeMillis ?? publisher.stats.roundTripTimeMillis
             let elapsed = Double((MonotonicClock.now() - subscribedAt).microseconds) / 1e6
@@ -100,6 +101,7 @@ final class Demo {
             tick += 1
         }
         if interrupted { out("interrupted: stopping") }
+        if let e = mediaFailure { out("media failed: \(e); stopping") }
 
         // Stop, then write what was received.
         let pubStats = publisher.stats
@@ -142,6 +144,7 @@ final class Demo {
         out("    \(files.wav)  \(fileSize(files.wav))  (\(String(format: "%.1f", receiver.recordedAudioSeconds)) s of PCM)")
 
         // Pass only when the subscriber decoded frames whose counters read back in increasing order.
+        if let e = mediaFailure { throw DemoFailure("media failed: \(e)") }
         if let e = receiver.error { throw DemoFailure("writing the recordings failed: \(e)") }
         guard subStats.framesDecoded > 0, receiver.rendered > 0 else {
             throw DemoFailure(receiver.connected ? "the subscriber decoded no video frames" : "the subscriber's media never connected")
