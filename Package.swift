@@ -48,7 +48,7 @@ let package = Package(
         .target(name: "OTCABI", dependencies: ["COTABI", "OTSession", "OTServer"]),
 
         .executableTarget(name: "ot-server", dependencies: ["OTServer"]),
-        .executableTarget(name: "ot-demo", dependencies: ["OTSession", "OTServer", "OTMedia"]),
+        .executableTarget(name: "ot-demo", dependencies: ["OTSession", "OTServer", "OTMedia", "OTWire", "OTBase"]),
         .target(name: "COTAllocCounter"),
         .executableTarget(name: "ot-bench", dependencies: ["OTMedia", "OTTransport", "OTWire", "OTServer", "COTShims", "CVPX", "COpus", "CSRTP", "COTAllocCounter"]),
         .executableTarget(name: "ot-fuzz-rtp-vp8", dependencies: ["OTWire"], path: "Fuzz/rtp_vp8"),

@@ -40,6 +40,9 @@ public struct DecodedVideoFrame: Sendable {
     public var isKeyframe: Bool
     /// Bytes of the encoded frame.
     public var encodedBytes: Int
+    /// The VP8 frame the decoder was given (the frame transform already undone). Shares the pipeline's storage:
+    /// holding it past the event costs the pipeline one copy on its next frame.
+    public var encoded: [UInt8]
 }
 
 /// What a `VideoReceivePipeline` asks of its driver.
@@ -304,7 +307,9 @@ public final class VideoReceivePipeline {
         let micros = extendedTimestamp * 100 / 9
         do {
             let produced: Bool
+            let decoderInput: [UInt8]
             if transform.isIdentity {
+                decoderInput = f.payload
                 produced = try decoder.decode(f.payload[...], timestampMicros: micros, into: &picture)
             } else {
                 let info = EncodedFrameInfo(kind: .video, ssrc: ssrc ?? 0, rtpTimestamp: f.timestamp, isKeyframe: f.isKeyframe)
@@ -316,13 +321,14 @@ public final class VideoReceivePipeline {
                     return
                 }
                 produced = try decoder.decode(transformed[...], timestampMicros: micros, into: &picture)
+                decoderInput = transformed
             }
             guard produced else { return }
             counters.framesDecoded += 1
             if f.isKeyframe { counters.keyFramesDecoded += 1 }
             counters.frameWidth = picture.width; counters.frameHeight = picture.height
             events.append(.frame(DecodedVideoFrame(frame: picture, rtpTimestamp: f.timestamp, isKeyframe: f.isKeyframe,
-                                                   encodedBytes: f.payload.count)))
+                                                   encodedBytes: f.payload.count, encoded: decoderInput)))
         } catch {
             counters.decodeErrors += 1
             dropAfterError(now: now, &events)

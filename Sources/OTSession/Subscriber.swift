@@ -84,6 +84,9 @@ public protocol SubscriberDelegate: AnyObject {
     func subscriberVideoDisableWarningLifted(_ subscriber: Subscriber)
     /// A decoded frame (I420 with strides; `timestampMicros` from the stream's RTP clock). Media thread.
     func subscriber(_ subscriber: Subscriber, didReceiveVideoFrame frame: VideoFrame)
+    /// The encoded VP8 frame (frame transform undone) behind each decoded picture, lent just before the picture goes
+    /// to `didReceiveVideoFrame`: the bytes are valid only during the call (for recording, e.g. with `IVFWriter`). Media thread.
+    func subscriber(_ subscriber: Subscriber, didReceiveEncodedVideoFrame frame: UnsafeRawBufferPointer, info: EncodedFrameInfo)
     /// 20 ms of decoded interleaved PCM. Media thread.
     func subscriber(_ subscriber: Subscriber, didReceiveAudio audio: AudioFrame)
     /// Receive counters, about once a second while subscribed.
@@ -99,6 +102,7 @@ extension SubscriberDelegate {
     public func subscriberVideoDisableWarning(_ subscriber: Subscriber) {}
     public func subscriberVideoDisableWarningLifted(_ subscriber: Subscriber) {}
     public func subscriber(_ subscriber: Subscriber, didReceiveVideoFrame frame: VideoFrame) {}
+    public func subscriber(_ subscriber: Subscriber, didReceiveEncodedVideoFrame frame: UnsafeRawBufferPointer, info: EncodedFrameInfo) {}
     public func subscriber(_ subscriber: Subscriber, didReceiveAudio audio: AudioFrame) {}
     public func subscriber(_ subscriber: Subscriber, statsUpdated stats: SubscriberStats) {}
 }

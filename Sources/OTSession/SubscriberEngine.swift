@@ -193,7 +193,11 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
             switch e {
             case .frame(let f):
                 frameMeter.record(bytes: f.encodedBytes, at: now)
-                subscriber?.deliverMedia { $0.subscriber($1, didReceiveVideoFrame: f.frame) }
+                let info = EncodedFrameInfo(kind: .video, ssrc: videoSSRC ?? 0, rtpTimestamp: f.rtpTimestamp, isKeyframe: f.isKeyframe)
+                subscriber?.deliverMedia { d, s in
+                    f.encoded.withUnsafeBytes { d.subscriber(s, didReceiveEncodedVideoFrame: $0, info: info) }
+                    d.subscriber(s, didReceiveVideoFrame: f.frame)
+                }
             case .requestKeyframe:
                 if let ssrc = videoSSRC { link?.requestKeyframe(ssrc: ssrc) }
             case .nack:

@@ -52,6 +52,8 @@ final class VideoLink {
     private(set) var now: Instant
     private(set) var stamps: [TestPatternStamp?] = []
     private(set) var keyframeFlags: [Bool] = []
+    /// The VP8 frames behind the decoded pictures (`DecodedVideoFrame.encoded`).
+    private(set) var encodedFrames: [[UInt8]] = []
     private(set) var keyframeRequests: [Instant] = []
     private(set) var nackLists: [[UInt16]] = []
     private(set) var droppedSequences: [UInt16] = []
@@ -138,6 +140,7 @@ final class VideoLink {
             case .frame(let f):
                 stamps.append(TestPatternReader.read(f.frame))
                 keyframeFlags.append(f.isKeyframe)
+                encodedFrames.append(f.encoded)
             case .requestKeyframe:
                 keyframeRequests.append(now)
                 if answerPLI { schedule(.pli, at: now + feedbackDelay) }
@@ -369,6 +372,14 @@ final class VideoPipelineTransformTests: XCTestCase {
         XCTAssertEqual(link.decodedCounters, Array(0..<20))
         XCTAssertEqual(out.calls, 20); XCTAssertEqual(back.calls, 20)
         XCTAssertEqual(link.receiver.stats.decodeErrors, 0)
+        // The decoded frames' `encoded` bytes are the frames with the transform undone: they decode on their own.
+        let decoder = try VP8Decoder()
+        var picture = VideoFrame(width: 2, height: 2)
+        let again = try link.encodedFrames.map { f -> UInt32? in
+            _ = try decoder.decode(f[...], into: &picture)
+            return TestPatternReader.read(picture)?.frameNumber
+        }
+        XCTAssertEqual(again, (0..<20).map { UInt32?($0) })
 
         // What travels is the transformed frame: the plain pipeline's first keyframe differs past the clear header.
         let plain = try VideoLink(path: SeededLossyPath(seed: 4, lossProbability: 0))

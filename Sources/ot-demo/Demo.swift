@@ -1,0 +1,164 @@
+import Foundation
+import OTBase
+import OTMedia
+import OTServer
+import OTSession
+
+/// One run of the demo: a server (embedded on loopback, or external), a publishing and a subscribing client, a status
+/// line each second until `shouldStop` or the duration ends, then the recordings and a summary.
+final class Demo {
+    let options: DemoOptions
+    /// Set from the SIGINT handler; polled by the status loop.
+    let stopRequested: DispatchSemaphore
+    private let out: (String) -> Void
+
+    init(options: DemoOptions, stopRequested: DispatchSemaphore, out: @escaping (String) -> Void) {
+        self.options = options; self.stopRequested = stopRequested; self.out = out
+    }
+
+    /// Runs the demo; throws `DemoFailure` when it did not pass.
+    func run() throws {
+        let o = options
+        try FileManager.default.createDirectory(atPath: o.outDir, withIntermediateDirectories: true)
+        let files = (png: path("snapshot.png"), ivf: path("received.ivf"), wav: path("received.wav"))
+
+        // The server, the session and two tokens.
+        var server: SessionServer?
+        var router: MediaRouter?
+        defer { router?.stop(); server?.stop() }
+        let serverURL: String, apiKey: String, sessionId: String, tokens: (String, String)
+        if let url = o.serverURL, let project = o.project {
+            serverURL = url
+            apiKey = project.apiKey
+            sessionId = try o.sessionId ?? ExternalServer.createSession(server: url, project: project, relayed: o.relayed)
+            tokens = (try ExternalServer.token(project: project, sessionId: sessionId, data: "ot-demo publisher"),
+                      try ExternalServer.token(project: project, sessionId: sessionId, data: "ot-demo subscriber"))
+            out("server \(url) (external), session \(sessionId)\(o.sessionId == nil ? " (created)" : "")")
+        } else {
+            let project = Project.generate()
+            let s = SessionServer(.init(host: "127.0.0.1", port: 0, projects: [project]))
+            try s.start()
+            server = s
+            if !o.relayed {
+                let r = try MediaRouter()
+                s.mediaRouting = r
+                router = r
+            }
+            serverURL = s.signalingURL
+            apiKey = project.apiKey
+            sessionId = try s.createSession(apiKey: project.apiKey, relayed: o.relayed)
+            tokens = (try s.token(sessionId: sessionId, data: "ot-demo publisher"), try s.token(sessionId: sessionId, data: "ot-demo subscriber"))
+            out("server \(s.apiURL) (embedded), \(o.relayed ? "relayed" : "routed") session \(sessionId)")
+        }
+
+        // Two clients.
+        let pubEvents = ClientEvents(), subEvents = ClientEvents()
+        let settings = SessionSettings(serverURL: serverURL)
+        let pubSession = Session(apiKey: apiKey, sessionId: sessionId, delegate: pubEvents, settings: settings)
+        let subSession = Session(apiKey: apiKey, sessionId: sessionId, delegate: subEvents, settings: settings)
+        defer { try? pubSession.disconnect(); try? subSession.disconnect() }
+        try pubSession.connect(token: tokens.0)
+        try subSession.connect(token: tokens.1)
+        _ = try pubEvents.wait("the publishing client to connect") { $0.isConnected ? true : nil }
+        _ = try subEvents.wait("the subscribing client to connect") { $0.isConnected ? true : nil }
+        let relayed = pubSession.isRelayed
+        let mode = relayed ? "relayed" : "routed"
+        if relayed != o.relayed, o.modeGiven || o.sessionId == nil {
+            throw DemoFailure("session \(sessionId) is \(mode), not \(o.relayed ? "relayed" : "routed")")
+        }
+
+        // Publish the test pattern and a tone.
+        let tone = try HeadlessAudioDevice(capture: .tone(frequency: 440, amplitude: 0.5))
+        let publisher = try Publisher(delegate: pubEvents, settings: PublisherSettings(
+            name: "ot-demo test pattern", videoSource: .testPattern, audioDevice: tone, width: o.width, height: o.height, fps: o.fps))
+        try pubSession.publish(publisher)
+        let stream = try pubEvents.wait("the published stream") { $0.publishedStream }
+        guard let pubConnection = pubSession.connection?.id else { throw DemoFailure("the publishing client has no connection") }
+        let seen = try subEvents.wait("the stream at the subscribing client") { $0.stream(from: pubConnection) }
+        out("publishing stream \(stream.id): test pattern \(o.width)x\(o.height) at \(o.fps) fps, 440 Hz tone")
+
+        // Subscribe from the second client.
+        let receiver = try DemoReceiver(ivfPath: files.ivf, wavPath: files.wav, width: o.width, height: o.height)
+        let subscriber = Subscriber(stream: seen, delegate: receiver, settings: SubscriberSettings(playAudio: false))
+        let subscribedAt = MonotonicClock.now()
+        try subSession.subscribe(subscriber)
+
+        // Status line once a second until the duration is over or Ctrl-C.
+        let end = subscribedAt + .microseconds(Int64(o.duration * 1_000_000))
+        var interrupted = false
+        var mediaFailure: OTError?
+        var tick = 1
+        while true {
+            let next = min(end, subscribedAt + .seconds(tick))
+            let wait = max(0, (next - MonotonicClock.now()).microseconds)
+            if stopRequested.wait(timeout: .now() + .microseconds(Int(wait))) == .success { interrupted = true; break }
+            if let e = receiver.failure ?? pubEvents.error ?? subEvents.error { mediaFailure = e; break }
+            let st = subscriber.stats
+            let rtt = st.roundTripTimeMillis ?? publisher.stats.roundTripTimeMillis
+            let elapsed = Double((MonotonicClock.now() - subscribedAt).microseconds) / 1e6
+            out(String(format: "[%5.1fs] ", elapsed) + receiver.statusLine(st, rttMillis: rtt))
+            if MonotonicClock.now() >= end { break }
+            tick += 1
+        }
+        if interrupted { out("interrupted: stopping") }
+        if let e = mediaFailure { out("media failed: \(e); stopping") }
+
+        // Stop, then write what was received.
+        let pubStats = publisher.stats
+        let subStats = subscriber.stats
+        try? subSession.unsubscribe(subscriber)
+        try? pubSession.unpublish(publisher)
+        let recorded = try receiver.finish()
+        var pngNote = "no frame received"
+        if let picture = receiver.picture {
+            try PNGWriter.write(picture, to: files.png)
+            pngNote = "\(picture.width)x\(picture.height)"
+        }
+        let rb = receiver.stamps
+        let lat = receiver.latency
+
+        let ran = Double((MonotonicClock.now() - subscribedAt).microseconds) / 1e6
+        out("summary (\(mode), \(o.width)x\(o.height) at \(o.fps) fps, \(String(format: "%.1f", ran)) s subscribed\(interrupted ? ", interrupted" : ""))")
+        out("  video frames: sent \(pubStats.framesEncoded) (keyframes \(pubStats.keyFramesEncoded)), decoded \(subStats.framesDecoded), "
+            + "rendered \(receiver.rendered), dropped \(subStats.framesDropped), freezes \(subStats.freezeCount)")
+        if let first = rb.first, let last = rb.last {
+            let order = rb.outOfOrder == 0 ? "in order" : "\(rb.outOfOrder) out of order"
+            out("  counters: \(rb.stamped) read back, #\(first) … #\(last), \(order), \(rb.gaps) gaps (\(rb.missing) frames skipped)")
+        } else {
+            out("  counters: none read back")
+        }
+        if let l = lat {
+            out(String(format: "  capture-to-render latency (ms, n=%d): p50 %.1f  p90 %.1f  p95 %.1f  p99 %.1f  max %.1f",
+                       l.count, l.p50, l.p90, l.p95, l.p99, l.max))
+        }
+        if let ff = receiver.firstFrame { out(String(format: "  subscribe to first frame: %.0f ms", Double((ff - subscribedAt).microseconds) / 1000)) }
+        let pkts = subStats.videoPacketsReceived + subStats.audioPacketsReceived
+        let lost = subStats.videoPacketsLost + subStats.audioPacketsLost
+        out("  received: video \(subStats.videoBytesReceived) bytes in \(subStats.videoPacketsReceived) packets, audio \(subStats.audioBytesReceived) bytes "
+            + "in \(subStats.audioPacketsReceived) packets; lost \(lost) (\(String(format: "%.2f", pkts + lost > 0 ? 100 * Double(lost) / Double(pkts + lost) : 0))%)"
+            + ((subStats.roundTripTimeMillis ?? pubStats.roundTripTimeMillis).map { String(format: ", rtt %.1f ms", $0) } ?? ""))
+        out("  sent: video \(pubStats.videoBytesSent) bytes, audio \(pubStats.audioBytesSent) bytes, target \(pubStats.targetBitrateKbps) kbit/s")
+        out("  files:")
+        out("    \(files.png)  \(fileSize(files.png))  (\(pngNote))")
+        out("    \(files.ivf)  \(fileSize(files.ivf))  (\(recorded.ivfFrames) VP8 frames)")
+        out("    \(files.wav)  \(fileSize(files.wav))  (\(String(format: "%.1f", receiver.recordedAudioSeconds)) s of PCM)")
+
+        // Pass only when the subscriber decoded frames whose counters read back in increasing order.
+        if let e = mediaFailure { throw DemoFailure("media failed: \(e)") }
+        if let e = receiver.error { throw DemoFailure("writing the recordings failed: \(e)") }
+        guard subStats.framesDecoded > 0, receiver.rendered > 0 else {
+            throw DemoFailure(receiver.connected ? "the subscriber decoded no video frames" : "the subscriber's media never connected")
+        }
+        guard rb.stamped >= 2 else { throw DemoFailure("no test-pattern counters could be read back from the decoded frames") }
+        guard rb.outOfOrder == 0 else { throw DemoFailure("\(rb.outOfOrder) decoded frames came out of order") }
+        guard recorded.wavWritten else { throw DemoFailure("no audio was received") }
+        out("PASS: \(subStats.framesDecoded) frames decoded, counters increasing")
+    }
+
+    private func path(_ name: String) -> String { (options.outDir as NSString).appendingPathComponent(name) }
+
+    private func fileSize(_ path: String) -> String {
+        guard let n = (try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber else { return "missing" }
+        return "\(n.intValue) bytes"
+    }
+}

@@ -1,0 +1,113 @@
+import OTServer
+
+/// The demo's command line.
+struct DemoOptions {
+    var duration = 10.0
+    var width = 640
+    var height = 480
+    var fps = 30
+    var relayed = false
+    /// Whether `--routed` or `--relayed` was given (else an existing `--session` keeps its own mode).
+    var modeGiven = false
+    var outDir = "out"
+    /// An external server (`http://host:port` or `ws://host:port/v2/signaling`) instead of the embedded one.
+    var serverURL: String?
+    var project: Project?
+    /// An existing session on the external server (else one is created through its REST API).
+    var sessionId: String?
+    var help = false
+
+    /// The first lines of `usage`, printed with a command-line error.
+    static var synopsis: String { usage.split(separator: "\n", omittingEmptySubsequences: false).prefix(2).joined(separator: "\n") }
+
+    static let usage = """
+    usage: ot-demo [--duration SECONDS] [--resolution WxH] [--fps N] [--routed | --relayed] [--out DIR]
+                   [--server URL --project KEY:SECRET [--session ID]] [--help]
+
+    Publishes the built-in test pattern and a 440 Hz tone from one client and subscribes to it from a
+    second one, printing a status line each second; then writes DIR/snapshot.png, DIR/received.ivf (VP8)
+    and DIR/received.wav and prints a summary. Exit code 0 only when the subscriber decoded frames whose
+    counters read back in increasing order.
+
+      --duration SECONDS    how long to run (default 10; Ctrl-C stops early)
+      --resolution WxH      picture size of the test pattern (default 640x480)
+      --fps N               frame rate (default 30)
+      --routed              media through the server's media router (default)
+      --relayed             media peer to peer; the server relays signaling only
+      --out DIR             where the recordings go (default ./out)
+      --server URL          join an external server (e.g. ot-server) at http://HOST:PORT instead of
+                            starting an embedded one on 127.0.0.1; needs --project
+      --project KEY:SECRET  the external server's project, to mint tokens and create the session
+      --session ID          use this session (routed or relayed as it was created) instead of creating
+                            one through the REST API
+      --help                this text
+
+    """
+
+    /// Parses the arguments (without the program name); throws a message for a bad command line.
+    static func parse(_ arguments: [String]) throws(UsageError) -> DemoOptions {
+        var o = DemoOptions()
+        var mode: String?
+        var i = 0
+        func value(_ flag: String) throws(UsageError) -> String {
+            i += 1
+            guard i < arguments.count else { throw UsageError("\(flag) needs a value") }
+            return arguments[i]
+        }
+        while i < arguments.count {
+            let flag = arguments[i]
+            switch flag {
+            case "--help", "-h":
+                o.help = true
+            case "--duration":
+                let v = try value(flag)
+                guard let d = Double(v), d > 0, d <= 24 * 3600 else { throw UsageError("--duration needs seconds > 0, not \(v)") }
+                o.duration = d
+            case "--resolution":
+                let v = try value(flag)
+                let parts = v.lowercased().split(separator: "x", omittingEmptySubsequences: false)
+                guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), (16...4096).contains(w), (16...4096).contains(h),
+                      w % 2 == 0, h % 2 == 0 else {
+                    throw UsageError("--resolution needs WxH with even sizes from 16 to 4096 (e.g. 1280x720), not \(v)")
+                }
+                o.width = w; o.height = h
+            case "--fps":
+                let v = try value(flag)
+                guard let n = Int(v), (1...60).contains(n) else { throw UsageError("--fps needs a number from 1 to 60, not \(v)") }
+                o.fps = n
+            case "--routed", "--relayed":
+                if let mode, mode != flag { throw UsageError("choose one of --routed and --relayed") }
+                mode = flag
+                o.relayed = flag == "--relayed"
+                o.modeGiven = true
+            case "--out":
+                let v = try value(flag)
+                guard !v.isEmpty else { throw UsageError("--out needs a folder") }
+                o.outDir = v
+            case "--server":
+                let v = try value(flag)
+                guard v.hasPrefix("http://") || v.hasPrefix("ws://") else {
+                    throw UsageError("--server needs http://HOST:PORT or ws://HOST:PORT/v2/signaling, not \(v)")
+                }
+                o.serverURL = v
+            case "--project":
+                let v = try value(flag)
+                do { o.project = try Project.parse(v) } catch { throw UsageError("--project: \(error)") }
+            case "--session":
+                o.sessionId = try value(flag)
+            default:
+                throw UsageError("unknown argument \(flag)")
+            }
+            i += 1
+        }
+        if o.serverURL != nil, o.project == nil { throw UsageError("--server needs --project KEY:SECRET") }
+        if o.serverURL == nil, o.project != nil || o.sessionId != nil { throw UsageError("--project and --session need --server") }
+        return o
+    }
+}
+
+/// A bad command line: the message is printed with the usage, and the demo exits with code 2.
+struct UsageError: Error, CustomStringConvertible {
+    let description: String
+    init(_ message: String) { description = message }
+}
