@@ -283,7 +283,7 @@ final class ControlWireRobustnessTests: XCTestCase {
             _ = try? resp.nextResponse()
             var ws = WebSocketReader(requireMasked: true, maxMessageBytes: 4096)
             ws.append(input)
-            while let m = try? ws.next(), m != nil {}
+            while (try? ws.next()) != nil {}
             let text = String(decoding: input, as: UTF8.self)
             _ = try? SignalingCodec.decodeClient(text)
             _ = try? SignalingCodec.decodeServer(text)
