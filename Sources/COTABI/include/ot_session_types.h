@@ -105,10 +105,6 @@ typedef struct ot_session_callbacks {
     void (*on_signal_received)(ot_session *session, void *user_data, const char *type, const char *data, const ot_connection *from);
     /** A moderator forced everyone's audio off (active) or lifted that (not active). */
     void (*on_mute_forced)(ot_session *session, void *user_data, ot_bool active);
-    /** The connection to the server dropped; the session is trying to reconnect. */
-    void (*on_reconnecting)(ot_session *session, void *user_data);
-    /** The session reconnected (same connection id). */
-    void (*on_reconnected)(ot_session *session, void *user_data);
     void *user_data;
 } ot_session_callbacks;
 

@@ -153,7 +153,7 @@ class Server:
 
 _EVENTS = ("connected", "disconnected", "error", "connection_created", "connection_destroyed", "stream_created",
            "stream_destroyed", "stream_has_audio_changed", "stream_has_video_changed", "stream_video_dimensions_changed",
-           "signal_received", "mute_forced", "reconnecting", "reconnected")
+           "signal_received", "mute_forced")
 
 
 class Session:
@@ -203,8 +203,6 @@ class Session:
     def on_stream_video_dimensions_changed(self, stream: Stream, width: int, height: int) -> None: ...
     def on_signal_received(self, type: str, data: str, connection: Optional[Connection]) -> None: ...
     def on_mute_forced(self, active: bool) -> None: ...
-    def on_reconnecting(self) -> None: ...
-    def on_reconnected(self) -> None: ...
 
     def _make_trampoline(self, event: str):
         convert = {
