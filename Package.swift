@@ -59,8 +59,10 @@ let package = Package(
         .testTarget(name: "OTWireTests", dependencies: ["OTWire"]),
         .testTarget(name: "OTTransportTests", dependencies: ["OTTransport", "OTMedia"]),
         .testTarget(name: "OTMediaTests", dependencies: ["OTMedia", "OTTransport"]),
-        .testTarget(name: "OTServerTests", dependencies: ["OTServer", "OTSession"]),
-        .testTarget(name: "OTSessionTests", dependencies: ["OTSession", "OTServer"]),
+        // Recorders and waits shared by the server and session tests.
+        .target(name: "OTTestSupport", dependencies: ["OTSession"], path: "Tests/OTTestSupport"),
+        .testTarget(name: "OTServerTests", dependencies: ["OTServer", "OTSession", "OTTestSupport"]),
+        .testTarget(name: "OTSessionTests", dependencies: ["OTSession", "OTServer", "OTTestSupport"]),
         .testTarget(name: "OTCABITests", dependencies: ["OTCABI", "COTABI"]),
     ]
 )

@@ -6,6 +6,7 @@ import OTBase
 import OTServer
 import OTSession
 import OTWire
+import OTTestSupport
 import XCTest
 
 /// A blocking loopback HTTP exchange: sends raw bytes, reads until the server closes.

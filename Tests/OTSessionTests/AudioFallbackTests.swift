@@ -1,6 +1,7 @@
 import Foundation
 import OTMedia
 import OTServer
+import OTTestSupport
 import XCTest
 @testable import OTSession
 

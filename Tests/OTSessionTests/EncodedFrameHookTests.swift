@@ -3,6 +3,7 @@ import OTBase
 import OTMedia
 import OTServer
 import OTSession
+import OTTestSupport
 import XCTest
 
 /// Keeps the encoded frames `didReceiveEncodedVideoFrame` lends and the stamps of the pictures that follow.

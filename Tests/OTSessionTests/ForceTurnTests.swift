@@ -5,6 +5,7 @@ import OTServer
 import OTSession
 import OTTransport
 import OTWire
+import OTTestSupport
 import XCTest
 
 /// A coturn `turnserver` started by the test on 127.0.0.1 (lt-cred-mech, no TLS), stopped after.

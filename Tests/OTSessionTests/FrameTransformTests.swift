@@ -2,6 +2,7 @@ import Foundation
 import OTMedia
 import OTServer
 import OTSession
+import OTTestSupport
 import XCTest
 
 /// XORs every byte past the clear prefix WebRTC frame encryption keeps (VP8 header, Opus TOC).

@@ -4,6 +4,7 @@ import OTMedia
 import OTServer
 import OTSession
 import OTWire
+import OTTestSupport
 import XCTest
 
 /// Records a publisher's and a subscriber's delegate messages, decoded frame stamps and received audio.

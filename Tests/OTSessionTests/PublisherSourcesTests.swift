@@ -3,6 +3,7 @@ import OTMedia
 import OTServer
 import OTSession
 import OTWire
+import OTTestSupport
 import XCTest
 
 /// Video sources and audio playout, over relayed sessions.

@@ -4,6 +4,7 @@ import OTMedia
 import OTServer
 import OTSession
 import OTWire
+import OTTestSupport
 import XCTest
 
 /// Publish and subscribe in relayed sessions: media peer to peer, the embedded server only relays signaling.

@@ -4,6 +4,7 @@ import OTMedia
 import OTServer
 import OTSession
 import OTWire
+import OTTestSupport
 import XCTest
 
 /// Publish and subscribe in routed sessions: every client has one peer connection per stream to the

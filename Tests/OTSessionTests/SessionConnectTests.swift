@@ -5,6 +5,7 @@ import Foundation
 import OTServer
 import OTSession
 import OTWire
+import OTTestSupport
 import XCTest
 
 final class SessionConnectTests: XCTestCase {

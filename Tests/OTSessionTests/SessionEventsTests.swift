@@ -2,6 +2,7 @@ import Foundation
 import OTServer
 import OTSession
 import OTWire
+import OTTestSupport
 import XCTest
 
 final class SessionEventsTests: XCTestCase {

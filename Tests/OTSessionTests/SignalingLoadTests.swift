@@ -3,6 +3,7 @@ import OTBase
 import OTServer
 import OTSession
 import OTWire
+import OTTestSupport
 import XCTest
 
 /// A small version of `ot-loadtest`: 20 clients in 2 sessions signal for 2 s; every receiver must
