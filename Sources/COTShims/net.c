@@ -2,6 +2,7 @@
 #include "ot_shims_net.h"
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 
 int otshim_set_nonblocking(int fd) {
@@ -15,4 +16,17 @@ int otshim_set_thread_name(const char *name) {
     strncpy(buf, name, sizeof buf - 1);
     buf[sizeof buf - 1] = 0;
     return pthread_setname_np(pthread_self(), buf);
+}
+
+int otshim_block_async_signals(void) {
+    sigset_t set;
+    sigfillset(&set);
+    /* Faults stay deliverable to the faulting thread. */
+    sigdelset(&set, SIGSEGV);
+    sigdelset(&set, SIGBUS);
+    sigdelset(&set, SIGFPE);
+    sigdelset(&set, SIGILL);
+    sigdelset(&set, SIGABRT);
+    sigdelset(&set, SIGTRAP);
+    return pthread_sigmask(SIG_BLOCK, &set, NULL);
 }

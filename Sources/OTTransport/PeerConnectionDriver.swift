@@ -33,9 +33,9 @@ public final class PeerConnectionDriver: @unchecked Sendable {
                 handler: @escaping Handler) throws {
         pc = try PeerConnection(config: config, now: MonotonicClock.now())
         self.handler = handler
-        let box = WeakDriverBox()  // weak: the UDP driver's handler must not keep this connection (and its sockets) alive
+        let box = WeakBox<PeerConnectionDriver>()
         let udp = try UDPDriver { event in
-            guard let d = box.driver else { return }
+            guard let d = box.value else { return }
             switch event {
             case .datagram(let bytes, let from, let local, let now): d.receive(bytes, from: from, local: local, now: now)
             case .timer(let now): d.timeout(now: now)
@@ -49,7 +49,7 @@ public final class PeerConnectionDriver: @unchecked Sendable {
             pc.addLocalCandidate(bound)
         }
         io = .owned(udp)
-        box.driver = self
+        box.value = self
         udp.start()
     }
 
@@ -187,9 +187,9 @@ public final class MediaEndpoint: @unchecked Sendable {
 
     /// Binds the shared socket (port 0 picks one) and starts its IO thread.
     public init(bind: TransportAddress = TransportAddress(ip: .v4(0x7F00_0001), port: 0)) throws {
-        let box = Mutex<MediaEndpoint?>(nil)
+        let box = WeakBox<MediaEndpoint>()
         udp = try UDPDriver(threadName: "otsession-media") { event in
-            guard let e = box.withLock({ $0 }) else { return }
+            guard let e = box.value else { return }
             switch event {
             case .datagram(let bytes, let from, _, let now): e.route(bytes, from: from, now: now)
             case .timer(let now): e.fireTimers(now: now)
@@ -197,7 +197,7 @@ public final class MediaEndpoint: @unchecked Sendable {
             }
         }
         address = try udp.bind(bind)
-        box.withLock { $0 = self }
+        box.value = self
         udp.start()
     }
 
@@ -272,12 +272,12 @@ public final class MediaEndpoint: @unchecked Sendable {
     }
 }
 
-/// Lets the IO thread reach its connection without owning it.
-private final class WeakDriverBox: @unchecked Sendable {
+/// A weak reference the IO thread's handler holds, so a driver and its socket thread do not keep each other alive.
+final class WeakBox<T: AnyObject>: @unchecked Sendable {
     private let lock = NSLock()
-    private weak var _driver: PeerConnectionDriver?
-    var driver: PeerConnectionDriver? {
-        get { lock.withLock { _driver } }
-        set { lock.withLock { _driver = newValue } }
+    private weak var object: T?
+    var value: T? {
+        get { lock.lock(); defer { lock.unlock() }; return object }
+        set { lock.lock(); object = newValue; lock.unlock() }
     }
 }

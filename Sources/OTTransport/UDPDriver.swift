@@ -192,6 +192,7 @@ public final class UDPDriver: Sendable {
     private func run() {
         // Foundation does not pass Thread.name to the kernel on Linux; set it here.
         _ = otshim_set_thread_name(threadName)
+        _ = otshim_block_async_signals()
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
             let (running, sockets, deadline, tcp) = state.withLock { ($0.running, $0.sockets, $0.deadline, $0.tcp) }

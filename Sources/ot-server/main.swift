@@ -10,8 +10,9 @@ import OTWire
 let usage = """
 usage:
   ot-server [--listen HOST:PORT] (--project KEY:SECRET)... [--config FILE] [--max-connections N]
-            [--signal-rate N] [--reconnect-grace SECONDS] [--verbose]
-      Serves the OpenTok REST API and WebSocket signaling (ws://HOST:PORT/v2/signaling).
+            [--signal-rate N] [--reconnect-grace SECONDS] [--media-host IP] [--verbose]
+      Serves the OpenTok REST API and WebSocket signaling (ws://HOST:PORT/v2/signaling), and routes
+      media of routed sessions on one UDP port of --media-host (default: HOST, or 127.0.0.1 for 0.0.0.0).
       FILE holds one KEY:SECRET per line (# comments allowed). Default listen: 127.0.0.1:8080.
   ot-server keygen
       Prints a new KEY:SECRET pair (hex secret).
@@ -102,6 +103,7 @@ default:
         limits.signalsPerSecond = r; limits.signalBurst = 2 * r
     }
     if args.contains("--reconnect-grace") { limits.reconnectGrace = .seconds(Int(args.value("--reconnect-grace")) ?? 10) }
+    let mediaHost = args.contains("--media-host") ? args.value("--media-host") : nil
     if args.flag("--verbose") { Log.level = .info }
     guard args.isEmpty else { fail("unexpected arguments: \(args.list)\n\(usage)") }
     guard !projects.isEmpty else { fail("at least one --project KEY:SECRET (or --config FILE) is needed\n\(usage)") }
@@ -121,6 +123,14 @@ default:
         src.resume()
         sources.append(src)
     }
+    // The media router's IO thread starts after the signal sources exist (libdispatch must see SIGINT/SIGTERM).
+    let host = mediaHost ?? (listen[..<colon] == "0.0.0.0" ? "127.0.0.1" : String(listen[..<colon]))
+    guard let ip = IPAddress(host) else { fail("bad --media-host \(host): an IP address clients can reach is needed") }
+    do {
+        let router = try MediaRouter(bind: TransportAddress(ip: ip, port: 0))
+        server.mediaRouting = router
+        FileHandle.standardOutput.write(Data("ot-server media router on udp \(router.endpoint.address)\n".utf8))
+    } catch { fail("media router: \(error)") }
     stop.wait()
     server.stop()
     sources.forEach { $0.cancel() }

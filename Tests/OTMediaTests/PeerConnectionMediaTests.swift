@@ -33,8 +33,8 @@ final class MediaPeer: @unchecked Sendable {
         videoSSRC = 0x2000_0000 + seed
         let config = PeerConnectionConfig(audioTrack: sendAudio ? SDPLocalTrack(ssrc: audioSSRC, streamID: "ms\(seed)", trackID: "a\(seed)", cname: "ot\(seed)") : nil,
                                           videoTrack: sendVideo ? SDPLocalTrack(ssrc: videoSSRC, streamID: "ms\(seed)", trackID: "v\(seed)", cname: "ot\(seed)") : nil)
-        let box = Mutex<MediaPeer?>(nil)
-        driver = try PeerConnectionDriver(config: config) { e in box.withLock { $0 }?.handle(e) }
+        let box = WeakMediaPeer()
+        driver = try PeerConnectionDriver(config: config) { e in box.peer?.handle(e) }
         // The offer's extmap ids: 1 = mid.
         videoSender = try VideoSendPipeline(config: VideoSendConfig(ssrc: videoSSRC, encoder: VP8EncoderConfig(width: Self.width, height: Self.height, bitrateKbps: 600),
                                                                     extensionIds: RTPHeaderExtensionIds(mid: 1), mid: "1"))
@@ -42,7 +42,7 @@ final class MediaPeer: @unchecked Sendable {
         videoReceiver = try VideoReceivePipeline()
         audioReceiver = try AudioReceivePipeline()
         pattern = try TestPatternSource(width: Self.width, height: Self.height)
-        box.withLock { $0 = self }
+        box.peer = self
     }
 
     private func handle(_ e: PeerConnectionEvent) {
@@ -121,6 +121,16 @@ final class MediaPeer: @unchecked Sendable {
             tick += 1
             usleep(10_000)
         }
+    }
+}
+
+/// The connection handler's weak reference to its peer (no retain cycle through the driver).
+final class WeakMediaPeer: @unchecked Sendable {
+    private let lock = NSLock()
+    private weak var value: MediaPeer?
+    var peer: MediaPeer? {
+        get { lock.lock(); defer { lock.unlock() }; return value }
+        set { lock.lock(); value = newValue; lock.unlock() }
     }
 }
 

@@ -17,13 +17,13 @@ final class RouterClient: Sendable {
 
     init(audioSSRC: UInt32? = nil, videoSSRC: UInt32? = nil) throws {
         self.audioSSRC = audioSSRC; self.videoSSRC = videoSSRC
-        let box = Mutex<RouterClient?>(nil)
+        let box = WeakClient()
         driver = try PeerConnectionDriver(config: PeerConnectionConfig(
             audioTrack: audioSSRC.map { SDPLocalTrack(ssrc: $0, streamID: "pub", trackID: "a", cname: "pub") },
             videoTrack: videoSSRC.map { SDPLocalTrack(ssrc: $0, streamID: "pub", trackID: "v", cname: "pub") })) { e in
-            box.withLock { $0 }?.events.withLock { $0.append(e) }
+            box.client?.events.withLock { $0.append(e) }
         }
-        box.withLock { $0 = self }
+        box.client = self
     }
 
     var connected: Bool { events.withLock { $0.contains { if case .connected = $0 { true } else { false } } } }
@@ -37,6 +37,16 @@ final class RouterClient: Sendable {
         }
     }
     var keyframeRequests: Int { events.withLock { $0.filter { if case .keyframeRequested = $0 { true } else { false } }.count } }
+}
+
+/// The handler's reference to its client: weak, so client and driver do not keep each other alive.
+final class WeakClient: @unchecked Sendable {
+    private let lock = NSLock()
+    private weak var value: RouterClient?
+    var client: RouterClient? {
+        get { lock.lock(); defer { lock.unlock() }; return value }
+        set { lock.lock(); value = newValue; lock.unlock() }
+    }
 }
 
 func waitFor(seconds: Double = 10, _ cond: () -> Bool) -> Bool {
@@ -169,6 +179,26 @@ final class MediaRouterTests: XCTestCase {
         XCTAssertTrue(waitFor { (self.router.peerStats(peerId: "sub1")?.retransmissionsSent ?? 0) == 2 })
         XCTAssertTrue(waitFor { s1.driver.stats.replaysDropped == 2 }, "the resent copies reached the subscriber")
         XCTAssertEqual(pub.driver.stats.nacksReceived, 0, "not passed upstream")
+    }
+
+    func testRouterCyclesReleaseEveryDescriptor() throws {
+        func openFDs() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0 }
+        func cycle() throws {
+            _ = try setUpRoute()
+            send(clients[0], video: 0..<5, keyframeEvery: 5)
+            XCTAssertTrue(waitFor { self.clients[1].received(ssrc: Self.audio).count == 5 })
+            router.close(peerId: "sub2")
+            router.connectionGone(connectionId: "c-sub1")
+            for c in clients { c.driver.close() }
+            router.stop()
+            clients = []
+            router = nil
+        }
+        try cycle()
+        usleep(100_000)
+        let before = openFDs()
+        for _ in 0..<5 { try cycle() }
+        XCTAssertTrue(waitFor { openFDs() <= before }, "descriptors: \(before) before, \(openFDs()) after 5 router cycles")
     }
 
     func testClosingPeersAndStatsEndpoint() throws {

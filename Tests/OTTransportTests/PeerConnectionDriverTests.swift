@@ -75,6 +75,24 @@ final class PeerConnectionDriverTests: XCTestCase {
         XCTAssertEqual(endpoint.connectionCount, 1)
     }
 
+    func testClosedDriversReleaseTheirSockets() throws {
+        func openFDs() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0 }
+        func cycle() throws {
+            let logA = EventLog(), logB = EventLog()
+            let endpoint = try MediaEndpoint()
+            let a = try PeerConnectionDriver(config: PeerConnectionConfig(audioTrack: SDPLocalTrack(ssrc: 1, streamID: "a", trackID: "a", cname: "a")), handler: logA.handler)
+            let b = try endpoint.makePeerConnection(config: PeerConnectionConfig(), handler: logB.handler)
+            try a.setRemoteAnswer(try b.createAnswer(toOffer: try a.createOffer()))
+            XCTAssertTrue(LoopbackPeer.wait { logA.connected && logB.connected })
+            a.close(); b.close(); endpoint.stop()
+        }
+        try cycle()  // warm-up: lazily created process-wide descriptors
+        usleep(100_000)
+        let before = openFDs()
+        for _ in 0..<10 { try cycle() }
+        XCTAssertTrue(LoopbackPeer.wait { openFDs() <= before }, "descriptors: \(before) before, \(openFDs()) after 10 cycles")
+    }
+
     func testRelayOnlyThroughCoturn() throws {
         let turn = try Coturn()
         let logA = EventLog(), logB = EventLog()

