@@ -9,7 +9,8 @@ import Synchronization
 ///
 /// Thread-safe: every call takes the connection's lock, runs the sans-IO core, sends what it produced and
 /// delivers its events to `handler`. Events arrive on the IO thread, or on the thread of a call that produced
-/// them (e.g. `sendRTP`); deliveries never overlap. The handler may call back into the driver.
+/// them (e.g. `sendRTP`); deliveries never overlap. The handler may call back into the driver. The IO thread
+/// serves every connection of the process, so a handler should hand work off rather than block.
 public final class PeerConnectionDriver: @unchecked Sendable {
     public typealias Handler = @Sendable (PeerConnectionEvent) -> Void
 
