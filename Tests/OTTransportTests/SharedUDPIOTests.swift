@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import OTBase
 import OTWire
@@ -10,8 +13,12 @@ final class SharedUDPIOTests: XCTestCase {
     static func entries(_ dir: String) -> [String] { (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [] }
     /// The process's threads, from the kernel.
     static var threadCount: Int { entries("/proc/self/task").count }
-    /// The process's open file descriptors, from the kernel.
-    static var fdCount: Int { entries("/proc/self/fd").count }
+    /// What the process's open file descriptors refer to, from the kernel (`socket:[inode]`, paths, pipes).
+    static var openFDs: [String] {
+        entries("/proc/self/fd").compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)") }
+    }
+    /// The process's open sockets (other descriptors, e.g. files libraries open lazily, are not ours to count).
+    static var fdCount: Int { openFDs.filter { $0.hasPrefix("socket:") }.count }
     /// How many of the process's threads carry `name`.
     static func threads(named name: String) -> Int {
         entries("/proc/self/task").filter {
@@ -81,7 +88,7 @@ final class SharedUDPIOTests: XCTestCase {
                            (0..<packets).map { rtp(ssrc: p.ssrcB, seq: $0) })
             XCTAssertEqual(p.logB.events.withLock { $0.filter { if case .rtp = $0 { true } else { false } }.count }, packets)
         }
-        print("SharedUDPIO: \(n) pairs, threads \(threadsBefore) before, max \(maxThreads) during; fds \(fdsBefore) before, \(Self.fdCount) open")
+        print("SharedUDPIO: \(n) pairs, threads \(threadsBefore) before, max \(maxThreads) during; sockets \(fdsBefore) before, \(Self.fdCount) open")
         XCTAssertLessThanOrEqual(maxThreads, threadsBefore + 1, "\(2 * n) connections must not add more than the one shared IO thread")
         XCTAssertEqual(Self.threads(named: SharedUDPIO.threadName), 1)
 
@@ -109,7 +116,7 @@ final class SharedUDPIOTests: XCTestCase {
         XCTAssertEqual(d?.localAddresses.count, 2)
         XCTAssertEqual(Self.fdCount, fdsBefore + 2)
         d = nil  // never closed
-        XCTAssertTrue(LoopbackPeer.wait { Self.fdCount <= fdsBefore }, "\(Self.fdCount) fds, \(fdsBefore) before")
+        XCTAssertTrue(LoopbackPeer.wait { Self.fdCount <= fdsBefore }, "\(Self.fdCount) sockets, \(fdsBefore) before: \(Self.openFDs)")
     }
 
     func testUnbindClosesOneSocketAndTheThreadKeepsServing() throws {
@@ -130,5 +137,43 @@ final class SharedUDPIOTests: XCTestCase {
         XCTAssertTrue(LoopbackPeer.wait { got.withLock { $0.count == 1 } })
         XCTAssertEqual(got.withLock { $0.first?.bytes }, [2, 3])
         XCTAssertEqual(got.withLock { $0.first?.local }, second)
+    }
+
+    func testUnbindClosesATCPConnection() throws {
+        // A TCP listener on loopback for the driver to connect to.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        XCTAssertGreaterThanOrEqual(listener, 0)
+        defer { close(listener) }
+        var sin = sockaddr_in()
+        sin.sin_family = sa_family_t(AF_INET)
+        sin.sin_addr = in_addr(s_addr: UInt32(0x7F00_0001).bigEndian)
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        try withUnsafeMutablePointer(to: &sin) { p in
+            try p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                guard bind(listener, $0, len) == 0, listen(listener, 4) == 0, getsockname(listener, $0, &len) == 0 else { throw XCTSkip("no TCP listener") }
+            }
+        }
+        let server = TransportAddress(ip: .v4(0x7F00_0001), port: UInt16(bigEndian: sin.sin_port))
+        let closedEvents = Mutex(0)
+        let udp = try UDPDriver { e in if case .closed = e { closedEvents.withLock { $0 += 1 } } }
+        udp.start()
+        defer { udp.stop() }
+        let fdsBefore = Self.fdCount
+        let local = try udp.connectTCP(to: server)
+        XCTAssertEqual(Self.fdCount, fdsBefore + 1)
+        let conn = accept(listener, nil, nil)
+        XCTAssertGreaterThanOrEqual(conn, 0)
+        defer { close(conn) }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var buf = [UInt8](repeating: 0, count: 16)
+        XCTAssertTrue(udp.send([1, 2, 3], from: local, to: server))
+        XCTAssertEqual(recv(conn, &buf, buf.count, 0), 3)
+        XCTAssertEqual(Array(buf[0..<3]), [1, 2, 3])
+        XCTAssertTrue(udp.unbind(local))
+        XCTAssertFalse(udp.send([4], from: local, to: server), "no connection at an unbound address")
+        XCTAssertTrue(LoopbackPeer.wait { Self.fdCount == fdsBefore + 1 }, "the unbound connection stays open")  // + the accepted end
+        XCTAssertEqual(recv(conn, &buf, buf.count, 0), 0, "the listener's side sees the end of the stream")
+        XCTAssertEqual(closedEvents.withLock { $0 }, 0, "an unbound connection is closed by its owner, not reported")
     }
 }
