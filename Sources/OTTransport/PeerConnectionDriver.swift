@@ -37,15 +37,11 @@ public final class PeerConnectionDriver: @unchecked Sendable {
         self.handler = handler
         let shared = try SharedUDPIO.shared()
         io = .owned(shared)
-        do {
-            for a in bind {
-                let bound = try shared.bind(a, for: self)
-                localAddresses.append(bound)
-                pc.addLocalCandidate(bound)
-            }
-        } catch {
-            shared.release(localAddresses, of: ObjectIdentifier(self))
-            throw error
+        // If a bind fails, `deinit` (which runs: every property is set) releases the sockets already bound.
+        for a in bind {
+            let bound = try shared.bind(a, for: self)
+            localAddresses.append(bound)
+            pc.addLocalCandidate(bound)
         }
     }
 

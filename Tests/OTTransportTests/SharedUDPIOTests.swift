@@ -119,6 +119,15 @@ final class SharedUDPIOTests: XCTestCase {
         XCTAssertTrue(LoopbackPeer.wait { Self.fdCount <= fdsBefore }, "\(Self.fdCount) sockets, \(fdsBefore) before: \(Self.openFDs)")
     }
 
+    func testFailedBindReleasesTheSocketsAlreadyBound() throws {
+        _ = try SharedUDPIO.shared()
+        let fdsBefore = Self.fdCount
+        // 192.0.2.1 (TEST-NET-1) is no address of this machine: its bind fails after the loopback one succeeded.
+        XCTAssertThrowsError(try PeerConnectionDriver(config: PeerConnectionConfig(),
+                                                      bind: [TransportAddress("127.0.0.1:0")!, TransportAddress("192.0.2.1:0")!]) { _ in })
+        XCTAssertTrue(LoopbackPeer.wait { Self.fdCount <= fdsBefore }, "\(Self.fdCount) sockets, \(fdsBefore) before")
+    }
+
     func testUnbindClosesOneSocketAndTheThreadKeepsServing() throws {
         let got = Mutex<[(bytes: [UInt8], local: TransportAddress)]>([])
         let udp = try UDPDriver { e in if case .datagram(let b, _, let local, _) = e { got.withLock { $0.append((b, local)) } } }
