@@ -3,13 +3,13 @@ import OTBase
 import OTTransport
 import OTWire
 
-/// A `PeerConnectionDriver` (own sockets and IO thread) whose events are handed, in order, to the owner's
+/// A `PeerConnectionDriver` (own sockets on the process-wide IO thread) whose events are handed, in order, to the owner's
 /// serial `queue`, so the publisher's and subscriber's media state stays confined to that queue.
 final class MediaLink: @unchecked Sendable {
     private let driver: PeerConnectionDriver
 
     /// Binds the sockets `bindAddresses(serverURL:)` picks, adds the session's TURN servers (`turn:` URLs with an
-    /// IPv4 address or localhost; relayed candidates only under `forceTurn`) and starts the IO thread.
+    /// IPv4 address or localhost; relayed candidates only under `forceTurn`); the process-wide IO thread serves it.
     init(config: PeerConnectionConfig, settings: SessionSettings, queue: DispatchQueue,
          onEvent: @escaping @Sendable ([PeerConnectionEvent]) -> Void) throws {
         var config = config

@@ -3,16 +3,18 @@ import OTBase
 import OTWire
 import Synchronization
 
-/// Runs one `PeerConnection` on real UDP sockets: either its own `UDPDriver` (one IO thread, host candidates on
-/// the addresses it binds) or a socket shared through a `MediaEndpoint` (the server's ICE-lite connections).
+/// Runs one `PeerConnection` on real UDP sockets: either sockets of its own on the process-wide IO thread
+/// (`SharedUDPIO`; host candidates on the addresses it binds) or a socket shared through a `MediaEndpoint`
+/// (the server's ICE-lite connections).
 ///
 /// Thread-safe: every call takes the connection's lock, runs the sans-IO core, sends what it produced and
 /// delivers its events to `handler`. Events arrive on the IO thread, or on the thread of a call that produced
-/// them (e.g. `sendRTP`); deliveries never overlap. The handler may call back into the driver.
+/// them (e.g. `sendRTP`); deliveries never overlap. The handler may call back into the driver. The IO thread
+/// serves every connection of the process, so a handler should hand work off rather than block.
 public final class PeerConnectionDriver: @unchecked Sendable {
     public typealias Handler = @Sendable (PeerConnectionEvent) -> Void
 
-    private enum IO { case owned(UDPDriver), shared(MediaEndpoint) }
+    private enum IO { case owned(SharedUDPIO), shared(MediaEndpoint) }
 
     private let pc: PeerConnection
     private let lock = NSLock()
@@ -25,7 +27,7 @@ public final class PeerConnectionDriver: @unchecked Sendable {
     /// The sockets this connection's host candidates are bound at.
     public private(set) var localAddresses: [TransportAddress] = []
 
-    /// A connection with its own sockets and IO thread.
+    /// A connection with its own sockets, served by the process-wide IO thread that all such connections share.
     /// - Parameters:
     ///   - bind: addresses to bind (port 0 picks one); each becomes a host candidate. Use
     ///     `PeerConnectionDriver.hostBindAddresses(...)` for the machine's interfaces.
@@ -33,24 +35,14 @@ public final class PeerConnectionDriver: @unchecked Sendable {
                 handler: @escaping Handler) throws {
         pc = try PeerConnection(config: config, now: MonotonicClock.now())
         self.handler = handler
-        let box = WeakBox<PeerConnectionDriver>()
-        let udp = try UDPDriver { event in
-            guard let d = box.value else { return }
-            switch event {
-            case .datagram(let bytes, let from, let local, let now): d.receive(bytes, from: from, local: local, now: now)
-            case .timer(let now): d.timeout(now: now)
-            // Only TURN uses TCP here; a TURN connection that closes shows up as lost consent on its pairs.
-            case .closed(_, let now): d.timeout(now: now)
-            }
-        }
+        let shared = try SharedUDPIO.shared()
+        io = .owned(shared)
+        // If a bind fails, `deinit` (which runs: every property is set) releases the sockets already bound.
         for a in bind {
-            let bound = try udp.bind(a)
+            let bound = try shared.bind(a, for: self)
             localAddresses.append(bound)
             pc.addLocalCandidate(bound)
         }
-        io = .owned(udp)
-        box.value = self
-        udp.start()
     }
 
     /// A connection on a `MediaEndpoint`'s shared socket (made by `MediaEndpoint.makePeerConnection`).
@@ -62,7 +54,8 @@ public final class PeerConnectionDriver: @unchecked Sendable {
         io = .shared(endpoint)
     }
 
-    deinit { if case .owned(let udp) = io { udp.stop() } }
+    /// A connection dropped without `close()` still gives its sockets back.
+    deinit { if case .owned(let shared) = io { shared.release(localAddresses, of: ObjectIdentifier(self)) } }
 
     /// Addresses for host candidates on this machine's interfaces (port 0), honouring the LAN filter setting.
     public static func hostBindAddresses(includeIPv6: Bool = false, filterLAN: Bool = false, includeLoopback: Bool = false) -> [TransportAddress] {
@@ -105,7 +98,7 @@ public final class PeerConnectionDriver: @unchecked Sendable {
     public var isConnected: Bool { withPeerConnection { pc, _ in pc.isConnected } }
     public var negotiated: SDPNegotiated? { withPeerConnection { pc, _ in pc.negotiated } }
 
-    /// Sends BYE and close_notify, stops the IO thread (own sockets) or leaves the shared endpoint. Idempotent.
+    /// Sends BYE and close_notify, closes its sockets (own sockets) or leaves the shared endpoint. Idempotent.
     public func close() {
         let io: IO? = withPeerConnection { pc, now in
             guard !closed else { return nil }
@@ -114,7 +107,7 @@ public final class PeerConnectionDriver: @unchecked Sendable {
             return self.io
         }
         switch io {
-        case .owned(let udp): udp.stop()
+        case .owned(let shared): shared.release(localAddresses, of: ObjectIdentifier(self))
         case .shared(let endpoint): endpoint.remove(self)
         case nil: break
         }
@@ -147,9 +140,9 @@ public final class PeerConnectionDriver: @unchecked Sendable {
     /// Sends pending datagrams and updates the deadline; returns the events to deliver. Called under `lock`.
     private func flushLocked() -> [PeerConnectionEvent] {
         switch io {
-        case .owned(let udp):
-            while let t = pc.pollTransmit() { udp.send(t.bytes, from: t.source, to: t.destination) }
-            udp.setDeadline(closed ? nil : pc.pollTimeout())
+        case .owned(let shared):
+            while let t = pc.pollTransmit() { shared.send(t.bytes, from: t.source, to: t.destination) }
+            shared.setDeadline(closed ? nil : pc.pollTimeout(), for: self)
         case .shared(let endpoint):
             while let t = pc.pollTransmit() { endpoint.send(t.bytes, to: t.destination) }
             endpoint.setDeadline(closed ? nil : pc.pollTimeout(), for: self)
@@ -176,11 +169,10 @@ public final class MediaEndpoint: @unchecked Sendable {
     private struct State {
         var byUfrag: [String: PeerConnectionDriver] = [:]
         var byAddress: [TransportAddress: PeerConnectionDriver] = [:]
-        var deadlines: [ObjectIdentifier: (driver: PeerConnectionDriver, at: Instant)] = [:]
-        var earliest: Instant?
     }
 
     private let udp: UDPDriver
+    private let deadlines: ConnectionDeadlines
     private let state = Mutex(State())
     /// The shared socket's address: every connection's single host candidate.
     public let address: TransportAddress
@@ -192,10 +184,11 @@ public final class MediaEndpoint: @unchecked Sendable {
             guard let e = box.value else { return }
             switch event {
             case .datagram(let bytes, let from, _, let now): e.route(bytes, from: from, now: now)
-            case .timer(let now): e.fireTimers(now: now)
+            case .timer(let now): e.deadlines.fire(now: now)
             case .closed: break  // the shared endpoint is UDP only
             }
         }
+        deadlines = ConnectionDeadlines(udp: udp)
         address = try udp.bind(bind)
         box.value = self
         udp.start()
@@ -222,8 +215,8 @@ public final class MediaEndpoint: @unchecked Sendable {
         state.withLock { s in
             s.byUfrag[d.localUfrag] = nil
             s.byAddress = s.byAddress.filter { $0.value !== d }
-            s.deadlines[ObjectIdentifier(d)] = nil
         }
+        deadlines.remove(d)
     }
 
     func send(_ bytes: [UInt8], to destination: TransportAddress) { udp.send(bytes, from: address, to: destination) }
@@ -236,15 +229,7 @@ public final class MediaEndpoint: @unchecked Sendable {
         }
     }
 
-    func setDeadline(_ at: Instant?, for d: PeerConnectionDriver) {
-        // The IO driver's deadline is set under the state lock so updates from several threads cannot reorder.
-        state.withLock { s in
-            s.deadlines[ObjectIdentifier(d)] = at.map { (d, $0) }
-            guard let at, s.earliest.map({ at < $0 }) ?? true else { return }
-            s.earliest = at
-            udp.setDeadline(at)
-        }
-    }
+    func setDeadline(_ at: Instant?, for d: PeerConnectionDriver) { deadlines.set(at, for: d) }
 
     private func route(_ bytes: [UInt8], from: TransportAddress, now: Instant) {
         let target: PeerConnectionDriver? = state.withLock { s in
@@ -257,18 +242,6 @@ public final class MediaEndpoint: @unchecked Sendable {
             return s.byAddress[from]
         }
         target?.receive(bytes, from: from, local: address, now: now)
-    }
-
-    private func fireTimers(now: Instant) {
-        let due = state.withLock { s -> [PeerConnectionDriver] in
-            s.earliest = nil
-            return s.deadlines.values.filter { $0.at <= now }.map(\.driver)
-        }
-        for d in due { d.timeout(now: now) }
-        state.withLock { s in
-            s.earliest = s.deadlines.values.map(\.at).min()
-            udp.setDeadline(s.earliest)
-        }
     }
 }
 

@@ -36,6 +36,9 @@ public final class UDPDriver: Sendable {
         var deadline: Instant?
         var running = false
         var wakePending = false
+        /// Descriptors `unbind` removed; the IO thread closes them before its next poll, so no descriptor it
+        /// still holds from the last poll can be reused by another socket meanwhile.
+        var retired: [Int32] = []
     }
 
     private let state = Mutex(State())
@@ -65,6 +68,7 @@ public final class UDPDriver: Sendable {
         stop()
         for s in state.withLock({ $0.sockets }) { close(s.fd) }
         for c in state.withLock({ $0.tcp }) { close(c.fd) }
+        for fd in state.withLock({ $0.retired }) { close(fd) }
         close(wakeFD)
         close(wakeWriteFD)
     }
@@ -121,6 +125,22 @@ public final class UDPDriver: Sendable {
         state.withLock { $0.tcp.append(TCPConnection(fd: fd, local: local, remote: remote, connected: r == 0)) }
         wake()
         return local
+    }
+
+    /// Closes the UDP socket bound at `local` and the TCP connection named by `local` (from `connectTCP`), if
+    /// any, without stopping the IO thread; nothing more is delivered from them. Returns whether one was found.
+    /// The descriptors are closed by the IO thread before its next poll (or when the driver is released).
+    @discardableResult
+    public func unbind(_ local: TransportAddress) -> Bool {
+        let found = state.withLock { s -> Bool in
+            let fds = s.sockets.filter { $0.address == local }.map(\.fd) + s.tcp.filter { $0.local == local }.map(\.fd)
+            s.sockets.removeAll { $0.address == local }
+            s.tcp.removeAll { $0.local == local }
+            s.retired += fds
+            return !fds.isEmpty
+        }
+        if found { signalWake() }
+        return found
     }
 
     /// Writes what a connection has pending; call with the state locked. Returns false when the connection broke.
@@ -195,7 +215,11 @@ public final class UDPDriver: Sendable {
         _ = otshim_block_async_signals()
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
-            let (running, sockets, deadline, tcp) = state.withLock { ($0.running, $0.sockets, $0.deadline, $0.tcp) }
+            let (running, sockets, deadline, tcp, retired) = state.withLock { s in
+                defer { s.retired = [] }
+                return (s.running, s.sockets, s.deadline, s.tcp, s.retired)
+            }
+            for fd in retired { close(fd) }
             guard running else { return }
             var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
             fds += sockets.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
@@ -254,7 +278,13 @@ public final class UDPDriver: Sendable {
             }
         }
         guard broken else { return }
-        state.withLock { $0.tcp.removeAll { $0.fd == c.fd } }
+        // Unless `unbind` took it meanwhile (then it is retired and closed by the loop, without an event).
+        let removed = state.withLock { st -> Bool in
+            guard let i = st.tcp.firstIndex(where: { $0.fd == c.fd }) else { return false }
+            st.tcp.remove(at: i)
+            return true
+        }
+        guard removed else { return }
         close(c.fd)
         handler(.closed(local: c.local, now: clock.now()))
     }

@@ -87,6 +87,7 @@ final class PublisherSourcesTests: XCTestCase {
         let publisher = try tonePublisher(pubRec)
         try a.publish(publisher)
         for r in [bRec, cRec] { r.wait("stream") { $0.contains { if case .streamCreated = $0 { true } else { false } } } }
+        pubRec.wait("streamCreated") { $0.publisherStreamCreated }  // the publisher learns its stream on its own queue
         let stream = try XCTUnwrap(publisher.stream)
         let r1 = MediaRecorder("B-sub"), r2 = MediaRecorder("C-sub")
         try b.subscribe(Subscriber(stream: stream, delegate: r1))
