@@ -8,7 +8,15 @@ import OTWire
 
 /// One connect / publish / subscribe / receive a few frames / unsubscribe / unpublish / disconnect cycle of two
 /// clients A (publishing 320x240 at 15 fps + tone) and B (subscribing); throws when a step does not complete.
-func publishSubscribeCycle(_ server: BenchServer, _ sid: String, frames: Int = 3) throws {
+/// Weak references to a cycle's objects: every one should be gone once the cycle has ended.
+final class CycleObjects: @unchecked Sendable {
+    weak var a: Session?, b: Session?, publisher: Publisher?, subscriber: Subscriber?
+    var alive: [String] {
+        [("session A", a as AnyObject?), ("session B", b), ("publisher", publisher), ("subscriber", subscriber)].compactMap { $0.1 == nil ? nil : $0.0 }
+    }
+}
+
+func publishSubscribeCycle(_ server: BenchServer, _ sid: String, frames: Int = 3, objects: CycleObjects? = nil) throws {
     let (a, aDelegate) = try server.connect(sid)
     let (b, bDelegate) = try server.connect(sid)
     let pubRec = StreamRecorder("publisher")
@@ -17,6 +25,7 @@ func publishSubscribeCycle(_ server: BenchServer, _ sid: String, frames: Int = 3
     guard waitUntil(15, { bDelegate.streams[stream.id] != nil }) else { throw BenchError("B did not see the stream") }
     let subRec = StreamRecorder("subscriber")
     let subscriber = Subscriber(stream: stream, delegate: subRec)
+    objects?.a = a; objects?.b = b; objects?.publisher = publisher; objects?.subscriber = subscriber
     try b.subscribe(subscriber)
     guard waitUntil(15, { subRec.frames >= frames || subRec.failure != nil }), subRec.failure == nil else {
         throw BenchError("subscriber rendered \(subRec.frames) frames (\(subRec.failure.map { "\($0)" } ?? "timed out"))")
@@ -36,7 +45,7 @@ func publishSubscribeCycle(_ server: BenchServer, _ sid: String, frames: Int = 3
 func runCyclesBenchmark(_ args: [String]) throws {
     let count = try intOption(args, "--count", 100)
     let relayed = args.contains("--relayed")
-    let warmup = 3
+    let warmup = 10  // allocator arenas and runtime threads are made over the first cycles
     let rssBoundPerCycle = 64 * 1024
     print("cycles: \(warmup) warm-up + \(count) connect/publish/subscribe/3 frames/unsubscribe/unpublish/disconnect cycles, "
           + "\(relayed ? "relayed" : "routed")")
@@ -60,8 +69,11 @@ func runCyclesBenchmark(_ args: [String]) throws {
     print("after \(warmup) warm-up cycles:  \(base)")
     let t0 = monotonicSeconds()
     var samples: [(Int, ProcessResources)] = []
+    var objects: [CycleObjects] = []
     for i in 1...count {
-        try publishSubscribeCycle(server, sid)
+        let o = CycleObjects()
+        objects.append(o)
+        try publishSubscribeCycle(server, sid, objects: o)
         if i % max(1, count / 10) == 0 {
             let r = ProcessResources.sample()
             samples.append((i, r))
@@ -72,10 +84,13 @@ func runCyclesBenchmark(_ args: [String]) throws {
     let end = ProcessResources.sample()
     let growth = end.rssBytes - base.rssBytes
     print("end (settled):            \(end)")
+    let survivors = objects.flatMap(\.alive)
+    print("objects still alive after their cycle: \(survivors.count) of \(4 * count)"
+          + (survivors.isEmpty ? "" : " (\(Dictionary(grouping: survivors, by: { $0 }).map { "\($0.key) \($0.value.count)" }.sorted().joined(separator: ", ")))"))
     print("router peers \(server.router.peerCount), server media peers \(server.server.mediaPeerCount)")
-    print("heap in use growth over \(count) cycles: \(fmt(Double(end.heapInUse - base.heapInUse) / 1024, 0)) KiB = "
+    print("heap in use growth over \(count) cycles: \(whole(Double(end.heapInUse - base.heapInUse) / 1024)) KiB = "
           + "\(fmt(Double(end.heapInUse - base.heapInUse) / 1024 / Double(count))) KiB per cycle")
-    print("RSS growth over \(count) cycles: \(fmt(Double(growth) / 1024, 0)) KiB = \(fmt(Double(growth) / 1024 / Double(count))) KiB per cycle "
+    print("RSS growth over \(count) cycles: \(whole(Double(growth) / 1024)) KiB = \(fmt(Double(growth) / 1024 / Double(count))) KiB per cycle "
           + "(bound \(rssBoundPerCycle / 1024) KiB per cycle)")
     if samples.count >= 4 {
         // The slope over the second half, where allocator pools have filled: growth that keeps going.

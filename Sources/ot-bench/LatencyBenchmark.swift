@@ -59,12 +59,12 @@ func runLatencyBenchmark(_ args: [String]) throws {
         let st = sub.stats
         try b.unsubscribe(sub)
         let ff = firstFrames.sorted()
-        print("\(mode): subscribe -> first frame, ms: " + ff.map { fmt($0, 0) }.joined(separator: " ")
-              + "  (median \(fmt(median(ff), 0)))")
+        print("\(mode): subscribe -> first frame, ms: " + ff.map { whole($0) }.joined(separator: " ")
+              + "  (median \(whole(median(ff))))")
         print("\(mode): capture -> render over \(seconds) s: \(latencyLine(lat)); frames \(rec.frames), out of order \(rec.outOfOrder), "
               + "counter gaps \(rec.missing), freezes \(st.freezeCount), lost packets \(st.videoPacketsLost)")
         if let s = lat.summary {
-            rows.append("| \(mode) | \(fmt(median(ff), 0)) ms (\(ff.count) subscribes, \(fmt(ff.first ?? 0, 0))–\(fmt(ff.last ?? 0, 0))) "
+            rows.append("| \(mode) | \(whole(median(ff))) ms (\(ff.count) subscribes, \(whole(ff.first ?? 0))–\(whole(ff.last ?? 0))) "
                         + "| \(fmt(s.p50)) | \(fmt(s.p95)) | \(fmt(s.p99)) | \(fmt(s.max)) | \(s.count) |")
         } else {
             failures.append("\(mode): no stamped frame rendered")

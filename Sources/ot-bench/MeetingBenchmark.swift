@@ -37,7 +37,7 @@ func runMeetingBenchmark(_ args: [String]) throws {
         names[stream.id] = "p\(i)"
         publishers.append((p, rec))
     }
-    var pairs: [(label: String, subscriber: Subscriber, rec: StreamRecorder, client: Int)] = []
+    var pairs: [(label: String, subscriber: Subscriber, rec: StreamRecorder, client: Int, subscribedAt: Double)] = []
     for (i, c) in clients.enumerated() {
         guard waitUntil(15, { c.delegate.streams.count >= n - 1 }) else {
             throw BenchError("client \(i) saw \(c.delegate.streams.count) of \(n - 1) streams")
@@ -46,8 +46,9 @@ func runMeetingBenchmark(_ args: [String]) throws {
             let label = "c\(i) <- \(names[stream.id, default: stream.id])"
             let rec = StreamRecorder(label)
             let sub = Subscriber(stream: stream, delegate: rec)
+            let at = monotonicSeconds()
             try c.session.subscribe(sub)
-            pairs.append((label, sub, rec, i))
+            pairs.append((label, sub, rec, i, at))
         }
     }
     print("\(publishers.count) publishers, \(pairs.count) subscribers; router peers: \(server.router.peerCount)")
@@ -67,13 +68,13 @@ func runMeetingBenchmark(_ args: [String]) throws {
     let end = monotonicSeconds()
 
     print("\n" + "pair".padding(toLength: 10, withPad: " ", startingAt: 0) + pad("frames", 8) + pad("fps", 7) + pad("in order", 10)
-          + pad("gaps", 6) + pad("first", 9) + pad("p50 ms", 8) + pad("p95 ms", 8) + pad("p99 ms", 8) + pad("freezes", 9)
+          + pad("gaps", 6) + pad("1st fr.", 9) + pad("p50 ms", 8) + pad("p95 ms", 8) + pad("p99 ms", 8) + pad("freezes", 9)
           + pad("frozen s", 10) + pad("lost pkts", 11))
     var failures: [String] = []
     var all = LatencyStats(capacity: 1_000_000)
     for p in pairs {
         let r = p.rec, st = p.subscriber.stats, lat = r.latency.summary
-        let first = r.firstFrameAt.map { fmt(($0 - t0) * 1000, 0) + " ms" } ?? "-"
+        let first = r.firstFrameAt.map { whole(($0 - p.subscribedAt) * 1000) + " ms" } ?? "-"
         print(p.label.padding(toLength: 10, withPad: " ", startingAt: 0) + pad("\(r.frames)", 8) + pad(fmt(Double(r.frames) / (end - t0)), 7)
               + pad("\(r.frames - r.outOfOrder - r.unstamped)", 10) + pad("\(r.missing)", 6) + pad(first, 9)
               + pad(lat.map { fmt($0.p50) } ?? "-", 8) + pad(lat.map { fmt($0.p95) } ?? "-", 8) + pad(lat.map { fmt($0.p99) } ?? "-", 8)
@@ -86,12 +87,12 @@ func runMeetingBenchmark(_ args: [String]) throws {
     }
     for p in pairs { for l in p.rec.latencySamples { all.add(micros: l) } }
     let sorted = perSecond.sorted()
-    print("\naggregate fps per second: min \(sorted.first ?? 0), median \(fmt(median(perSecond.map(Double.init)), 0)), max \(sorted.last ?? 0) "
+    print("\naggregate fps per second: min \(sorted.first ?? 0), median \(whole(median(perSecond.map(Double.init)))), max \(sorted.last ?? 0) "
           + "(ideal \(pairs.count * fps))")
     print("capture-to-render latency, all pairs: \(latencyLine(all))")
     print("publisher stats: " + publishers.map { p, r in
         let s = p.stats
-        return "\(r.name) \(fmt(s.videoBitrateBps / 1000, 0)) kbit/s"
+        return "\(r.name) \(whole(s.videoBitrateBps / 1000)) kbit/s"
     }.joined(separator: ", "))
     if let c = server.router.counters(streamId: publishers[0].0.stream?.id ?? "") {
         print("router, p0's stream: packets in \(c.packetsIn), out \(c.packetsOut)")

@@ -170,6 +170,9 @@ func publishAndWait(_ session: Session, _ publisher: Publisher, _ rec: StreamRec
     return stream
 }
 
+/// `x` rounded to a whole number.
+func whole(_ x: Double) -> String { "\(Int(x.rounded()))" }
+
 func latencyLine(_ l: LatencyStats) -> String {
     guard let s = l.summary else { return "no stamped frames" }
     return "n=\(s.count) p50 \(fmt(s.p50)) ms, p95 \(fmt(s.p95)) ms, p99 \(fmt(s.p99)) ms, max \(fmt(s.max)) ms"
