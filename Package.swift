@@ -50,7 +50,7 @@ let package = Package(
         .executableTarget(name: "ot-server", dependencies: ["OTServer"]),
         .executableTarget(name: "ot-demo", dependencies: ["OTSession", "OTServer", "OTMedia", "OTWire", "OTBase"]),
         .target(name: "COTAllocCounter"),
-        .executableTarget(name: "ot-bench", dependencies: ["OTMedia", "OTTransport", "OTWire", "OTServer", "COTShims", "CVPX", "COpus", "CSRTP", "COTAllocCounter"]),
+        .executableTarget(name: "ot-bench", dependencies: ["OTMedia", "OTTransport", "OTWire", "OTServer", "OTSession", "COTShims", "CVPX", "COpus", "CSRTP", "COTAllocCounter"]),
         .executableTarget(name: "ot-fuzz-rtp-vp8", dependencies: ["OTWire"], path: "Fuzz/rtp_vp8"),
         .executableTarget(name: "ot-loadtest", dependencies: ["OTSession", "OTServer"]),
         .executableTarget(name: "ot-fuzz-wire", dependencies: ["OTWire"], path: "Fuzz/wire"),

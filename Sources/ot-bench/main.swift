@@ -9,6 +9,9 @@ let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)
     ("codec", "VP8/Opus raw codec vs whole media path, SRTP packets/s, allocations per packet", runCodecBenchmark),
     ("pipeline", "frames/s through the send and receive media pipelines vs raw libvpx", runPipelineBenchmark),
     ("router", "media router forwarding: packets/s and Mbit/s out per CPU second, N subscribers", runRouterBenchmark),
+    ("meeting", "N clients each publishing and subscribing to all others: fps, order, latency, freezes per pair", runMeetingBenchmark),
+    ("cycles", "connect/publish/subscribe/disconnect cycles: fds, threads and RSS against the warm-up level", runCyclesBenchmark),
+    ("latency", "capture-to-render latency routed and relayed, subscribe-to-first-frame time", runLatencyBenchmark),
 ]
 
 let args = Array(CommandLine.arguments.dropFirst())

@@ -1,0 +1,9 @@
+#include "ot_heap_usage.h"
+#include <malloc.h>
+
+unsigned long long ot_heap_in_use(void) {
+    struct mallinfo2 m = mallinfo2();
+    return (unsigned long long)(m.uordblks + m.hblkhd);
+}
+
+void ot_heap_trim(void) { malloc_trim(0); }

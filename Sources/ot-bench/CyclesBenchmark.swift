@@ -1,0 +1,113 @@
+import Foundation
+import Glibc
+import OTBase
+import OTMedia
+import OTServer
+import OTSession
+import OTWire
+
+/// One connect / publish / subscribe / receive a few frames / unsubscribe / unpublish / disconnect cycle of two
+/// clients A (publishing 320x240 at 15 fps + tone) and B (subscribing); throws when a step does not complete.
+/// Weak references to a cycle's objects: every one should be gone once the cycle has ended.
+final class CycleObjects: @unchecked Sendable {
+    weak var a: Session?, b: Session?, publisher: Publisher?, subscriber: Subscriber?
+    var alive: [String] {
+        [("session A", a as AnyObject?), ("session B", b), ("publisher", publisher), ("subscriber", subscriber)].compactMap { $0.1 == nil ? nil : $0.0 }
+    }
+}
+
+func publishSubscribeCycle(_ server: BenchServer, _ sid: String, frames: Int = 3, objects: CycleObjects? = nil) throws {
+    let (a, aDelegate) = try server.connect(sid)
+    let (b, bDelegate) = try server.connect(sid)
+    let pubRec = StreamRecorder("publisher")
+    let publisher = try testPatternPublisher(pubRec, name: "cam", width: 320, height: 240, fps: 15, kbps: 300)
+    let stream = try publishAndWait(a, publisher, pubRec)
+    guard waitUntil(15, { bDelegate.streams[stream.id] != nil }) else { throw BenchError("B did not see the stream") }
+    let subRec = StreamRecorder("subscriber")
+    let subscriber = Subscriber(stream: stream, delegate: subRec)
+    objects?.a = a; objects?.b = b; objects?.publisher = publisher; objects?.subscriber = subscriber
+    try b.subscribe(subscriber)
+    guard waitUntil(15, { subRec.frames >= frames || subRec.failure != nil }), subRec.failure == nil else {
+        throw BenchError("subscriber rendered \(subRec.frames) frames (\(subRec.failure.map { "\($0)" } ?? "timed out"))")
+    }
+    try b.unsubscribe(subscriber)
+    guard waitUntil(15, { subRec.disconnected }) else { throw BenchError("no subscriberDidDisconnect after unsubscribe") }
+    try a.unpublish(publisher)
+    guard waitUntil(15, { pubRec.streamDestroyed }) else { throw BenchError("no streamDestroyed after unpublish") }
+    try b.disconnect()
+    try a.disconnect()
+    guard waitUntil(15, { aDelegate.disconnected && bDelegate.disconnected }) else { throw BenchError("no sessionDidDisconnect") }
+}
+
+/// `ot-bench cycles [--count 100] [--relayed]`: repeated publish/subscribe cycles; open fds, threads and RSS
+/// after a warm-up and at the end. Passes when fds and threads return to their warm-up level (fds ± 2,
+/// threads ± 4: lazily made runtime threads) and RSS grows by at most 64 KiB per cycle on average.
+func runCyclesBenchmark(_ args: [String]) throws {
+    let count = try intOption(args, "--count", 100)
+    let relayed = args.contains("--relayed")
+    let warmup = 10  // allocator arenas and runtime threads are made over the first cycles
+    let rssBoundPerCycle = 64 * 1024
+    print("cycles: \(warmup) warm-up + \(count) connect/publish/subscribe/3 frames/unsubscribe/unpublish/disconnect cycles, "
+          + "\(relayed ? "relayed" : "routed")")
+    let server = try BenchServer()
+    defer { server.stop() }
+    let sid = try server.session(relayed: relayed)
+    func settle(to base: ProcessResources?) {
+        // Released resources go away asynchronously (IO threads join, the router drops peers): wait for them.
+        waitUntil(5) {
+            let r = ProcessResources.sample()
+            return server.router.peerCount == 0 && server.server.mediaPeerCount == 0
+                && (base.map { r.fds <= $0.fds && r.threads <= $0.threads } ?? true)
+        }
+        usleep(200_000)
+    }
+    let start = ProcessResources.sample()
+    print("start:                    \(start)")
+    for _ in 0..<warmup { try publishSubscribeCycle(server, sid) }
+    settle(to: nil)
+    let base = ProcessResources.sample()
+    print("after \(warmup) warm-up cycles:  \(base)")
+    let t0 = monotonicSeconds()
+    var samples: [(Int, ProcessResources)] = []
+    var objects: [CycleObjects] = []
+    for i in 1...count {
+        let o = CycleObjects()
+        objects.append(o)
+        try publishSubscribeCycle(server, sid, objects: o)
+        if i % max(1, count / 10) == 0 {
+            let r = ProcessResources.sample()
+            samples.append((i, r))
+            print("after \(pad("\(i)", 4)) cycles:         \(r)  (\(fmt((monotonicSeconds() - t0) / Double(i), 2)) s/cycle)")
+        }
+    }
+    settle(to: base)
+    let end = ProcessResources.sample()
+    let growth = end.rssBytes - base.rssBytes
+    print("end (settled):            \(end)")
+    let survivors = objects.flatMap(\.alive)
+    print("objects still alive after their cycle: \(survivors.count) of \(4 * count)"
+          + (survivors.isEmpty ? "" : " (\(Dictionary(grouping: survivors, by: { $0 }).map { "\($0.key) \($0.value.count)" }.sorted().joined(separator: ", ")))"))
+    print("router peers \(server.router.peerCount), server media peers \(server.server.mediaPeerCount)")
+    print("heap in use growth over \(count) cycles: \(whole(Double(end.heapInUse - base.heapInUse) / 1024)) KiB = "
+          + "\(fmt(Double(end.heapInUse - base.heapInUse) / 1024 / Double(count))) KiB per cycle")
+    print("RSS growth over \(count) cycles: \(whole(Double(growth) / 1024)) KiB = \(fmt(Double(growth) / 1024 / Double(count))) KiB per cycle "
+          + "(bound \(rssBoundPerCycle / 1024) KiB per cycle)")
+    if samples.count >= 4 {
+        // The slope over the second half, where allocator pools have filled: growth that keeps going.
+        let half = samples[samples.count / 2], lastSample = samples[samples.count - 1]
+        let slope = Double(lastSample.1.rssBytes - half.1.rssBytes) / Double(lastSample.0 - half.0)
+        let heapSlope = Double(lastSample.1.heapInUse - half.1.heapInUse) / Double(lastSample.0 - half.0)
+        print("slope over cycles \(half.0)–\(lastSample.0): RSS \(fmt(slope / 1024)) KiB per cycle, heap in use \(fmt(heapSlope / 1024)) KiB per cycle")
+    }
+    var failures: [String] = []
+    if end.fds > base.fds + 2 { failures.append("fds \(base.fds) -> \(end.fds)") }
+    if end.threads > base.threads + 4 { failures.append("threads \(base.threads) -> \(end.threads)") }
+    if growth > rssBoundPerCycle * count { failures.append("RSS grew \(growth / 1024) KiB, over \(rssBoundPerCycle * count / 1024) KiB") }
+    if server.router.peerCount != 0 || server.server.mediaPeerCount != 0 { failures.append("media peers left on the server") }
+    if failures.isEmpty {
+        print("PASS: fds and threads back to the warm-up level, RSS growth within bound")
+    } else {
+        print("FAIL: " + failures.joined(separator: "; "))
+        exit(1)
+    }
+}
