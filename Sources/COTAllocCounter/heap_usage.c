@@ -6,4 +6,3 @@ unsigned long long ot_heap_in_use(void) {
     return (unsigned long long)(m.uordblks + m.hblkhd);
 }
 
-void ot_heap_trim(void) { malloc_trim(0); }

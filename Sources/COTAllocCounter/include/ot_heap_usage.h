@@ -3,6 +3,4 @@
 #define OT_HEAP_USAGE_H
 /** Bytes malloc has handed out and not had back, all arenas: mallinfo2's uordblks + hblkhd. */
 unsigned long long ot_heap_in_use(void);
-/** malloc_trim(0): gives free heap pages back to the kernel, so RSS shows what is live. */
-void ot_heap_trim(void);
 #endif
