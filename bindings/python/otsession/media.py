@@ -137,6 +137,7 @@ class Publisher:
         self._h = l.fn.ot_publisher_new(ctypes.byref(s), ctypes.byref(self._cb))
         if not self._h:
             raise OTError(1011, "Publisher: a setting is out of range")
+        self._publish_audio, self._publish_video = bool(publish_audio), bool(publish_video)
 
     def on(self, event: str, fn: Callable) -> None:
         if not hasattr(self, "on_" + event):
@@ -158,19 +159,23 @@ class Publisher:
 
     @property
     def publish_audio(self) -> bool:
-        raise AttributeError("write-only: set publish_audio to toggle sending audio")
+        """Whether audio is sent (others see the stream's has_audio change when it is set)."""
+        return self._publish_audio
 
     @publish_audio.setter
     def publish_audio(self, on: bool) -> None:
         check(lib().fn.ot_publisher_set_publish_audio(self._handle(), int(on)), "publish_audio")
+        self._publish_audio = bool(on)
 
     @property
     def publish_video(self) -> bool:
-        raise AttributeError("write-only: set publish_video to toggle sending video")
+        """Whether video is sent (subscribers get video disabled/enabled with VideoReason.PUBLISH_VIDEO)."""
+        return self._publish_video
 
     @publish_video.setter
     def publish_video(self, on: bool) -> None:
         check(lib().fn.ot_publisher_set_publish_video(self._handle(), int(on)), "publish_video")
+        self._publish_video = bool(on)
 
     def provide_video_frame(self, fmt: PixelFormat, width: int, height: int, planes: Sequence[bytes],
                             strides: Sequence[int], timestamp_us: int) -> None:
@@ -232,6 +237,7 @@ class Subscriber:
         self._h = l.fn.ot_subscriber_new(handle, ctypes.byref(self._cb))
         if not self._h:
             raise OTError(9001, "Subscriber: the stream handle is no longer valid")
+        self._subscribe_to_audio = self._subscribe_to_video = True
 
     def on(self, event: str, fn: Callable) -> None:
         if not hasattr(self, "on_" + event):
@@ -256,19 +262,23 @@ class Subscriber:
 
     @property
     def subscribe_to_audio(self) -> bool:
-        raise AttributeError("write-only")
+        """Whether audio is received."""
+        return self._subscribe_to_audio
 
     @subscribe_to_audio.setter
     def subscribe_to_audio(self, on: bool) -> None:
         check(lib().fn.ot_subscriber_set_subscribe_to_audio(self._handle(), int(on)), "subscribe_to_audio")
+        self._subscribe_to_audio = bool(on)
 
     @property
     def subscribe_to_video(self) -> bool:
-        raise AttributeError("write-only")
+        """Whether video is received (on_video_disabled/enabled with VideoReason.SUBSCRIBE_TO_VIDEO follow a change)."""
+        return self._subscribe_to_video
 
     @subscribe_to_video.setter
     def subscribe_to_video(self, on: bool) -> None:
         check(lib().fn.ot_subscriber_set_subscribe_to_video(self._handle(), int(on)), "subscribe_to_video")
+        self._subscribe_to_video = bool(on)
 
     @property
     def stats(self) -> dict:

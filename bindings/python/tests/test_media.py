@@ -107,11 +107,14 @@ def test_toggles_give_video_disabled_and_enabled_with_reasons(joined):
     viewer = Viewer(streams.get(timeout=10))
     sub_s.subscribe(viewer)
     viewer.expect("connected")
+    assert viewer.subscribe_to_video and pub.publish_video
     viewer.subscribe_to_video = False
+    assert not viewer.subscribe_to_video
     assert viewer.expect("video_disabled")[1] == VideoReason.SUBSCRIBE_TO_VIDEO
     viewer.subscribe_to_video = True
     assert viewer.expect("video_enabled")[1] == VideoReason.SUBSCRIBE_TO_VIDEO
     pub.publish_video = False
+    assert not pub.publish_video
     assert viewer.expect("video_disabled")[1] == VideoReason.PUBLISH_VIDEO
     pub.publish_video = True
     assert viewer.expect("video_enabled")[1] == VideoReason.PUBLISH_VIDEO
