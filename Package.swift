@@ -57,9 +57,9 @@ let package = Package(
 
         .testTarget(name: "OTBaseTests", dependencies: ["OTBase"]),
         .testTarget(name: "OTWireTests", dependencies: ["OTWire"]),
-        .testTarget(name: "OTTransportTests", dependencies: ["OTTransport", "OTMedia"]),
+        .testTarget(name: "OTTransportTests", dependencies: ["OTTransport", "OTMedia", "OTTestSupport"]),
         .testTarget(name: "OTMediaTests", dependencies: ["OTMedia", "OTTransport"]),
-        // Recorders and waits shared by the server and session tests.
+        // Test support shared by test targets: session recorders and waits, a coturn launcher.
         .target(name: "OTTestSupport", dependencies: ["OTSession"], path: "Tests/OTTestSupport"),
         .testTarget(name: "OTServerTests", dependencies: ["OTServer", "OTSession", "OTTestSupport"]),
         .testTarget(name: "OTSessionTests", dependencies: ["OTSession", "OTServer", "OTTestSupport"]),

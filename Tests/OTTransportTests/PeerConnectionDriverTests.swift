@@ -3,6 +3,7 @@ import OTBase
 import OTWire
 @testable import OTTransport
 import Synchronization
+import OTTestSupport
 import XCTest
 
 /// Collects a driver's events (delivered on its IO thread).
