@@ -3,7 +3,8 @@
 # Idempotent; run as root (or with sudo available) on Debian.
 set -euo pipefail
 
-APT_PACKAGES=(pkg-config libopus-dev libvpx-dev libsrtp2-dev libssl-dev libpng-dev coturn)
+# iproute2 and nftables: the NAT and packet-loss tests build network namespaces.
+APT_PACKAGES=(pkg-config libopus-dev libvpx-dev libsrtp2-dev libssl-dev libpng-dev coturn iproute2 nftables)
 PIP_PACKAGES=(pytest aiortc opentok)
 
 missing=()
