@@ -28,38 +28,6 @@ func fuzzWire(_ data: [UInt8]) {
     if text.hasPrefix("candidate:") || text.hasPrefix("a=candidate:") { _ = try? SDPCandidate(parsing: text) }
 }
 
-/// SplitMix64: a small seeded generator so runs are reproducible.
-struct Rng {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
-func readCorpus(_ path: String) -> [[UInt8]] {
-    guard let d = opendir(path) else { return [] }
-    defer { closedir(d) }
-    var files: [[UInt8]] = []
-    while let e = readdir(d) {
-        let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-        guard !name.hasPrefix("."), let f = fopen(path + "/" + name, "rb") else { continue }
-        var bytes: [UInt8] = []
-        var buf = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = fread(&buf, 1, buf.count, f)
-            if n <= 0 { break }
-            bytes += buf[0..<n]
-        }
-        fclose(f)
-        files.append(bytes)
-    }
-    return files
-}
-
 #if LIBFUZZER
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
@@ -84,27 +52,12 @@ struct ReplayDriver {
     static func main() {
         let args = CommandLine.arguments
         let iterations = args.count > 1 ? Int(args[1]) ?? 100_000 : 100_000
-        var rng = Rng(state: args.count > 2 ? UInt64(args[2]) ?? 1 : 1)
         let dirs = args.count > 3 ? Array(args[3...]) : ["Fuzz/corpus/stun", "Fuzz/corpus/rtcp", "Fuzz/corpus/sdp"]
-        let corpus = dirs.flatMap(readCorpus)
+        let corpus = dirs.flatMap { FuzzMutator.readCorpus(directory: $0) }
         guard !corpus.isEmpty else { print("no corpus in \(dirs)"); exit(1) }
+        var mutator = FuzzMutator(corpus: corpus, seed: args.count > 2 ? UInt64(args[2]) ?? 1 : 1, maxRandomLength: 600)
         for input in corpus { fuzzWire(input) }
-        for _ in 0..<iterations {
-            var b = corpus[Int(rng.next() % UInt64(corpus.count))]
-            for _ in 0..<(1 + Int(rng.next() % 4)) {
-                switch rng.next() % 6 {
-                case 0 where !b.isEmpty: b[Int(rng.next() % UInt64(b.count))] ^= UInt8(1 << (rng.next() % 8))
-                case 1 where !b.isEmpty: b.removeLast(Int(rng.next() % UInt64(b.count)))
-                case 2: b.insert(UInt8(truncatingIfNeeded: rng.next()), at: Int(rng.next() % UInt64(b.count + 1)))
-                case 3 where !b.isEmpty: b[Int(rng.next() % UInt64(b.count))] = [0x20, 0x3A, 0x2F, 0x3D, 0x0A, 0][Int(rng.next() % 6)]
-                case 4:
-                    let other = corpus[Int(rng.next() % UInt64(corpus.count))]
-                    b = Array(b.prefix(Int(rng.next() % UInt64(b.count + 1)))) + other.dropFirst(Int(rng.next() % UInt64(other.count + 1)))
-                default: b = (0..<Int(rng.next() % 600)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
-                }
-            }
-            fuzzWire(b)
-        }
+        for _ in 0..<iterations { fuzzWire(mutator.next()) }
         print("replayed \(corpus.count) corpus files and \(iterations) mutations through STUN/RTCP/SDP; no crash")
     }
 }

@@ -175,7 +175,7 @@ final class AudioDeviceTests: XCTestCase {
     func testChunkerRegroupsArbitraryWritesIntoFixedChunks() {
         var chunker = PCMChunker(chunkSamples: 960)
         var chunks: [[Int16]] = []
-        var rng = PipelineRandom(seed: 11)
+        var rng = SeededRandom(seed: 11)
         var written: [Int16] = []
         var next: Int16 = 0
         for _ in 0..<200 {

@@ -25,7 +25,7 @@ final class AudioPipelineTests: XCTestCase {
         let sender = try AudioSendPipeline(config: AudioSendConfig(ssrc: 99, opus: OpusEncoderConfig(fec: fec, expectedLossPercent: fec ? 10 : 0)),
                                            transform: transforms.0)
         let receiver = try AudioReceivePipeline(config: AudioReceiveConfig(useFEC: fec), transform: transforms.1)
-        var random = PipelineRandom(seed: seed)
+        var random = SeededRandom(seed: seed)
         var path = SeededLossyPath(seed: seed &+ 1, lossProbability: loss, baseDelay: .milliseconds(30), maxJitter: .milliseconds(10))
         var tone = ToneGenerator(frequency: 800, amplitude: 0.3, settings: settings)
         var arrivals: [(at: Instant, bytes: [UInt8])] = []

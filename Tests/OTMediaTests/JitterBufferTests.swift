@@ -58,7 +58,7 @@ final class JitterBufferTests: XCTestCase {
     }
 
     func testAudioTargetFollowsNinetyFifthPercentileOfJitter() {
-        var rng = PipelineRandom(seed: 7)
+        var rng = SeededRandom(seed: 7)
         let delays = (0..<3000).map { _ in Int64.random(in: 0...60, using: &rng) }
         let arrival: (Int) -> Int64 = { Int64($0) * 20 + 30 + delays[$0] }
         let r = AudioScenario(packets: 3000, arrival: { arrival($0) }).run()
@@ -85,7 +85,7 @@ final class JitterBufferTests: XCTestCase {
     }
 
     func testAudioLossIsConcealedOncePerLostPacket() {
-        var rng = PipelineRandom(seed: 99)
+        var rng = SeededRandom(seed: 99)
         let lost = Set((0..<1000).filter { $0 > 0 && $0 < 999 && Double.random(in: 0..<1, using: &rng) < 0.1 })
         for offset: Int64 in [25, 45] {  // the next packet is here at the lost one's turn, or not yet
             let r = AudioScenario(packets: 1000, arrival: { lost.contains($0) ? nil : Int64($0) * 20 + offset }).run()
@@ -140,7 +140,7 @@ final class JitterBufferTests: XCTestCase {
     }
 
     func testAudioPathGettingSlowerResyncsAtLargerTarget() {
-        var rng = PipelineRandom(seed: 3)
+        var rng = SeededRandom(seed: 3)
         // From packet 300 on, every packet takes 200 ms longer, with 0–40 ms of jitter.
         let r = AudioScenario(packets: 1500, arrival: { i in
             Int64(i) * 20 + 30 + (i >= 300 ? 200 : 0) + Int64.random(in: 0...40, using: &rng)
@@ -273,7 +273,7 @@ final class JitterBufferTests: XCTestCase {
     }
 
     func testVideoSeededLossAndReorderAlwaysDeliversADecodableChain() {
-        var rng = PipelineRandom(seed: 2024)
+        var rng = SeededRandom(seed: 2024)
         var arrivals: [(t: Int64, n: Int)] = []
         var lost: [Int] = []
         for n in 0..<1800 {  // 60 s at 30 fps, a keyframe every 3 s
@@ -324,7 +324,7 @@ final class JitterBufferTests: XCTestCase {
     }
 
     func testRandomGarbageNeverTrapsAndStaysBounded() {
-        var rng = PipelineRandom(seed: 0xBAD)
+        var rng = SeededRandom(seed: 0xBAD)
         var audio = AudioJitterBuffer<Int>(config: AudioJitterConfig(capacity: 50))
         var video = VideoJitterBuffer<Int>(config: VideoJitterConfig(capacity: 30))
         var t: Int64 = 0

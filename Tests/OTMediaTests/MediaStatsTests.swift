@@ -26,7 +26,7 @@ final class MediaStatsTests: XCTestCase {
         var stats = LatencyStats()
         XCTAssertNil(stats.summary)
         XCTAssertNil(stats.percentile(50))
-        var rng = PipelineRandom(seed: 5)
+        var rng = SeededRandom(seed: 5)
         for v in (1...100).shuffled(using: &rng) { stats.add(.milliseconds(v)) }
         let s = try XCTUnwrap(stats.summary)
         XCTAssertEqual(s.count, 100)

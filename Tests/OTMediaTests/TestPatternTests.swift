@@ -48,7 +48,7 @@ final class TestPatternTests: XCTestCase {
     }
 
     func testSurvivesNoiseAndLevelChanges() throws {
-        var rng = PipelineRandom(seed: 42)
+        var rng = SeededRandom(seed: 42)
         let source = try TestPatternSource(width: 640, height: 480)
         for n: UInt32 in 0..<30 {
             let ts = 5_000_000 + Int64(n) * 33_333

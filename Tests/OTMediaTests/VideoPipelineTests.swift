@@ -7,13 +7,13 @@ import XCTest
 /// A seeded network path: drops packets with a probability (or by script) and delays each by a base delay
 /// plus random jitter, which reorders packets sent close together.
 struct SeededLossyPath {
-    var random: PipelineRandom
+    var random: SeededRandom
     var lossProbability: Double
     var baseDelay: Duration
     var maxJitter: Duration
 
     init(seed: UInt64, lossProbability: Double, baseDelay: Duration = .milliseconds(20), maxJitter: Duration = .zero) {
-        random = PipelineRandom(seed: seed); self.lossProbability = lossProbability
+        random = SeededRandom(seed: seed); self.lossProbability = lossProbability
         self.baseDelay = baseDelay; self.maxJitter = maxJitter
     }
 
@@ -404,7 +404,7 @@ final class VideoPipelineTransformTests: XCTestCase {
     func testRandomAndTruncatedPacketsNeverCrashTheReceivePipelines() throws {
         let video = try VideoReceivePipeline(config: VideoReceiveConfig(payloadType: nil))
         let audio = try AudioReceivePipeline(config: AudioReceiveConfig(payloadType: nil))
-        var random = PipelineRandom(seed: 99)
+        var random = SeededRandom(seed: 99)
         var pcm: [Int16] = []
         var parsed = 0
         for i in 0..<3000 {

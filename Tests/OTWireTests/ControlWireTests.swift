@@ -245,19 +245,8 @@ final class ControlWireTests: XCTestCase {
 
 /// Random and mutated input never traps the control-plane parsers (they throw or wait for more).
 final class ControlWireRobustnessTests: XCTestCase {
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     func testParsersSurviveMutatedInput() {
-        var rng = SplitMix(state: 42)
+        var rng = SeededRandom(seed: 42)
         let seeds: [[UInt8]] = [
             Array("POST /session/create HTTP/1.1\r\nContent-Length: 3\r\nX-OPENTOK-AUTH: a.b.c\r\n\r\nabc".utf8),
             WebSocketFrame(opcode: .text, payload: Array(#"{"type":"signal","id":1,"signalType":"a","data":"b"}"#.utf8)).encoded(maskKey: (1, 2, 3, 4)),

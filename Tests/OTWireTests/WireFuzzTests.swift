@@ -10,8 +10,6 @@ final class WireFuzzTests: XCTestCase {
         .deletingLastPathComponent().appendingPathComponent("Fuzz/corpus")
     static let mutationsPerFile = 1500
 
-    struct LCG { var s: UInt64; mutating func next(_ n: Int) -> Int { s = s &* 6364136223846793005 &+ 1442695040888963407; return Int((s >> 33) % UInt64(max(1, n))) } }
-
     func corpus(_ name: String) throws -> [(String, [UInt8])] {
         let dir = Self.corpusRoot.appendingPathComponent(name)
         let files = try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
@@ -19,33 +17,14 @@ final class WireFuzzTests: XCTestCase {
         return try files.map { ($0, Array(try Data(contentsOf: dir.appendingPathComponent($0)))) }
     }
 
-    func mutate(_ input: [UInt8], _ rng: inout LCG, pool: [[UInt8]]) -> [UInt8] {
-        var b = input
-        for _ in 0...rng.next(4) {
-            switch rng.next(7) {
-            case 0 where !b.isEmpty: b[rng.next(b.count)] ^= UInt8(1 << rng.next(8))
-            case 1 where !b.isEmpty: b[rng.next(b.count)] = UInt8(truncatingIfNeeded: rng.next(256))
-            case 2: b.insert(UInt8(truncatingIfNeeded: rng.next(256)), at: rng.next(b.count + 1))
-            case 3 where !b.isEmpty: b.remove(at: rng.next(b.count))
-            case 4: b = Array(b.prefix(rng.next(b.count + 1)))
-            case 5 where !b.isEmpty: b[rng.next(b.count)] = [0, 0xFF, 0x7F, 0x80, 0x3A, 0x20, 0x0A, 0x2F, 0x3D, 0x3B][rng.next(10)]
-            default:
-                let other = pool[rng.next(pool.count)]
-                let cut = rng.next(b.count + 1), from = rng.next(other.count + 1)
-                b = Array(b.prefix(cut)) + Array(other.suffix(from: from))
-            }
-        }
-        return b
-    }
-
     func testSTUNCorpusAndMutations() throws {
         let files = try corpus("stun")
         for (name, bytes) in files { XCTAssertNoThrow(try STUNMessage.parse(bytes), name) }
-        var rng = LCG(s: 1)
+        var mutator = FuzzMutator(corpus: files.map(\.1), seed: 1)
         var parsed = 0
         for (_, seed) in files {
             for _ in 0..<Self.mutationsPerFile {
-                let m = mutate(seed, &rng, pool: files.map(\.1))
+                let m = mutator.next(from: seed)
                 _ = DemuxKind.classify(m)
                 _ = STUNMessage.isSTUN(m[...])
                 if let msg = try? STUNMessage.parse(m) {
@@ -61,11 +40,11 @@ final class WireFuzzTests: XCTestCase {
     func testRTCPCorpusAndMutations() throws {
         let files = try corpus("rtcp")
         for (name, bytes) in files { XCTAssertNoThrow(try RTCP.parse(bytes), name) }
-        var rng = LCG(s: 2)
+        var mutator = FuzzMutator(corpus: files.map(\.1), seed: 2)
         var parsed = 0
         for (_, seed) in files {
             for _ in 0..<Self.mutationsPerFile {
-                let m = mutate(seed, &rng, pool: files.map(\.1))
+                let m = mutator.next(from: seed)
                 if let packets = try? RTCP.parse(m) {
                     parsed += 1
                     let again = try RTCP.parse(RTCP.serialize(packets))
@@ -79,11 +58,11 @@ final class WireFuzzTests: XCTestCase {
     func testSDPCorpusAndMutations() throws {
         let files = try corpus("sdp")
         for (name, bytes) in files { XCTAssertNoThrow(try SessionDescription.parse(String(decoding: bytes, as: UTF8.self)), name) }
-        var rng = LCG(s: 3)
+        var mutator = FuzzMutator(corpus: files.map(\.1), seed: 3)
         var parsed = 0
         for (_, seed) in files {
             for _ in 0..<Self.mutationsPerFile {
-                let m = mutate(seed, &rng, pool: files.map(\.1))
+                let m = mutator.next(from: seed)
                 let text = String(decoding: m, as: UTF8.self)
                 if let sd = try? SessionDescription.parse(text) {
                     parsed += 1
