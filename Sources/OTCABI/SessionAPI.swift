@@ -1,5 +1,6 @@
 import COTABI
-import Foundation
+import Dispatch
+import FoundationEssentials
 import OTBase
 import OTSession
 import Synchronization

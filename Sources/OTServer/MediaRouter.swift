@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
 import OTBase
 import OTTransport
 import OTWire
@@ -335,23 +335,25 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         let (snapshot, peers) = state.withLock { s in
             (s.streams.values.map { (sid: $0.sessionId, id: $0.id, counters: $0.counters) }, s.peers.values.map(\.sessionId))
         }
-        var sessions: [String: [String: Any]] = [:]
+        struct Totals { var peers = 0, packetsIn = 0, bytesIn = 0, packetsOut = 0, bytesOut = 0; var streams: [String: JSONValue] = [:] }
+        var sessions: [String: Totals] = [:]
         for (sid, stid, c) in snapshot {
             if let apiKey, (try? SessionID.parse(sid))?.apiKey != apiKey { continue }
-            var sess = sessions[sid] ?? ["packetsIn": 0, "bytesIn": 0, "packetsOut": 0, "bytesOut": 0, "streams": [String: Any](),
-                                         "peers": peers.filter { $0 == sid }.count]
-            for (k, v) in [("packetsIn", c.packetsIn), ("bytesIn", c.bytesIn), ("packetsOut", c.packetsOut), ("bytesOut", c.bytesOut)] {
-                sess[k] = (sess[k] as? Int ?? 0) + v
-            }
-            var streams = sess["streams"] as? [String: Any] ?? [:]
-            streams[stid] = ["packetsIn": c.packetsIn, "bytesIn": c.bytesIn, "packetsOut": c.packetsOut, "bytesOut": c.bytesOut,
-                             "subscribers": c.subscribers, "keyframeRequestsSent": c.keyframeRequestsSent,
-                             "keyframeRequestsAggregated": c.keyframeRequestsAggregated, "packetsHeld": c.packetsHeld]
-            sess["streams"] = streams
-            sessions[sid] = sess
+            var t = sessions[sid] ?? Totals(peers: peers.filter { $0 == sid }.count)
+            t.packetsIn += c.packetsIn; t.bytesIn += c.bytesIn; t.packetsOut += c.packetsOut; t.bytesOut += c.bytesOut
+            t.streams[stid] = [
+                "packetsIn": .int(Int64(c.packetsIn)), "bytesIn": .int(Int64(c.bytesIn)), "packetsOut": .int(Int64(c.packetsOut)),
+                "bytesOut": .int(Int64(c.bytesOut)), "subscribers": .int(Int64(c.subscribers)),
+                "keyframeRequestsSent": .int(Int64(c.keyframeRequestsSent)),
+                "keyframeRequestsAggregated": .int(Int64(c.keyframeRequestsAggregated)), "packetsHeld": .int(Int64(c.packetsHeld)),
+            ]
+            sessions[sid] = t
         }
-        let obj: [String: Any] = ["sessions": sessions, "mediaPort": Int(endpoint.address.port)]
-        return (try? JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys])).map { [UInt8]($0) } ?? Array("{}".utf8)
+        let sessionsJSON = sessions.mapValues { t -> JSONValue in
+            ["peers": .int(Int64(t.peers)), "packetsIn": .int(Int64(t.packetsIn)), "bytesIn": .int(Int64(t.bytesIn)),
+             "packetsOut": .int(Int64(t.packetsOut)), "bytesOut": .int(Int64(t.bytesOut)), "streams": .object(t.streams)]
+        }
+        return JSONValue.object(["sessions": .object(sessionsJSON), "mediaPort": .int(Int64(endpoint.address.port))]).serialized()
     }
 }
 

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import OTBase
 import OTTransport
 import OTWire
@@ -30,7 +31,7 @@ public final class SessionServer: @unchecked Sendable {
     private let router: SignalingRouter
     private var sockets: [Int: ServerSocket] = [:]
     private var nextSocketId = 1
-    private let stateLock = NSLock()
+    private let stateLock = Lock()
     private var boundPort: UInt16 = 0
     private var started = false
     private var stopped = false
@@ -223,11 +224,7 @@ public final class SessionServer: @unchecked Sendable {
     }
 
     private func error(_ status: Int, _ message: String) -> HTTPResponse {
-        .json(status, json(["code": status, "message": message]))
-    }
-
-    private func json(_ obj: Any) -> [UInt8] {
-        (try? JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys])).map { [UInt8]($0) } ?? Array("{}".utf8)
+        .json(status, JSONValue.object(["code": .int(Int64(status)), "message": .string(message)]).serialized())
     }
 
     private func authenticate(_ req: HTTPRequest, apiKey: String?) throws -> Project {
@@ -240,16 +237,17 @@ public final class SessionServer: @unchecked Sendable {
         return project
     }
 
-    private func jsonBody(_ req: HTTPRequest) throws -> [String: Any] {
+    private func jsonBody(_ req: HTTPRequest) throws -> [String: JSONValue] {
         if req.body.isEmpty { return [:] }
-        guard let obj = try? JSONSerialization.jsonObject(with: Data(req.body)), let dict = obj as? [String: Any] else {
+        guard let dict = (try? JSONValue.parse(req.body))?.objectValue else {
             throw RESTError(400, "body is not a JSON object")
         }
         return dict
     }
 
-    private func streamJSON(_ s: StreamInfo) -> [String: Any] {
-        ["id": s.id, "videoType": s.videoType == "screen" ? "screen" : "camera", "name": s.name, "layoutClassList": s.layoutClassList]
+    private func streamJSON(_ s: StreamInfo) -> JSONValue {
+        ["id": .string(s.id), "videoType": s.videoType == "screen" ? "screen" : "camera", "name": .string(s.name),
+         "layoutClassList": .array(s.layoutClassList.map { .string($0) })]
     }
 
     private func route(_ req: HTTPRequest) throws -> HTTPResponse {
@@ -263,14 +261,15 @@ public final class SessionServer: @unchecked Sendable {
             if e2ee && relayed { throw RESTError(400, "end-to-end encryption needs a routed session") }
             let sid = try router.createSession(apiKey: project.apiKey, relayed: relayed, e2ee: e2ee, location: form["location"] ?? "",
                                                nowMillis: wallClockMillis())
-            let created = ISO8601DateFormatter().string(from: Date())
-            return .json(200, json([["session_id": sid, "project_id": project.apiKey, "partner_id": project.apiKey,
-                                     "create_dt": created, "media_server_url": ""]]))
+            let created = Date().formatted(.iso8601)
+            let reply: JSONValue = [["session_id": .string(sid), "project_id": .string(project.apiKey),
+                                     "partner_id": .string(project.apiKey), "create_dt": .string(created), "media_server_url": ""]]
+            return .json(200, reply.serialized())
         }
         if parts == ["v2", "stats"] {
             guard req.method == "GET" else { throw RESTError(405, "use GET") }
             let project = try authenticate(req, apiKey: nil)
-            let body = (mediaRouting as? any MediaRoutingStats)?.statsJSON(apiKey: project.apiKey) ?? json(["sessions": [String: Any]()])
+            let body = (mediaRouting as? any MediaRoutingStats)?.statsJSON(apiKey: project.apiKey) ?? JSONValue.object(["sessions": [:]]).serialized()
             return .json(200, body)
         }
         guard parts.count >= 5, parts[0] == "v2", parts[1] == "project", parts[3] == "session" else {
@@ -286,7 +285,7 @@ public final class SessionServer: @unchecked Sendable {
         switch (req.method, rest.count, rest.first) {
         case ("POST", 1, "signal"), ("POST", 3, "connection") where rest.last == "signal":
             let body = try jsonBody(req)
-            let type = body["type"] as? String ?? "", data = body["data"] as? String ?? ""
+            let type = body["type"]?.stringValue ?? "", data = body["data"]?.stringValue ?? ""
             apply(try router.restSignal(sessionId: sid, connectionId: rest.count == 3 ? rest[1] : nil, type: type, data: data))
             return HTTPResponse(status: 204)
         case ("DELETE", 2, "connection"):
@@ -294,24 +293,25 @@ public final class SessionServer: @unchecked Sendable {
             return HTTPResponse(status: 204)
         case ("POST", 3, "stream") where rest[2] == "mute":
             apply(try router.restMuteStream(sessionId: sid, streamId: rest[1]))
-            return .json(200, json([String: Any]()))
+            return .json(200, Array("{}".utf8))
         case ("POST", 1, "mute"):
             let body = try jsonBody(req)
-            guard let active = body["active"] as? Bool else { throw RESTError(400, "active must be true or false") }
-            let excluded = (body["excludedStreamIds"] ?? body["excludedStreams"] ?? body["excudedStreamIds"]) as? [String] ?? []
+            guard let active = body["active"]?.boolValue else { throw RESTError(400, "active must be true or false") }
+            let excluded = (body["excludedStreamIds"] ?? body["excludedStreams"] ?? body["excudedStreamIds"])?.arrayValue?
+                .compactMap(\.stringValue) ?? []
             apply(try router.restMuteAll(sessionId: sid, active: active, excluded: excluded))
-            return .json(200, json([String: Any]()))
+            return .json(200, Array("{}".utf8))
         case ("GET", 1, "stream"):
             let items = try router.restStreams(sessionId: sid).map(streamJSON)
-            return .json(200, json(["count": items.count, "items": items]))
+            return .json(200, JSONValue.object(["count": .int(Int64(items.count)), "items": .array(items)]).serialized())
         case ("GET", 2, "stream"):
-            return .json(200, json(streamJSON(try router.restStream(sessionId: sid, streamId: rest[1]))))
+            return .json(200, streamJSON(try router.restStream(sessionId: sid, streamId: rest[1])).serialized())
         case ("PUT", 1, "stream"):
             let body = try jsonBody(req)
-            guard let items = body["items"] as? [[String: Any]] else { throw RESTError(400, "items must be a list") }
+            guard let items = body["items"]?.arrayValue else { throw RESTError(400, "items must be a list") }
             var pairs: [(String, [String])] = []
             for it in items {
-                guard let id = it["id"] as? String, let classes = it["layoutClassList"] as? [String] else {
+                guard let id = it["id"]?.stringValue, let classes = it["layoutClassList"]?.arrayValue?.compactMap(\.stringValue) else {
                     throw RESTError(400, "each item needs id and layoutClassList")
                 }
                 pairs.append((id, classes))

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import OTBase
 import OTMedia
 import OTTransport
@@ -115,7 +116,7 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
     /// The audio device captured from.
     public let audioDevice: any AudioDevice
 
-    private let lock = NSLock()
+    private let lock = Lock()
     private weak var _delegate: PublisherDelegate?
     private weak var session: Session?
     private var _stream: StreamInfo?

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import OTBase
 import OTMedia
 import OTTransport
@@ -68,7 +69,7 @@ final class PublisherEngine: @unchecked Sendable {
     private var statsTimer: (any DispatchSourceTimer)?
     private var pliCount = 0
     private var nackCount = 0
-    private let backlog = NSLock()
+    private let backlog = Lock()
     private var framesQueued = 0
 
     init(settings: PublisherSettings, queue: DispatchQueue) throws {
@@ -427,7 +428,7 @@ final class PublisherEngine: @unchecked Sendable {
 
 /// The audio device's capture sink for a publisher.
 final class PublisherAudioSink: AudioCaptureSink, @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private weak var engine: PublisherEngine?
     init(engine: PublisherEngine) { self.engine = engine }
     func detach() { lock.withLock { engine = nil } }

@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
 import OTBase
 import OTTransport
 @_exported import struct OTBase.OTError
@@ -83,7 +83,7 @@ public final class Session: @unchecked Sendable {
     /// The serial queue delegate messages and completions run on.
     public let delegateQueue: DispatchQueue
 
-    private let lock = NSLock()
+    private let lock = Lock()
     private weak var _delegate: SessionDelegate?
     private var machine: SignalingClient
     private var socket: WebSocketClient?

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import OTBase
 import OTMedia
 import OTWire
@@ -20,7 +21,7 @@ protocol SessionMediaClient: AnyObject, Sendable {
 /// under the session's lock.
 final class SessionMedia: @unchecked Sendable {
     let queue = DispatchQueue(label: "otsession.media-signaling")
-    private let lock = NSLock()
+    private let lock = Lock()
     /// Peer connections we offered (subscribers, the publisher's link to the router) and those we answered
     /// (a relayed publisher's links to subscribers). One client subscribing to its own relayed stream holds
     /// both ends of one peer id.

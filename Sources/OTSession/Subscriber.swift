@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import OTBase
 import OTMedia
 import OTTransport
@@ -116,7 +117,7 @@ public final class Subscriber: SessionMediaClient, @unchecked Sendable {
     public var stream: StreamInfo { lock.withLock { _stream } }
     public let settings: SubscriberSettings
 
-    private let lock = NSLock()
+    private let lock = Lock()
     private weak var _delegate: SubscriberDelegate?
     private var _stream: StreamInfo
     private weak var session: Session?
@@ -243,7 +244,7 @@ public final class Subscriber: SessionMediaClient, @unchecked Sendable {
 
 /// Drops every `everyNth` received RTP packet (0: none), as sustained loss would. For tests.
 final class ReceiveLossInjector: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var _everyNth = 0
     private var count = 0
     var everyNth: Int {

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import OTBase
 import OTMedia
 import OTTransport
@@ -45,7 +46,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     private var lastCounts = (received: 0, lost: 0)
     private var quality: VideoQualityMonitor
 
-    private static let nextMixerId = NSLock()
+    private static let nextMixerId = Lock()
     nonisolated(unsafe) private static var mixerCounter = 0
 
     init(subscriber: Subscriber, session: Session, stream: StreamInfo, settings: SubscriberSettings, queue: DispatchQueue) {

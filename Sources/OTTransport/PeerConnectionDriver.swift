@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import OTBase
 import OTWire
 import Synchronization
@@ -17,8 +18,8 @@ public final class PeerConnectionDriver: @unchecked Sendable {
     private enum IO { case owned(SharedUDPIO), shared(MediaEndpoint) }
 
     private let pc: PeerConnection
-    private let lock = NSLock()
-    private let delivery = NSRecursiveLock()
+    private let lock = Lock()
+    private let delivery = Lock(recursive: true)
     private let handler: Handler
     private var io: IO?
     private var closed = false
@@ -247,7 +248,7 @@ public final class MediaEndpoint: @unchecked Sendable {
 
 /// A weak reference the IO thread's handler holds, so a driver and its socket thread do not keep each other alive.
 final class WeakBox<T: AnyObject>: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private weak var object: T?
     var value: T? {
         get { lock.lock(); defer { lock.unlock() }; return object }

@@ -1,7 +1,8 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
+import Dispatch
+import FoundationEssentials
 import COTShims
 import CEpoll
 import OTBase
@@ -82,12 +83,11 @@ public final class TCPEventLoop: @unchecked Sendable {
 
     private let epfd: Int32
     private let wakeFd: Int32
-    private let lock = NSLock()
+    private let lock = Lock()
     private var pending: [() -> Void] = []
     private var running = true
     private var stopRequested = false
     private let finished = DispatchSemaphore(value: 0)
-    private var thread: Thread?
     // Loop-thread state.
     private var connections: [Int32: TCPConnection] = [:]
     private var listeners: [Int32: AcceptHandler] = [:]
@@ -104,10 +104,9 @@ public final class TCPEventLoop: @unchecked Sendable {
         wakeFd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
         var ev = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: wakeFd))
         _ = epoll_ctl(epfd, EPOLL_CTL_ADD, wakeFd, &ev)
-        let t = Thread { [unowned self] in self.run() }
-        t.name = name
-        thread = t
-        t.start()
+        if !OSThread.start(name: name, { [unowned self] in self.run() }) {
+            Log.error("tcp", "could not start the IO thread \(name)")
+        }
     }
 
     /// Whether the caller is on this loop's thread.

@@ -2,7 +2,8 @@
 import Glibc
 #endif
 import COTShims
-import Foundation
+import Dispatch
+import FoundationEssentials
 import OTBase
 import OTWire
 import Synchronization
@@ -198,9 +199,10 @@ public final class UDPDriver: Sendable {
     public func start() {
         let already = state.withLock { s -> Bool in defer { s.running = true }; return s.running }
         guard !already else { return }
-        let thread = Thread { [self] in self.run() }
-        thread.name = threadName
-        thread.start()
+        if !OSThread.start(name: threadName, { [self] in self.run() }) {
+            Log.error("udp", "could not start the IO thread \(threadName)")
+            state.withLock { $0.running = false }
+        }
     }
 
     /// Stops the IO thread (it finishes its current handler call).
@@ -210,8 +212,6 @@ public final class UDPDriver: Sendable {
     }
 
     private func run() {
-        // Foundation does not pass Thread.name to the kernel on Linux; set it here.
-        _ = otshim_set_thread_name(threadName)
         _ = otshim_block_async_signals()
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {

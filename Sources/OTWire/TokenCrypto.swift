@@ -1,5 +1,6 @@
 import COpenSSL
-import Foundation
+import Dispatch
+import FoundationEssentials
 import OTBase
 
 /// The OpenSSL digests, HMACs and randomness the control plane needs, plus base64url.
@@ -60,14 +61,13 @@ public enum TokenCrypto {
     /// base64url without padding.
     public static func base64url(_ bytes: [UInt8]) -> String {
         var s = Data(bytes).base64EncodedString()
-        s = s.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
         while s.hasSuffix("=") { s.removeLast() }
-        return s
+        return String(s.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 })
     }
 
     /// Decodes base64url or standard base64, padded or not; nil on bad input.
     public static func base64Decode(_ s: String) -> [UInt8]? {
-        var t = s.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        var t = String(s.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
         guard t.utf8.count % 4 != 1 else { return nil }
         while t.utf8.count % 4 != 0 { t += "=" }
         guard let d = Data(base64Encoded: t) else { return nil }

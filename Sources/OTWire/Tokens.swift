@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import OTBase
 
 /// A client role, as carried by tokens.
@@ -16,34 +17,34 @@ public enum SessionRole: String, Sendable, Codable, CaseIterable {
 /// JSON Web Tokens signed with HS256 (RFC 7519 / 7515).
 public enum JWT {
     /// Signs `claims` (a JSON object) with HMAC-SHA256.
-    public static func sign(claims: [String: Any], secret: String) throws -> String {
+    public static func sign(claims: [String: JSONValue], secret: String) throws -> String {
         let header = #"{"alg":"HS256","typ":"JWT"}"#
-        let body = try JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys])
-        let input = TokenCrypto.base64url(Array(header.utf8)) + "." + TokenCrypto.base64url([UInt8](body))
+        let body = JSONValue.object(claims).serialized()
+        let input = TokenCrypto.base64url(Array(header.utf8)) + "." + TokenCrypto.base64url(body)
         let sig = TokenCrypto.hmacSHA256(key: Array(secret.utf8), Array(input.utf8))
         return input + "." + TokenCrypto.base64url(sig)
     }
 
     /// The claims of a token without checking anything (to find which key should verify it).
-    public static func unverifiedClaims(_ token: String) throws -> [String: Any] {
+    public static func unverifiedClaims(_ token: String) throws -> [String: JSONValue] {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw WireError("JWT must have 3 parts") }
         guard let raw = TokenCrypto.base64Decode(String(parts[1])),
-              let obj = try? JSONSerialization.jsonObject(with: Data(raw)), let claims = obj as? [String: Any] else {
+              let claims = (try? JSONValue.parse(raw))?.objectValue else {
             throw WireError("JWT claims are not a JSON object")
         }
         return claims
     }
 
     /// Verifies the HS256 signature and returns the claims.
-    public static func verify(_ token: String, secret: String) throws -> [String: Any] {
+    public static func verify(_ token: String, secret: String) throws -> [String: JSONValue] {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw WireError("JWT must have 3 parts") }
         guard let hraw = TokenCrypto.base64Decode(String(parts[0])),
-              let hobj = try? JSONSerialization.jsonObject(with: Data(hraw)), let header = hobj as? [String: Any] else {
+              let header = (try? JSONValue.parse(hraw))?.objectValue else {
             throw WireError("JWT header is not a JSON object")
         }
-        guard header["alg"] as? String == "HS256" else { throw WireError("JWT alg must be HS256") }
+        guard header["alg"]?.stringValue == "HS256" else { throw WireError("JWT alg must be HS256") }
         guard let sig = TokenCrypto.base64Decode(String(parts[2])) else { throw WireError("JWT signature is not base64url") }
         let input = Array((parts[0] + "." + parts[1]).utf8)
         guard TokenCrypto.equal(sig, TokenCrypto.hmacSHA256(key: Array(secret.utf8), input)) else {
@@ -53,20 +54,20 @@ public enum JWT {
     }
 
     /// A claim as a number (JSON number or numeric string).
-    public static func number(_ v: Any?) -> Double? {
-        if let n = v as? NSNumber { return n.doubleValue }
-        if let s = v as? String { return Double(s) }
+    public static func number(_ v: JSONValue?) -> Double? {
+        if let n = v?.doubleValue { return n }
+        if let s = v?.stringValue { return Double(s) }
         return nil
     }
 
     /// A claim as a string (a number is printed as an integer when whole).
-    public static func string(_ v: Any?) -> String? {
-        if let s = v as? String { return s }
-        if let n = v as? NSNumber {
-            let d = n.doubleValue
-            return d == d.rounded() && abs(d) < 1e15 ? String(Int64(d)) : n.stringValue
+    public static func string(_ v: JSONValue?) -> String? {
+        switch v {
+        case .string(let s): return s
+        case .int(let i): return String(i)
+        case .double(let d): return d == d.rounded() && abs(d) < 1e15 ? String(Int64(d)) : String(d)
+        default: return nil
         }
-        return nil
     }
 }
 
@@ -119,12 +120,13 @@ public struct ClientToken: Sendable, Equatable {
         let nonce = Int.random(in: 0..<1_000_000)
         switch format {
         case .jwt:
-            var claims: [String: Any] = [
-                "iss": apiKey, "ist": "project", "iat": createTime, "exp": expireTime,
-                "session_id": sessionId, "role": role.rawValue, "scope": "session.connect", "nonce": nonce,
+            var claims: [String: JSONValue] = [
+                "iss": .string(apiKey), "ist": "project", "iat": .int(createTime), "exp": .int(expireTime),
+                "session_id": .string(sessionId), "role": .string(role.rawValue), "scope": "session.connect",
+                "nonce": .int(Int64(nonce)),
             ]
-            if !classes.isEmpty { claims["initial_layout_class_list"] = classes }
-            if let d = connectionData { claims["connection_data"] = d }
+            if !classes.isEmpty { claims["initial_layout_class_list"] = .string(classes) }
+            if let d = connectionData { claims["connection_data"] = .string(d) }
             return try JWT.sign(claims: claims, secret: secret)
         case .t1:
             var fields: [(String, String)] = [
@@ -168,10 +170,10 @@ public struct ClientToken: Sendable, Equatable {
             guard TokenCrypto.equal(Array(sig.lowercased().utf8), Array(expected.utf8)) else { throw fail("bad signature") }
             fields = FormEncoding.decode(dataString)
         } else {
-            let claims: [String: Any]
+            let claims: [String: JSONValue]
             do { claims = try JWT.verify(token, secret: secret) } catch { throw fail("\(error)") }
             guard JWT.string(claims["iss"]) == apiKey else { throw fail("token is for another api key") }
-            if let ist = claims["ist"] as? String, ist != "project" { throw fail("ist must be project") }
+            if let ist = claims["ist"]?.stringValue, ist != "project" { throw fail("ist must be project") }
             for (k, v) in claims {
                 if let s = JWT.string(v) { fields[k] = s }
             }
@@ -197,16 +199,16 @@ public struct ClientToken: Sendable, Equatable {
 public enum ProjectAuth {
     /// Mints a project JWT as the server SDKs do.
     public static func mint(apiKey: String, secret: String, now: Int64, lifetime: Int64 = 180) throws -> String {
-        try JWT.sign(claims: ["ist": "project", "iss": apiKey, "iat": now, "exp": now + lifetime,
-                              "jti": TokenCrypto.hex(TokenCrypto.randomBytes(8))], secret: secret)
+        try JWT.sign(claims: ["ist": "project", "iss": .string(apiKey), "iat": .int(now), "exp": .int(now + lifetime),
+                              "jti": .string(TokenCrypto.hex(TokenCrypto.randomBytes(8)))], secret: secret)
     }
 
     /// Checks signature, `ist == "project"`, `iss == apiKey` and `exp` (with `leeway` seconds).
     public static func verify(_ token: String, apiKey: String, secret: String, now: Int64, leeway: Int64 = 30) throws {
         let claims = try JWT.verify(token, secret: secret)
-        guard claims["ist"] as? String == "project" else { throw WireError("ist must be project") }
+        guard claims["ist"]?.stringValue == "project" else { throw WireError("ist must be project") }
         guard JWT.string(claims["iss"]) == apiKey else { throw WireError("iss is not this project") }
-        guard claims["session_id"] == nil, claims["scope"] as? String != "session.connect" else {
+        guard claims["session_id"] == nil, claims["scope"]?.stringValue != "session.connect" else {
             throw WireError("a client token is not a project token")
         }
         guard let exp = JWT.number(claims["exp"]) else { throw WireError("no exp") }

@@ -77,7 +77,7 @@ final class SessionServerTests: XCTestCase {
         let now = wallClockMillis() / 1000
         let wrongSecret = try ProjectAuth.mint(apiKey: project.apiKey, secret: "00", now: now)
         let expired = try ProjectAuth.mint(apiKey: project.apiKey, secret: project.secret, now: now - 1000, lifetime: 180)
-        let noIst = try JWT.sign(claims: ["iss": project.apiKey, "iat": now, "exp": now + 100], secret: project.secret)
+        let noIst = try JWT.sign(claims: ["iss": .string(project.apiKey), "iat": .int(now), "exp": .int(now + 100)], secret: project.secret)
         for bad in [wrongSecret, expired, noIst, "garbage"] {
             XCTAssertEqual(try http("POST", "/session/create", auth: bad).0, 403)
         }
@@ -86,7 +86,8 @@ final class SessionServerTests: XCTestCase {
         let foreign = try ProjectAuth.mint(apiKey: other.apiKey, secret: other.secret, now: now)
         XCTAssertEqual(try http("GET", "/v2/project/\(project.apiKey)/session/\(sid)/stream", auth: foreign).0, 403)
         // iss as a number is accepted (Node).
-        let numeric = try JWT.sign(claims: ["iss": Int(project.apiKey) ?? 0, "ist": "project", "iat": now, "exp": now + 300], secret: project.secret)
+        let numeric = try JWT.sign(claims: ["iss": .int(Int64(project.apiKey) ?? 0), "ist": "project", "iat": .int(now), "exp": .int(now + 300)],
+                                   secret: project.secret)
         XCTAssertEqual(try http("GET", "/v2/project/\(project.apiKey)/session/\(sid)/stream", auth: numeric).0, 200)
     }
 
