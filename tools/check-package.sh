@@ -17,6 +17,13 @@ declared=$(grep -o '\bot_[a-z0-9_]*(' include/otsession.h | tr -d '(' | sort -u)
 [ "$exported" = "$declared" ] || fail "exports and header differ: $(diff <(echo "$exported") <(echo "$declared") | grep '^[<>]' | tr '\n' ' ')"
 echo "check-package: exactly the $(echo "$declared" | wc -l) functions of otsession.h exported, no libswift*"
 
+# Full Foundation links ICU and its data into the .so (60 MB instead of 16): library targets use
+# FoundationEssentials. Executables and tests may import Foundation.
+full=$(find Sources -path 'Sources/OT*' -name '*.swift' -exec grep -lE '^(@_exported )?import Foundation$' {} + || true)
+[ -z "$full" ] || fail "library sources import full Foundation (use FoundationEssentials): $full"
+size=$(stat -L -c %s "$lib")
+echo "check-package: library targets use FoundationEssentials only; $lib is $((size / 1048576)) MB"
+
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
 make -s install PREFIX="$prefix" >/dev/null
