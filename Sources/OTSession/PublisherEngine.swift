@@ -81,6 +81,12 @@ final class PublisherEngine: @unchecked Sendable {
     /// The current peer connection to the media router, if any (tests).
     var routerPeerId: String? { peers.values.first { $0.subscriber == nil }?.id }
 
+    /// Closes every peer connection's transport without a word on signaling, as a failed network would look to the
+    /// other sides (fault injection for tests). The peers stay until the other side reports the failure.
+    func closeLinksForTesting() {
+        for p in peers.values { p.link.close() }
+    }
+
     init(settings: PublisherSettings, queue: DispatchQueue) throws {
         self.settings = settings
         self.queue = queue

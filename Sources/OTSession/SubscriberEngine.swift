@@ -113,8 +113,8 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
             guard let self, let err else { return }
             queue.async {
                 guard self.peerId == pid else { return }
-                // Lost with a dropped signaling connection: offer again once it is back.
-                if err.code == .connectionDropped && self.everConnected { self.mediaDropped("the offer was lost with the signaling connection") }
+                // Lost with a dropped signaling connection: offer again (sent once the session has reconnected).
+                if err.code == .connectionDropped { self.mediaDropped("the offer was lost with the signaling connection") }
                 else { self.fail(err) }
             }
         }

@@ -134,4 +134,23 @@ final class MediaReconnectionTests: XCTestCase {
         XCTAssertFalse(t.pubRec.events.contains { if case .publisherFailed = $0 { return true }; return false })
         XCTAssertFalse(t.bRec.events.contains(.streamDestroyed(stream.id)))
     }
+
+    func testRelayedSubscriberReconnectsWhenThePeerConnectionFails() throws {
+        let sid = try server.session(relayed: true)
+        let t = try publishAndSubscribe(sid, publisherVia: nil, subscriberVia: nil)
+        defer { try? t.a.disconnect(); try? t.b.disconnect() }
+        XCTAssertTrue(t.b.isRelayed)
+        let oldPeer = try XCTUnwrap(t.sub.mediaPeerId)
+        // The publisher's side of the peer-to-peer connection goes away (DTLS closed at the subscriber).
+        t.pub.closeMediaConnectionsForTesting()
+        t.subRec.waitFor(.reconnected)
+        XCTAssertEqual(t.subRec.events, [.connected, .disconnected, .reconnected])
+        XCTAssertNotEqual(t.sub.mediaPeerId, oldPeer)
+        let before = lastFrameNumber(t.subRec)
+        t.subRec.wait("frames after the reconnection") { self.lastFrameNumber($0) > before + 10 }
+        XCTAssertFalse(t.pubRec.events.contains { if case .publisherFailed = $0 { return true }; return false })
+        // The publisher let go of the dead connection: one connection, to the new peer.
+        XCTAssertEqual(t.pub.stats.connections, 1)
+        XCTAssertEqual(server.server.mediaPeerCount, 1)
+    }
 }

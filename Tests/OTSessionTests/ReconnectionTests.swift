@@ -58,6 +58,29 @@ final class ReconnectionTests: XCTestCase {
         recA.waitFor(.disconnected)
     }
 
+    func testSilentConnectionIsDetectedByPingTimeoutAndResumed() throws {
+        let ts = try TestServer()
+        let sid = try ts.session()
+        let proxy = try TCPProxy(targetPort: ts.server.port)
+        defer { proxy.stop() }
+        let rec = Recorder("a")
+        let a = Session(apiKey: ts.project.apiKey, sessionId: sid, delegate: rec,
+                        settings: SessionSettings(serverURL: proxy.url, pingInterval: .milliseconds(200)))
+        try a.connect(token: ts.server.token(sessionId: sid))
+        rec.waitFor(.connected)
+        let id = try XCTUnwrap(a.connection?.id)
+        // The connection stays up but nothing gets through: only the keepalive notices.
+        proxy.blackhole = true
+        rec.waitFor(.reconnecting)
+        proxy.blackhole = false
+        rec.waitFor(.reconnected)
+        XCTAssertEqual(a.connection?.id, id)
+        try a.signal(type: "alive", data: "")
+        rec.waitFor(.signal("alive", "", id))
+        XCTAssertFalse(rec.events.contains(.disconnected))
+        try a.disconnect()
+    }
+
     func testSignalsSentWhileReconnectingArriveOnceAfterReconnecting() throws {
         let ts = try TestServer()
         let sid = try ts.session()

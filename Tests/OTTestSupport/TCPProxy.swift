@@ -4,8 +4,9 @@ import Glibc
 #endif
 
 /// A TCP proxy on 127.0.0.1 for tests of dropped connections: every accepted connection is relayed to `target`
-/// until `severAll()` resets both sides of every relayed connection at once (as a network failure would); while
-/// `refusing` is set, new connections are accepted and reset at once (the server looks unreachable).
+/// until `severAll()` cuts both sides of every relayed connection at once (as a network failure would); while
+/// `refusing` is set, new connections are accepted and reset at once (the server looks unreachable); while
+/// `blackhole` is set, connections stay up but carry nothing.
 /// One thread accepts, two threads relay each connection; `stop()` ends them all.
 public final class TCPProxy: @unchecked Sendable {
     /// The port the proxy listens on (127.0.0.1).
@@ -15,6 +16,7 @@ public final class TCPProxy: @unchecked Sendable {
     private let lock = NSLock()
     private var links: [(client: Int32, server: Int32)] = []
     private var _refusing = false
+    private var _blackhole = false
     private var _accepted = 0
     private var stopped = false
     private let done = DispatchGroup()
@@ -48,6 +50,13 @@ public final class TCPProxy: @unchecked Sendable {
     public var refusing: Bool {
         get { lock.withLock { _refusing } }
         set { lock.withLock { _refusing = newValue } }
+    }
+
+    /// While true, relayed connections stay open but carry nothing: bytes are read and dropped (a silent network,
+    /// as when a route disappears; only keepalive timeouts notice).
+    public var blackhole: Bool {
+        get { lock.withLock { _blackhole } }
+        set { lock.withLock { _blackhole = newValue } }
     }
 
     /// Connections accepted so far (refused ones included).
@@ -108,7 +117,7 @@ public final class TCPProxy: @unchecked Sendable {
             for (from, to) in [(c, s), (s, c)] {
                 done.enter()
                 let t = Thread { [self] in
-                    Self.relay(from: from, to: to)
+                    relay(from: from, to: to)
                     // The other direction stops too (an orderly end, unless severAll reset it first).
                     shutdown(to, Int32(SHUT_WR))
                     shutdown(from, Int32(SHUT_RD))
@@ -127,12 +136,13 @@ public final class TCPProxy: @unchecked Sendable {
         }
     }
 
-    private static func relay(from: Int32, to: Int32) {
+    private func relay(from: Int32, to: Int32) {
         var buf = [UInt8](repeating: 0, count: 16 * 1024)
         while true {
             let n = buf.withUnsafeMutableBytes { recv(from, $0.baseAddress, $0.count, 0) }
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else { return }
+            if blackhole { continue }
             var off = 0
             while off < n {
                 let w = buf.withUnsafeBytes { send(to, $0.baseAddress! + off, n - off, Int32(MSG_NOSIGNAL)) }
