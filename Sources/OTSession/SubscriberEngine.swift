@@ -32,6 +32,8 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     /// Between a media failure and the new connection (or giving up at `connectDeadline`).
     private(set) var reconnecting = false
     private var connectDeadline = Instant.zero
+    /// Counts peer connections made, so events of a replaced one are told apart.
+    private var linkGeneration = 0
     /// Media reconnections so far.
     private(set) var reconnections = 0
     private var videoPT: UInt8 = 96
@@ -101,8 +103,11 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
 
     /// A new peer connection for the stream: offer, register for its signaling, tell our audio/video wishes.
     private func openLink(_ session: Session) throws {
+        linkGeneration += 1
+        let gen = linkGeneration
         let l = try MediaLink(config: PeerConnectionConfig(audio: true, video: true), settings: session.settings, queue: queue) { [weak self] events in
-            guard let self else { return }
+            // Late events of a connection already replaced are dropped.
+            guard let self, linkGeneration == gen else { return }
             for e in events { linkEvent(e) }
         }
         link = l
