@@ -272,4 +272,29 @@ final class ReconnectionTests: XCTestCase {
         Thread.sleep(forTimeInterval: 0.5)
         XCTAssertEqual(proxy.acceptedCount, accepted, "no attempt after the disconnect")
     }
+
+    func testSessionReleasedWhileReconnectingStopsTrying() throws {
+        let ts = try TestServer()
+        let sid = try ts.session()
+        let proxy = try TCPProxy(targetPort: ts.server.port)
+        defer { proxy.stop() }
+        weak var released: Session?
+        let rec = Recorder("a")
+        do {
+            let (a, _) = try client(ts, sid, via: proxy, name: "a")
+            a.delegate = rec
+            released = a
+            proxy.refusing = true
+            proxy.severAll()
+            rec.waitFor(.reconnecting)
+        }
+        // Nothing else holds the session: it goes, and so do its attempts.
+        let gone = Date().addingTimeInterval(10)
+        while released != nil && Date() < gone { usleep(10_000) }
+        XCTAssertNil(released)
+        let accepted = proxy.acceptedCount
+        Thread.sleep(forTimeInterval: 1)
+        XCTAssertLessThanOrEqual(proxy.acceptedCount, accepted + 1, "at most an attempt already under way")
+        XCTAssertFalse(rec.events.contains(.reconnected))
+    }
 }
