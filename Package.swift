@@ -59,7 +59,7 @@ let package = Package(
         .testTarget(name: "OTWireTests", dependencies: ["OTWire"]),
         .testTarget(name: "OTTransportTests", dependencies: ["OTTransport", "OTMedia", "OTTestSupport"]),
         .testTarget(name: "OTMediaTests", dependencies: ["OTMedia", "OTTransport"]),
-        // Test support shared by test targets: session recorders and waits, a coturn launcher.
+        // Test support shared by test targets: session recorders and waits, a coturn launcher, a TCP proxy that cuts connections.
         .target(name: "OTTestSupport", dependencies: ["OTSession"], path: "Tests/OTTestSupport"),
         .testTarget(name: "OTServerTests", dependencies: ["OTServer", "OTSession", "OTTestSupport"]),
         .testTarget(name: "OTSessionTests", dependencies: ["OTSession", "OTServer", "OTTestSupport"]),

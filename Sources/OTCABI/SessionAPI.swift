@@ -115,6 +115,12 @@ private final class DelegateAdapter: SessionDelegate, @unchecked Sendable {
     func session(_ session: Session, muteForced info: MuteForcedInfo) {
         post { o, cb in cb.on_mute_forced?(o.handle, cb.user_data, CArg.bool(info.active)) }
     }
+    func sessionDidBeginReconnecting(_ session: Session) {
+        post { o, cb in cb.on_reconnecting?(o.handle, cb.user_data) }
+    }
+    func sessionDidReconnect(_ session: Session) {
+        post { o, cb in cb.on_reconnected?(o.handle, cb.user_data) }
+    }
 }
 
 /// Runs `body` with the live session behind `p`, turning thrown OTErrors into their codes.
@@ -189,6 +195,17 @@ func withSession(_ p: UnsafeMutablePointer<ot_session>?, _ body: (SessionObject)
     }
 }
 
+/// Whether the session is resuming a dropped connection (between on_reconnecting and on_reconnected or
+/// on_disconnected) into `reconnecting`; the status stays OT_SESSION_CONNECTED meanwhile.
+@c(ot_session_is_reconnecting) public func ot_session_is_reconnecting(_ session: UnsafeMutablePointer<ot_session>?,
+                                                                    _ reconnecting: UnsafeMutablePointer<ot_bool>?) -> ot_status {
+    withSession(session) { o in
+        guard let reconnecting else { return Status.invalidParam }
+        reconnecting.pointee = CArg.bool(o.session.isReconnecting)
+        return Status.ok
+    }
+}
+
 /// Copies the session id into `buf` (OT_ID_BUFFER_SIZE is always enough).
 @c(ot_session_get_id) public func ot_session_get_id(_ session: UnsafeMutablePointer<ot_session>?,
                                                   _ buf: UnsafeMutablePointer<CChar>?, _ size: UInt) -> ot_status {
@@ -223,10 +240,28 @@ func withSession(_ p: UnsafeMutablePointer<ot_session>?, _ body: (SessionObject)
     ot_session_send_signal_to_connection(session, type, data, nil)
 }
 
-/// Sends a signal to one connection (NULL `to`: everyone); same checks as ot_session_send_signal.
+/// Sends a signal to one connection (NULL `to`: everyone); same checks as ot_session_send_signal. While the
+/// session is reconnecting the signal is queued and sent once reconnected.
 @c(ot_session_send_signal_to_connection) public func ot_session_send_signal_to_connection(
     _ session: UnsafeMutablePointer<ot_session>?, _ type: UnsafePointer<CChar>?, _ data: UnsafePointer<CChar>?,
     _ to: UnsafePointer<ot_connection>?
+) -> ot_status {
+    ot_session_send_signal_with_options(session, type, data, to, nil)
+}
+
+/// Fills `options` with the defaults: retry_after_reconnect true.
+@c(ot_signal_options_default) public func ot_signal_options_default(_ options: UnsafeMutablePointer<ot_signal_options>?) -> ot_status {
+    guard let options else { return Status.invalidParam }
+    options.pointee = ot_signal_options(retry_after_reconnect: 1)
+    return Status.ok
+}
+
+/// Sends a signal to one connection (NULL `to`: everyone) with options (NULL: the defaults); same checks as
+/// ot_session_send_signal. With `retry_after_reconnect` false, a signal made while the session is reconnecting
+/// is refused with OT_ERR_NOT_CONNECTED instead of being queued.
+@c(ot_session_send_signal_with_options) public func ot_session_send_signal_with_options(
+    _ session: UnsafeMutablePointer<ot_session>?, _ type: UnsafePointer<CChar>?, _ data: UnsafePointer<CChar>?,
+    _ to: UnsafePointer<ot_connection>?, _ options: UnsafePointer<ot_signal_options>?
 ) -> ot_status {
     withSession(session) { o in
         guard let t = CArg.string(type) else { return Status.invalidParam }
@@ -237,7 +272,7 @@ func withSession(_ p: UnsafeMutablePointer<ot_session>?, _ body: (SessionObject)
             guard let c = connectionObject(to) else { return Status.invalidHandle }
             target = c.info.id
         }
-        try o.session.signal(type: t, data: d, to: target)
+        try o.session.signal(type: t, data: d, to: target, retryAfterReconnect: options.map { $0.pointee.retry_after_reconnect != 0 } ?? true)
         return Status.ok
     }
 }

@@ -44,6 +44,9 @@ private final class SubscriberAdapter: SubscriberDelegate, @unchecked Sendable {
     func subscriberDidDisconnect(fromStream subscriber: Subscriber) {
         post { o, cb in cb.on_disconnected?(o.handle, cb.user_data) }
     }
+    func subscriberDidReconnect(toStream subscriber: Subscriber) {
+        post { o, cb in cb.on_reconnected?(o.handle, cb.user_data) }
+    }
     func subscriber(_ subscriber: Subscriber, didFailWithError error: OTError) {
         post { o, cb in error.message.withCString { cb.on_error?(o.handle, cb.user_data, ot_status(error.code.rawValue), $0) } }
     }

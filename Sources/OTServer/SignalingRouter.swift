@@ -441,7 +441,8 @@ public final class SignalingRouter {
             let others = m.eventsSuppressed ? [] : room.orderedMembers().filter { $0 !== m }.map(\.info)
             out.append(.send([socket], .connected(ConnectedInfo(id: req.id, connection: m.info, role: m.role, resumeToken: m.resumeToken,
                 connections: others, streams: room.orderedStreams().filter { $0.connectionId != m.info.id },
-                muteForced: room.muteAllActive, resumed: true, relayed: room.id.relayed, e2ee: room.id.e2ee))))
+                muteForced: room.muteAllActive, resumed: true, relayed: room.id.relayed, e2ee: room.id.e2ee,
+                reconnectGraceMillis: Int(limits.reconnectGrace.microseconds / 1000)))))
             let q = m.queued; m.queued = []
             for msg in q { out.append(.send([socket], msg)) }
             return out
@@ -458,7 +459,8 @@ public final class SignalingRouter {
         sockets[socket] = (req.sessionId, cid)
         var out: [Output] = [.send([socket], .connected(ConnectedInfo(id: req.id, connection: info, role: token.role, resumeToken: m.resumeToken,
             connections: req.eventsSuppressed ? [] : others.map(\.info), streams: room.orderedStreams(),
-            muteForced: room.muteAllActive, resumed: false, relayed: room.id.relayed, e2ee: room.id.e2ee)))]
+            muteForced: room.muteAllActive, resumed: false, relayed: room.id.relayed, e2ee: room.id.e2ee,
+            reconnectGraceMillis: Int(limits.reconnectGrace.microseconds / 1000))))]
         out += deliver(others.filter { !$0.eventsSuppressed }, .connectionCreated(info))
         return out
     }

@@ -170,6 +170,12 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
     /// Sending counters now.
     public var stats: PublisherStats { mediaQueue.sync { engine.currentStats() } }
 
+    /// The current peer connection to the media router and how many times the stream was republished (tests).
+    var routerPeerId: String? { mediaQueue.sync { engine.routerPeerId } }
+    var republishCount: Int { mediaQueue.sync { engine.republishCount } }
+    /// Breaks every media connection as a failed network would (tests).
+    func closeMediaConnectionsForTesting() { mediaQueue.sync { engine.closeLinksForTesting() } }
+
     /// The W3C-named RTC stats report (JSON array: `outbound-rtp`, `remote-inbound-rtp`).
     public func rtcStatsReport() -> String { mediaQueue.sync { engine.rtcStatsReport() } }
 

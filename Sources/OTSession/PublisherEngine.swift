@@ -7,7 +7,9 @@ import OTWire
 
 /// The publisher's media work, confined to its serial `queue` (every method but the capture entry points
 /// runs there): capture → send pipelines → RTP fanned out to every peer connection (the router, or each
-/// relayed subscriber), RTCP feedback → keyframes and bitrate.
+/// relayed subscriber), RTCP feedback → keyframes and bitrate. When the established connection to the media
+/// router fails, the stream is republished on a new peer connection (new offer, same stream and SSRCs) for up
+/// to `republishWindow`; a relayed subscriber whose connection fails offers again itself.
 final class PublisherEngine: @unchecked Sendable {
     /// One peer connection: to the media router, or to one relayed subscriber.
     final class Peer: MediaSignalingPeer, @unchecked Sendable {
@@ -71,6 +73,20 @@ final class PublisherEngine: @unchecked Sendable {
     private var nackCount = 0
     private let backlog = Lock()
     private var framesQueued = 0
+    /// How long a failed router connection is retried before `onFailure`.
+    static let republishWindow: Duration = .seconds(15)
+    /// Set while republishing after a failed router connection: when to give up.
+    private var republishDeadline: Instant?
+    /// Republications so far (tests).
+    private(set) var republishCount = 0
+    /// The current peer connection to the media router, if any (tests).
+    var routerPeerId: String? { peers.values.first { $0.subscriber == nil }?.id }
+
+    /// Closes every peer connection's transport without a word on signaling, as a failed network would look to the
+    /// other sides (fault injection for tests). The peers stay until the other side reports the failure.
+    func closeLinksForTesting() {
+        for p in peers.values { p.link.close() }
+    }
 
     init(settings: PublisherSettings, queue: DispatchQueue) throws {
         self.settings = settings
@@ -219,6 +235,11 @@ final class PublisherEngine: @unchecked Sendable {
             }
             try session.sendMediaOffer(peerId: peerId, streamId: stream.id, direction: .publish, sdp: offer) { [weak self] err in
                 guard let err, let self else { return }
+                if err.code == .connectionDropped {
+                    // Lost with a dropped signaling connection: offer again (queued until it is back).
+                    queue.async { self.routerLinkFailed(peerId, "the offer was lost with the signaling connection") }
+                    return
+                }
                 queue.async { self.dropPeer(peerId, tellOtherSide: false) }
                 onFailure?(OTError(err.code, "the media router refused the stream: \(err.message)"))
             }
@@ -247,6 +268,28 @@ final class PublisherEngine: @unchecked Sendable {
     }
 
     private weak var session: Session?
+
+    /// The connection to the media router failed: republish on a new one, or report the failure once
+    /// `republishWindow` has passed since the first failure.
+    private func routerLinkFailed(_ id: String, _ why: String) {
+        guard peers[id] != nil else { return }
+        dropPeer(id, tellOtherSide: true)
+        guard running, let session else { return }
+        let now = MonotonicClock.now()
+        let deadline = republishDeadline ?? now + Self.republishWindow
+        republishDeadline = deadline
+        guard now < deadline else {
+            republishDeadline = nil
+            onFailure?(OTError(.publisherWebRTC, "media connection failed: \(why)"))
+            return
+        }
+        Log.info("publisher", "media connection to the router lost (\(why)); republishing")
+        queue.asyncAfter(deadline: .now() + .milliseconds(republishCount == 0 ? 0 : 500)) { [weak self, weak session] in
+            guard let self, let session, running, routerPeerId == nil else { return }
+            republishCount += 1
+            connectToRouter(session: session)
+        }
+    }
 
     private func dropPeer(_ id: String, tellOtherSide: Bool) {
         guard let p = peers.removeValue(forKey: id) else { return }
@@ -288,9 +331,14 @@ final class PublisherEngine: @unchecked Sendable {
             session?.sendMedia(.mediaCandidate(peerId: p.id, candidate: c.description))
         case .connected:
             p.connected = true
+            if p.subscriber == nil { republishDeadline = nil }
             rebuildTargets()
             video?.requestKeyframe()
         case .failed(let err):
+            if p.subscriber == nil && (p.connected || republishDeadline != nil) {
+                routerLinkFailed(p.id, err.message)
+                return
+            }
             let router = p.subscriber == nil
             dropPeer(p.id, tellOtherSide: true)
             if router { onFailure?(OTError(.publisherWebRTC, "media connection failed: \(err.message)")) }

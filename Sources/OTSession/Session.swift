@@ -57,6 +57,12 @@ public protocol SessionDelegate: AnyObject {
     /// A signal; `connection` is nil when the server (REST API) sent it.
     func session(_ session: Session, receivedSignalType type: String, from connection: ConnectionInfo?, data: String)
     func session(_ session: Session, muteForced info: MuteForcedInfo)
+    /// The signaling connection dropped and the session is resuming it (as `sessionDidBeginReconnecting:`). The status
+    /// stays `.connected` and `isReconnecting` is true; `sessionDidReconnect` or (1022 then) `sessionDidDisconnect` follows.
+    func sessionDidBeginReconnecting(_ session: Session)
+    /// The connection was resumed with the same connection id (as `sessionDidReconnect:`). Streams and connections
+    /// that came or went meanwhile are reported next as created/destroyed messages; queued signals are sent.
+    func sessionDidReconnect(_ session: Session)
 }
 
 extension SessionDelegate {
@@ -70,6 +76,8 @@ extension SessionDelegate {
     public func session(_ session: Session, stream: StreamInfo, didChange change: StreamPropertyChange) {}
     public func session(_ session: Session, receivedSignalType type: String, from connection: ConnectionInfo?, data: String) {}
     public func session(_ session: Session, muteForced info: MuteForcedInfo) {}
+    public func sessionDidBeginReconnecting(_ session: Session) {}
+    public func sessionDidReconnect(_ session: Session) {}
 }
 
 /// A client's connection to a session (modelled on OTSession). Thread-safe: call from any thread;
@@ -87,7 +95,10 @@ public final class Session: @unchecked Sendable {
     private weak var _delegate: SessionDelegate?
     private var machine: SignalingClient
     private var socket: WebSocketClient?
+    private var endpoint: ServerEndpoint?
     private var generation = 0
+    /// When the tick timer is armed for (the earliest deadline of the signaling client).
+    private var tickArmedFor: Instant?
     private var completions: [Int: @Sendable (Result<RequestReply, OTError>) -> Void] = [:]
     /// The publisher, subscribers and their media signaling (SessionMedia.swift).
     let media = SessionMedia()
@@ -125,6 +136,9 @@ public final class Session: @unchecked Sendable {
     public var isMuteForced: Bool { lock.withLock { machine.muteAllActive } }
     /// Whether the session is relayed (media peer to peer) rather than routed, after `sessionDidConnect`.
     public var isRelayed: Bool { lock.withLock { machine.relayed } }
+    /// True between `sessionDidBeginReconnecting` and `sessionDidReconnect` (or the disconnect that ends a failed
+    /// reconnection); the status stays `.connected` meanwhile, as in OpenTok.
+    public var isReconnecting: Bool { lock.withLock { machine.isReconnecting } }
 
     /// Connects with a token. Throws 1015 when not disconnected, 1011 for an empty token or bad server URL;
     /// later failures come as `session(_:didFailWithError:)` (1004 bad token, 1005 unknown session,
@@ -133,27 +147,28 @@ public final class Session: @unchecked Sendable {
         let endpoint = try ServerEndpoint.parse(settings.serverURL)
         try lock.withLock {
             try machine.connect(token: token, now: MonotonicClock.now())
-            generation += 1
-            let gen = generation
-            let ws = WebSocketClient(endpoint: endpoint, pingInterval: settings.pingInterval) { [weak self] ev in self?.socketEvent(ev, gen) }
-            socket = ws
-            ws.start()
+            self.endpoint = endpoint
+            openSocket()
+            armTick()
         }
-        scheduleTick(after: settings.connectTimeout)
     }
 
-    /// Disconnects; `sessionDidDisconnect` follows. Throws 1010 when not connected or connecting.
+    /// Disconnects; `sessionDidDisconnect` follows. Throws 1010 when not connected or connecting. While
+    /// reconnecting, the session disconnects at once.
     public func disconnect() throws {
         try lock.withLock { apply(try machine.disconnect(now: MonotonicClock.now())) }
-        scheduleTick(after: .seconds(3))
     }
 
     /// Sends a signal to every connection (the sender included) or to one. The type (at most 128 of
     /// `[A-Za-z0-9_~-]`) and data (at most 8192 bytes) are checked first: throws 1414, 1461, 1413,
     /// 1010 when not connected, 1535 when the role cannot signal. Server refusals come to `completion`.
-    public func signal(type: String, data: String, to connectionId: String? = nil, completion: Completion? = nil) throws {
+    /// While the session is reconnecting the signal is queued and sent once reconnected (as
+    /// `signalWithType:string:connection:retryAfterReconnect:error:`); with `retryAfterReconnect` false it is
+    /// refused instead (throws 1010). A signal in flight when the connection dropped completes with 1022.
+    public func signal(type: String, data: String, to connectionId: String? = nil, retryAfterReconnect: Bool = true,
+                       completion: Completion? = nil) throws {
         try lock.withLock {
-            let (id, out) = try machine.signal(type: type, data: data, to: connectionId)
+            let (id, out) = try machine.signal(type: type, data: data, to: connectionId, retryAfterReconnect: retryAfterReconnect)
             register(id, completion)
             apply(out)
         }
@@ -232,12 +247,10 @@ public final class Session: @unchecked Sendable {
         }
     }
 
-    /// Sends a media message that needs no reply (answer, candidate, close, subscriber settings); dropped when not connected.
+    /// Sends a media message that needs no reply (answer, candidate, close, subscriber settings); queued while
+    /// reconnecting, dropped when not connected.
     func sendMedia(_ message: ClientMessage) {
-        lock.withLock {
-            guard machine.status == .connected else { return }
-            socket?.send(SignalingCodec.encode(message))
-        }
+        lock.withLock { apply(machine.send(message)) }
     }
 
     /// Asks the server whether this client may subscribe to a stream (1535 by role, 1604 unknown stream).
@@ -275,12 +288,36 @@ public final class Session: @unchecked Sendable {
         }
     }
 
-    private func scheduleTick(after d: Duration) {
-        let ns = max(0, d.microseconds) * 1000 + 1_000_000
+    /// Called with the lock held: arms a timer for the signaling client's next deadline unless one fires earlier.
+    private func armTick() {
+        guard let d = machine.nextDeadline else { return }
+        if let armed = tickArmedFor, armed <= d { return }
+        tickArmedFor = d
+        let ns = max(0, (d - MonotonicClock.now()).microseconds) * 1000 + 1_000_000
         delegateQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(ns))) { [weak self] in
             guard let self else { return }
-            lock.withLock { apply(machine.tick(now: MonotonicClock.now())) }
+            lock.withLock {
+                if tickArmedFor == d { tickArmedFor = nil }
+                apply(machine.tick(now: MonotonicClock.now()))
+            }
         }
+    }
+
+    /// Called with the lock held: a new WebSocket for the current endpoint; events of earlier ones are ignored.
+    private func openSocket() {
+        guard let endpoint else { return }
+        generation += 1
+        let gen = generation
+        let ws = WebSocketClient(endpoint: endpoint, pingInterval: settings.pingInterval) { [weak self] ev in self?.socketEvent(ev, gen) }
+        socket = ws
+        ws.start()
+    }
+
+    /// Called with the lock held: forgets the current WebSocket (its events are ignored) and drops it.
+    private func dropSocket() {
+        generation += 1
+        socket?.abort()
+        socket = nil
     }
 
     /// Socket events are decoded and applied on the session's queue, keeping the shared IO
@@ -315,6 +352,11 @@ public final class Session: @unchecked Sendable {
                 socket?.send(SignalingCodec.encode(m))
             case .closeTransport:
                 socket?.close()
+            case .openTransport:
+                dropSocket()
+                openSocket()
+            case .dropTransport:
+                dropSocket()
             case .completed(let id, let result):
                 if let c = completions.removeValue(forKey: id) { delegateQueue.async { c(result) } }
             case .event(let e):
@@ -323,6 +365,7 @@ public final class Session: @unchecked Sendable {
                 media.received(m)
             }
         }
+        armTick()
     }
 
     private func deliver(_ e: SessionEvent) {
@@ -339,6 +382,8 @@ public final class Session: @unchecked Sendable {
         case .streamChanged(let s, let change): d.session(self, stream: s, didChange: change)
         case .signal(let type, let data, let from): d.session(self, receivedSignalType: type, from: from, data: data)
         case .muteForced(let info): d.session(self, muteForced: info)
+        case .reconnecting: d.sessionDidBeginReconnecting(self)
+        case .reconnected: d.sessionDidReconnect(self)
         }
     }
 }

@@ -48,6 +48,10 @@ public enum SessionEvent: Sendable, Equatable {
     case streamChanged(StreamInfo, StreamPropertyChange)
     case signal(type: String, data: String, from: ConnectionInfo?)
     case muteForced(MuteForcedInfo)
+    /// The signaling connection dropped; the client is resuming its connection (status stays `.connected`).
+    case reconnecting
+    /// The connection was resumed (same connection id); roster changes follow as created/destroyed events.
+    case reconnected
 }
 
 /// The answer to a request.
@@ -67,6 +71,10 @@ public struct SignalingClient {
         case completed(id: Int, Result<RequestReply, OTError>)
         /// Close the transport.
         case closeTransport
+        /// Open a new transport to resume the connection, abandoning the current one (its end is not reported).
+        case openTransport
+        /// Abandon the current transport without reporting its end (a reconnection attempt that timed out).
+        case dropTransport
         /// A media signaling message (offer, answer, candidate, close, subscriber settings) for the
         /// publisher or a subscriber.
         case media(ServerMessage)
@@ -95,6 +103,32 @@ public struct SignalingClient {
     private var disconnectDeadline: Instant?
     private var token = ""
 
+    /// Automatic reconnection: on a dropped transport, resume the connection until the server's grace period ends.
+    public var reconnectEnabled = true
+    /// How long one reconnection attempt (TCP, WebSocket upgrade, resume) may take.
+    public var reconnectAttemptTimeout: Duration = .seconds(4)
+    /// The grace period when the server does not announce one (`ServerLimits.reconnectGrace`'s default).
+    public static let defaultReconnectGrace: Duration = .seconds(10)
+    /// Delays before successive reconnection attempts (the last repeats).
+    static let reconnectBackoff: [Duration] = [.milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2)]
+
+    private struct Reconnection {
+        /// When the server's grace period ends: give up then.
+        var giveUpAt: Instant
+        var attempts = 0
+        /// When to open the next transport (nil while an attempt runs).
+        var retryAt: Instant?
+        /// When the running attempt is abandoned.
+        var attemptDeadline: Instant?
+    }
+    private var reconnection: Reconnection?
+    private var reconnectGrace = SignalingClient.defaultReconnectGrace
+    /// Messages produced while reconnecting, sent in order once the connection is resumed.
+    private var outbox: [ClientMessage] = []
+
+    /// Whether the connection is being resumed after a dropped transport (status stays `.connected`).
+    public var isReconnecting: Bool { reconnection != nil }
+
     public init(apiKey: String, sessionId: String, eventsSuppressed: Bool = false, connectTimeout: Duration = .seconds(15)) {
         self.apiKey = apiKey; self.sessionId = sessionId; self.eventsSuppressed = eventsSuppressed; self.connectTimeout = connectTimeout
     }
@@ -102,7 +136,10 @@ public struct SignalingClient {
     public var capabilities: SessionCapabilities? { role.map(SessionCapabilities.init) }
 
     /// When `tick` should next be called, if at all.
-    public var nextDeadline: Instant? { connectDeadline ?? disconnectDeadline }
+    public var nextDeadline: Instant? {
+        [connectDeadline, disconnectDeadline, reconnection?.giveUpAt, reconnection?.retryAt, reconnection?.attemptDeadline]
+            .compactMap { $0 }.min()
+    }
 
     /// Starts connecting; the transport must be opened by the driver, which then calls `transportOpened`.
     public mutating func connect(token: String, now: Instant) throws {
@@ -111,11 +148,16 @@ public struct SignalingClient {
         self.token = token
         status = .connecting
         connection = nil; role = nil; resumeToken = nil; connections = [:]; streams = [:]; muteAllActive = false
+        reconnection = nil; outbox = []
         connectDeadline = now + connectTimeout
     }
 
-    /// The transport is open: send the connect request.
+    /// The transport is open: send the connect request (a resume request when reconnecting).
     public mutating func transportOpened(now: Instant) -> [Output] {
+        if reconnection != nil, status == .connected {
+            guard let m = resumeRequest() else { return giveUp("no resumable connection") }
+            return [.send(m)]
+        }
         guard status == .connecting else { return [] }
         let id = takeId()
         return [.send(.connect(ConnectRequest(id: id, apiKey: apiKey, sessionId: sessionId, token: token, eventsSuppressed: eventsSuppressed)))]
@@ -130,6 +172,11 @@ public struct SignalingClient {
 
     /// Starts an orderly disconnect. Throws 1010 when not connected.
     public mutating func disconnect(now: Instant) throws -> [Output] {
+        if reconnection != nil, status == .connected {
+            // No server to say goodbye to: leave now (the server expires the connection after its grace period).
+            reconnection = nil
+            return finish()
+        }
         switch status {
         case .connected:
             status = .disconnecting
@@ -146,25 +193,43 @@ public struct SignalingClient {
         }
     }
 
-    /// Sends a request that needs the connected state; returns its id.
+    /// Sends a request that needs the connected state; returns its id. While reconnecting it is queued and sent
+    /// once the connection is resumed.
     public mutating func request(_ make: (Int) -> ClientMessage) throws -> (Int, [Output]) {
         guard status == .connected else { throw OTError(.notConnected) }
         let id = takeId()
         pending.insert(id)
-        return (id, [.send(make(id))])
+        return (id, emit(make(id)))
     }
 
-    /// Validates and sends a signal (to all when `to` is nil).
-    public mutating func signal(type: String, data: String, to: String?) throws -> (Int, [Output]) {
+    /// Sends a message that needs no reply when connected (queued while reconnecting); nothing otherwise.
+    public mutating func send(_ message: ClientMessage) -> [Output] {
+        guard status == .connected else { return [] }
+        return emit(message)
+    }
+
+    /// Validates and sends a signal (to all when `to` is nil). While reconnecting the signal is queued and sent
+    /// after the connection is resumed, unless `retryAfterReconnect` is false: then it throws 1010.
+    public mutating func signal(type: String, data: String, to: String?, retryAfterReconnect: Bool = true) throws -> (Int, [Output]) {
         guard status == .connected else { throw OTError(.notConnected) }
         try SignalRules.validate(type: type, data: data)
         guard role?.canSignal == true else { throw OTError(.forceUnpublishOrInvalidStream, "this role cannot send signals") }
+        if reconnection != nil && !retryAfterReconnect {
+            throw OTError(.notConnected, "the session is reconnecting and the signal asked not to be retried")
+        }
         return try request { .signal(id: $0, type: type, data: data, to: to) }
+    }
+
+    private mutating func emit(_ m: ClientMessage) -> [Output] {
+        if reconnection != nil { outbox.append(m); return [] }
+        return [.send(m)]
     }
 
     /// A message from the server.
     public mutating func receive(_ msg: ServerMessage, now: Instant) -> [Output] {
         switch msg {
+        case .connected(let info) where reconnection != nil:
+            return resumed(info)
         case .connected(let info):
             guard status == .connecting || status == .connected else { return [] }
             let wasConnected = status == .connected
@@ -172,6 +237,7 @@ public struct SignalingClient {
             connectDeadline = nil
             connection = info.connection; role = info.role; resumeToken = info.resumeToken; muteAllActive = info.muteForced
             relayed = info.relayed
+            if let g = info.reconnectGraceMillis, g > 0 { reconnectGrace = .milliseconds(g) }
             var out: [Output] = []
             if !wasConnected { out.append(.event(.connected(info.connection))) }
             for c in info.connections where c.id != info.connection.id && connections[c.id] == nil {
@@ -184,6 +250,8 @@ public struct SignalingClient {
             }
             return out
         case .error(let code, let message):
+            // A refused resume ends the reconnection: the connection is gone.
+            if reconnection != nil { return giveUp("the server refused to resume the connection (\(code): \(message))") }
             let err = OTError(OTErrorCode(rawValue: code) ?? .internalError, message)
             return fail(err)
         case .disconnected:
@@ -193,30 +261,34 @@ public struct SignalingClient {
             if let code { return [.completed(id: id, .failure(OTError(OTErrorCode(rawValue: code) ?? .internalError, message)))] }
             return [.completed(id: id, .success(RequestReply(stream: stream, issueId: issueId)))]
         case .connectionCreated(let c):
-            guard status == .connected, c.id != connection?.id else { return [] }
+            guard status == .connected, c.id != connection?.id, connections[c.id] == nil else { return [] }
             connections[c.id] = c
             return [.event(.connectionCreated(c))]
         case .connectionDestroyed(let id, _):
             guard let c = connections.removeValue(forKey: id) else { return [] }
             return [.event(.connectionDestroyed(c))]
         case .streamCreated(let s):
-            guard status == .connected else { return [] }
+            guard status == .connected, streams[s.id] == nil else { return [] }
             streams[s.id] = s
             return [.event(.streamCreated(s))]
         case .streamDestroyed(let id, _):
             guard let s = streams.removeValue(forKey: id) else { return [] }
             return [.event(.streamDestroyed(s))]
         case .streamChanged(let s, let property):
-            guard streams[s.id] != nil else { return [] }
-            streams[s.id] = s
+            guard let old = streams[s.id] else { return [] }
+            // Only the named property changes here: a change already reported (seen in the roster of a resumed
+            // connection, then replayed by the server) is not reported twice.
+            var cur = old
             let change: StreamPropertyChange
             switch property {
-            case "hasAudio": change = .hasAudio(s.hasAudio)
-            case "hasVideo": change = .hasVideo(s.hasVideo)
-            case "dimensions": change = .dimensions(width: s.width, height: s.height)
+            case "hasAudio": cur.hasAudio = s.hasAudio; change = .hasAudio(s.hasAudio)
+            case "hasVideo": cur.hasVideo = s.hasVideo; change = .hasVideo(s.hasVideo)
+            case "dimensions": cur.width = s.width; cur.height = s.height; change = .dimensions(width: s.width, height: s.height)
             default: return []
             }
-            return [.event(.streamChanged(s, change))]
+            guard cur != old else { return [] }
+            streams[s.id] = cur
+            return [.event(.streamChanged(cur, change))]
         case .signal(let type, let data, let from):
             guard status == .connected else { return [] }
             let sender: ConnectionInfo? = from.flatMap { id in id == connection?.id ? connection : connections[id] ?? ConnectionInfo(id: id, creationTime: 0, data: "") }
@@ -230,11 +302,21 @@ public struct SignalingClient {
         }
     }
 
-    /// The transport closed (error nil for an orderly close).
+    /// The transport closed (error nil for an orderly close). A connected session that did not ask to leave
+    /// starts reconnecting (`.reconnecting`, then `.openTransport` from `tick`).
     public mutating func transportClosed(error: OTError?, now: Instant) -> [Output] {
         switch status {
         case .connecting:
             return fail(error ?? OTError(.connectionFailed, "the server closed the connection"))
+        case .connected where reconnection != nil:
+            // An attempt failed: try again after a pause, within the grace period.
+            return retryLater(now: now)
+        case .connected where reconnectEnabled && resumeToken != nil:
+            reconnection = Reconnection(giveUpAt: now + reconnectGrace)
+            // Requests sent on the lost transport may or may not have reached the server: their outcome is unknown.
+            var out = failPending(OTError(.connectionDropped, "the connection dropped before the server replied"))
+            out.append(.event(.reconnecting))
+            return out + retryLater(now: now)
         case .connected:
             return fail(error.map { OTError(.connectionDropped, $0.message) } ?? OTError(.connectionDropped))
         case .disconnecting:
@@ -244,8 +326,22 @@ public struct SignalingClient {
         }
     }
 
-    /// Timeouts: connect and disconnect.
+    /// Timeouts: connect, disconnect and the reconnection's attempts and grace period.
     public mutating func tick(now: Instant) -> [Output] {
+        if var r = reconnection, status == .connected {
+            if now >= r.giveUpAt { return giveUp("could not reconnect within the server's grace period") }
+            if let at = r.retryAt, now >= at {
+                r.retryAt = nil
+                r.attempts += 1
+                r.attemptDeadline = min(now + reconnectAttemptTimeout, r.giveUpAt)
+                reconnection = r
+                return [.openTransport]
+            }
+            if let d = r.attemptDeadline, now >= d {
+                return [.dropTransport] + retryLater(now: now)
+            }
+            return []
+        }
         if let d = connectDeadline, now >= d, status == .connecting {
             connectDeadline = nil
             return fail(OTError(.connectionTimedOut)) + [.closeTransport]
@@ -259,6 +355,70 @@ public struct SignalingClient {
 
     private mutating func takeId() -> Int { defer { nextId += 1 }; return nextId }
 
+    /// Schedules the next reconnection attempt (backoff, within the grace period).
+    private mutating func retryLater(now: Instant) -> [Output] {
+        guard var r = reconnection else { return [] }
+        let delay = Self.reconnectBackoff[min(r.attempts, Self.reconnectBackoff.count - 1)]
+        r.attemptDeadline = nil
+        r.retryAt = min(now + delay, r.giveUpAt)
+        reconnection = r
+        return []
+    }
+
+    /// The connection could not be resumed: the session fails with 1022 (connection dropped) and disconnects.
+    private mutating func giveUp(_ why: String) -> [Output] {
+        reconnection = nil
+        outbox = []
+        return fail(OTError(.connectionDropped, why))
+    }
+
+    /// The server resumed our connection: reconcile the roster (streams and connections that came and went
+    /// meanwhile) and send what was queued.
+    private mutating func resumed(_ info: ConnectedInfo) -> [Output] {
+        guard status == .connected, let own = connection, info.connection.id == own.id else {
+            return giveUp("the server answered with another connection")
+        }
+        reconnection = nil
+        role = info.role; resumeToken = info.resumeToken; muteAllActive = info.muteForced
+        if let g = info.reconnectGraceMillis, g > 0 { reconnectGrace = .milliseconds(g) }
+        var out: [Output] = [.event(.reconnected)]
+        let liveStreams = Dictionary(info.streams.filter { $0.connectionId != own.id }.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        let liveConnections = Dictionary(info.connections.filter { $0.id != own.id }.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        for id in streams.keys.sorted() where liveStreams[id] == nil {
+            if let s = streams.removeValue(forKey: id) { out.append(.event(.streamDestroyed(s))) }
+        }
+        if !eventsSuppressed {
+            for id in connections.keys.sorted() where liveConnections[id] == nil {
+                if let c = connections.removeValue(forKey: id) { out.append(.event(.connectionDestroyed(c))) }
+            }
+            for c in info.connections where c.id != own.id && connections[c.id] == nil {
+                connections[c.id] = c
+                out.append(.event(.connectionCreated(c)))
+            }
+        }
+        for s in info.streams where s.connectionId != own.id {
+            if let old = streams[s.id] {
+                streams[s.id] = s
+                for change in Self.changes(from: old, to: s) { out.append(.event(.streamChanged(s, change))) }
+            } else {
+                streams[s.id] = s
+                out.append(.event(.streamCreated(s)))
+            }
+        }
+        let queued = outbox
+        outbox = []
+        return out + queued.map { .send($0) }
+    }
+
+    /// The property changes between two versions of a stream.
+    static func changes(from old: StreamInfo, to new: StreamInfo) -> [StreamPropertyChange] {
+        var out: [StreamPropertyChange] = []
+        if old.hasAudio != new.hasAudio { out.append(.hasAudio(new.hasAudio)) }
+        if old.hasVideo != new.hasVideo { out.append(.hasVideo(new.hasVideo)) }
+        if old.width != new.width || old.height != new.height { out.append(.dimensions(width: new.width, height: new.height)) }
+        return out
+    }
+
     private mutating func failPending(_ err: OTError) -> [Output] {
         let ids = pending.sorted()
         pending = []
@@ -269,6 +429,7 @@ public struct SignalingClient {
     private mutating func fail(_ err: OTError) -> [Output] {
         let was = status
         connectDeadline = nil; disconnectDeadline = nil
+        reconnection = nil; outbox = []
         switch was {
         case .connecting:
             status = .failed
@@ -287,6 +448,7 @@ public struct SignalingClient {
     private mutating func finish() -> [Output] {
         guard status == .connected || status == .disconnecting || status == .connecting else { return [] }
         connectDeadline = nil; disconnectDeadline = nil
+        reconnection = nil; outbox = []
         var out = failPending(OTError(.notConnected))
         status = .notConnected
         clearRoster()

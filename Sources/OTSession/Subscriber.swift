@@ -75,8 +75,12 @@ public struct SubscriberStats: Sendable, Equatable {
 public protocol SubscriberDelegate: AnyObject {
     /// Media flows (as `subscriberDidConnectToStream:`).
     func subscriberDidConnect(toStream subscriber: Subscriber)
-    /// The subscription ended: unsubscribe, the stream was destroyed, or the session disconnected.
+    /// The subscription ended (unsubscribe, the stream was destroyed, or the session disconnected), or its media
+    /// connection failed and is being re-established: `subscriberDidReconnect(toStream:)` follows then
+    /// (as `subscriberDidDisconnectFromStream:`).
     func subscriberDidDisconnect(fromStream subscriber: Subscriber)
+    /// Media flows again after an interruption (as `subscriberDidReconnectToStream:`).
+    func subscriberDidReconnect(toStream subscriber: Subscriber)
     func subscriber(_ subscriber: Subscriber, didFailWithError error: OTError)
     func subscriber(_ subscriber: Subscriber, videoDisabledWithReason reason: SubscriberVideoEventReason)
     func subscriber(_ subscriber: Subscriber, videoEnabledWithReason reason: SubscriberVideoEventReason)
@@ -97,6 +101,7 @@ public protocol SubscriberDelegate: AnyObject {
 extension SubscriberDelegate {
     public func subscriberDidConnect(toStream subscriber: Subscriber) {}
     public func subscriberDidDisconnect(fromStream subscriber: Subscriber) {}
+    public func subscriberDidReconnect(toStream subscriber: Subscriber) {}
     public func subscriber(_ subscriber: Subscriber, didFailWithError error: OTError) {}
     public func subscriber(_ subscriber: Subscriber, videoDisabledWithReason reason: SubscriberVideoEventReason) {}
     public func subscriber(_ subscriber: Subscriber, videoEnabledWithReason reason: SubscriberVideoEventReason) {}
@@ -168,8 +173,13 @@ public final class Subscriber: SessionMediaClient, @unchecked Sendable {
         }
     }
 
-    /// True between `subscriberDidConnect(toStream:)` and the end of the subscription.
+    /// True while media flows: from `subscriberDidConnect(toStream:)` to the end of the subscription, except between
+    /// an interruption's `subscriberDidDisconnect(fromStream:)` and `subscriberDidReconnect(toStream:)`.
     public var isConnected: Bool { let e = lock.withLock { engine }; return onMedia { e?.connected ?? false } }
+
+    /// The current media connection's peer id and how many times media was reconnected (tests).
+    var mediaPeerId: String? { let e = lock.withLock { engine }; return onMedia { e?.peerId } }
+    var mediaReconnections: Int { let e = lock.withLock { engine }; return onMedia { e?.reconnections ?? 0 } }
 
     /// Receive counters now.
     public var stats: SubscriberStats { let e = lock.withLock { engine }; return onMedia { e?.currentStats() ?? lastStats } }

@@ -8,13 +8,17 @@ import OTWire
 /// The subscriber's media work, confined to its serial `queue`: one receive-only peer connection (we offer),
 /// RTP demultiplexed by payload type into the video and audio receive pipelines, a 10 ms tick for the video
 /// jitter buffer's timers and 20 ms audio playout, the video enable/disable state and its events.
+/// When an established media connection fails (ICE failed, consent lost, the other side closed it), the
+/// subscription is re-established with a new peer connection and a new offer/answer over signaling
+/// (`subscriberDidDisconnect` … `subscriberDidReconnect`), within `connectTimeout`.
 final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     private weak var subscriber: Subscriber?
     private weak var session: Session?
     private let streamId: String
     private let settings: SubscriberSettings
     let queue: DispatchQueue
-    let peerId = UUID().uuidString.lowercased()
+    /// The current peer connection's id (a new one for each media reconnection).
+    private(set) var peerId = UUID().uuidString.lowercased()
 
     private var link: MediaLink?
     private var video: VideoReceivePipeline?
@@ -24,6 +28,15 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     private let mixerId: Int
     private var running = false
     private(set) var connected = false
+    /// Media flowed once: a later failure is reconnected rather than reported.
+    private var everConnected = false
+    /// Between a media failure and the new connection (or giving up at `connectDeadline`).
+    private(set) var reconnecting = false
+    private var connectDeadline = Instant.zero
+    /// Counts peer connections made, so events of a replaced one are told apart.
+    private var linkGeneration = 0
+    /// Media reconnections so far.
+    private(set) var reconnections = 0
     private var videoPT: UInt8 = 96
     private var audioPT: UInt8 = 111
     private var videoSSRC: UInt32?
@@ -40,7 +53,6 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     private var ticks = 0
     private var frameMeter = RateMeter()
     private var rtt: Duration?
-    private var startedAt = Instant.zero
 
     // Quality: loss over whole seconds.
     private var lastCounts = (received: 0, lost: 0)
@@ -75,20 +87,9 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         audio = try AudioReceivePipeline(config: AudioReceiveConfig(payloadType: nil, sampleRate: playoutSettings.sampleRate,
                                                                     channels: playoutSettings.channels, useFEC: true),
                                          transform: settings.frameTransform)
-        let l = try MediaLink(config: PeerConnectionConfig(audio: true, video: true), settings: session.settings, queue: queue) { [weak self] events in
-            guard let self else { return }
-            for e in events { linkEvent(e) }
-        }
-        link = l
         running = true
-        startedAt = MonotonicClock.now()
-        session.media.register(peerId: peerId, self)
-        let offer = try l.createOffer()
-        try session.sendMediaOffer(peerId: peerId, streamId: streamId, direction: .subscribe, sdp: offer) { [weak self] err in
-            guard let self, let err else { return }
-            queue.async { self.fail(err) }
-        }
-        if !a || !v { session.sendMedia(.subscriberSettings(peerId: peerId, audio: a, video: v)) }
+        connectDeadline = MonotonicClock.now() + settings.connectTimeout
+        try openLink(session)
         if settings.playAudio {
             let f = PCMFIFO(capacity: playoutSettings.samples(millis: 200))
             fifo = f
@@ -99,6 +100,63 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         t.setEventHandler { [weak self] in self?.tick() }
         t.resume()
         timer = t
+    }
+
+    /// A new peer connection for the stream: offer, register for its signaling, tell our audio/video wishes.
+    private func openLink(_ session: Session) throws {
+        linkGeneration += 1
+        let gen = linkGeneration
+        let l = try MediaLink(config: PeerConnectionConfig(audio: true, video: true), settings: session.settings, queue: queue) { [weak self] events in
+            // Late events of a connection already replaced are dropped.
+            guard let self, linkGeneration == gen else { return }
+            for e in events { linkEvent(e) }
+        }
+        link = l
+        let pid = peerId
+        session.media.register(peerId: pid, self)
+        let offer = try l.createOffer()
+        try session.sendMediaOffer(peerId: pid, streamId: streamId, direction: .subscribe, sdp: offer) { [weak self] err in
+            guard let self, let err else { return }
+            queue.async {
+                guard self.peerId == pid else { return }
+                // Lost with a dropped signaling connection: offer again (sent once the session has reconnected).
+                if err.code == .connectionDropped { self.mediaDropped("the offer was lost with the signaling connection") }
+                else { self.fail(err) }
+            }
+        }
+        if !wantsAudio || !(wantsVideo && !qualityOff) { sendSettings() }
+    }
+
+    /// The established media connection failed: report the interruption once, then connect again.
+    private func mediaDropped(_ why: String) {
+        guard running, let session else { return }
+        let now = MonotonicClock.now()
+        if !reconnecting {
+            reconnecting = true
+            connectDeadline = now + settings.connectTimeout
+            if connected { subscriber?.deliver { $0.subscriberDidDisconnect(fromStream: $1) } }
+            Log.info("subscriber", "media connection to stream \(streamId) lost (\(why)); reconnecting")
+        }
+        connected = false
+        session.media.unregister(peerId: peerId)
+        session.sendMedia(.mediaClose(peerId: peerId))
+        link?.close()
+        link = nil
+        guard now < connectDeadline else {
+            fail(OTError(.subscriberTimedOut, "the media connection could not be re-established within \(settings.connectTimeout)"))
+            return
+        }
+        // A short pause so a failing path is not hammered; the next attempt gets a fresh peer id.
+        queue.asyncAfter(deadline: .now() + .milliseconds(reconnections == 0 ? 0 : 500)) { [weak self] in
+            guard let self, running, reconnecting, link == nil, let session = self.session else { return }
+            reconnections += 1
+            peerId = UUID().uuidString.lowercased()
+            video?.restart()
+            audio?.restart()
+            do { try openLink(session) } catch {
+                fail(OTError(.subscriberWebRTC, "could not reconnect the media connection: \(error)"))
+            }
+        }
     }
 
     func stop() {
@@ -119,9 +177,11 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
 
     private func fail(_ err: OTError) {
         guard running else { return }
+        reconnecting = false
         let kept: [OTErrorCode] = [.subscriberWebRTC, .subscriberTimedOut, .serverCannotFindStream, .forceUnpublishOrInvalidStream]
         let e = kept.contains(err.code) ? err : OTError(.subscriberWebRTC, err.message)
         link?.close()
+        link = nil
         connected = false
         subscriber?.deliver { $0.subscriber($1, didFailWithError: e) }
     }
@@ -130,7 +190,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
 
     func mediaSignal(_ message: ServerMessage) {
         queue.async { [self] in
-            guard running, let link else { return }
+            guard running, let link, Self.peerId(of: message) == peerId else { return }
             switch message {
             case .mediaAnswer(_, let sdp):
                 do {
@@ -146,11 +206,19 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
             case .mediaClose(_, let reason):
                 // A destroyed stream or a departed client is reported by the session's own events.
                 if reason != "streamDestroyed" && reason != "connectionGone" {
-                    fail(OTError(.subscriberWebRTC, "the other side closed the media connection (\(reason))"))
+                    if everConnected { mediaDropped("the other side closed it (\(reason))") }
+                    else { fail(OTError(.subscriberWebRTC, "the other side closed the media connection (\(reason))")) }
                 }
             default:
                 break
             }
+        }
+    }
+
+    private static func peerId(of m: ServerMessage) -> String? {
+        switch m {
+        case .mediaOffer(let p, _, _, _, _), .mediaAnswer(let p, _), .mediaCandidate(let p, _), .mediaClose(let p, _), .subscriberSettings(let p, _, _): p
+        default: nil
         }
     }
 
@@ -162,9 +230,17 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         case .connected:
             guard !connected else { return }
             connected = true
-            subscriber?.deliver { $0.subscriberDidConnect(toStream: $1) }
+            let again = everConnected
+            everConnected = true
+            reconnecting = false
+            if again {
+                if let ssrc = videoSSRC { link?.requestKeyframe(ssrc: ssrc) }
+                subscriber?.deliver { $0.subscriberDidReconnect(toStream: $1) }
+            } else {
+                subscriber?.deliver { $0.subscriberDidConnect(toStream: $1) }
+            }
         case .failed(let err):
-            fail(OTError(.subscriberWebRTC, "media connection failed: \(err.message)"))
+            if everConnected { mediaDropped(err.message) } else { fail(OTError(.subscriberWebRTC, "media connection failed: \(err.message)")) }
         case .rtp(let bytes):
             receive(bytes)
         case .roundTripTime(let d):
@@ -212,8 +288,9 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     private func tick() {
         guard running else { return }
         let now = MonotonicClock.now()
-        if !connected, link != nil, now - startedAt > settings.connectTimeout {
-            fail(OTError(.subscriberTimedOut, "media did not connect within \(settings.connectTimeout)"))
+        if !connected, link != nil, now > connectDeadline {
+            fail(OTError(.subscriberTimedOut, reconnecting ? "the media connection could not be re-established within \(settings.connectTimeout)"
+                                                           : "media did not connect within \(settings.connectTimeout)"))
             link = nil
         }
         if let video, let d = video.nextDeadline, d <= now { handle(video.poll(now: now), now: now) }

@@ -82,10 +82,13 @@ public struct ConnectedInfo: Codable, Sendable, Equatable {
     public var resumed: Bool
     public var relayed: Bool
     public var e2ee: Bool
+    /// How long the server keeps this connection resumable after its socket drops (milliseconds).
+    public var reconnectGraceMillis: Int?
     public init(id: Int, connection: ConnectionInfo, role: SessionRole, resumeToken: String, connections: [ConnectionInfo],
-                streams: [StreamInfo], muteForced: Bool, resumed: Bool, relayed: Bool, e2ee: Bool) {
+                streams: [StreamInfo], muteForced: Bool, resumed: Bool, relayed: Bool, e2ee: Bool, reconnectGraceMillis: Int? = nil) {
         self.id = id; self.connection = connection; self.role = role; self.resumeToken = resumeToken; self.connections = connections
         self.streams = streams; self.muteForced = muteForced; self.resumed = resumed; self.relayed = relayed; self.e2ee = e2ee
+        self.reconnectGraceMillis = reconnectGraceMillis
     }
 }
 

@@ -11,7 +11,7 @@ import XCTest
 final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sendable {
     enum Event: Equatable {
         case streamCreated(String), streamDestroyed(String), publisherFailed(Int32)
-        case connected, disconnected, failed(Int32)
+        case connected, disconnected, reconnected, failed(Int32)
         case videoDisabled(SubscriberVideoEventReason), videoEnabled(SubscriberVideoEventReason)
         case warning, warningLifted
         case muteForced
@@ -79,6 +79,7 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
 
     func subscriberDidConnect(toStream subscriber: Subscriber) { add(.connected) }
     func subscriberDidDisconnect(fromStream subscriber: Subscriber) { add(.disconnected) }
+    func subscriberDidReconnect(toStream subscriber: Subscriber) { add(.reconnected) }
     func subscriber(_ subscriber: Subscriber, didFailWithError error: OTError) { add(.failed(error.code.rawValue)) }
     func subscriber(_ subscriber: Subscriber, videoDisabledWithReason reason: SubscriberVideoEventReason) { add(.videoDisabled(reason)) }
     func subscriber(_ subscriber: Subscriber, videoEnabledWithReason reason: SubscriberVideoEventReason) { add(.videoEnabled(reason)) }

@@ -119,12 +119,15 @@ final class SessionConnectTests: XCTestCase {
     }
 
     func testConnectedSessionReportsErrorBeforeDisconnectWhenServerGoes() throws {
-        let ts = try TestServer()
+        var limits = ServerLimits()
+        limits.reconnectGrace = .seconds(1)
+        let ts = try TestServer(limits: limits)
         let sid = try ts.session()
         let (s, rec) = try ts.client(sid)
         ts.server.stop()
+        // It tries to reconnect for the grace period the server announced, then fails.
         let ev = rec.wait("disconnect") { $0.contains(.disconnected) }
-        XCTAssertEqual(ev, [.connected, .failed(OTErrorCode.connectionDropped.rawValue), .disconnected])
+        XCTAssertEqual(ev, [.connected, .reconnecting, .failed(OTErrorCode.connectionDropped.rawValue), .disconnected])
         XCTAssertEqual(s.status, .notConnected)
     }
 

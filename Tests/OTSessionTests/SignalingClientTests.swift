@@ -68,8 +68,9 @@ final class SignalingClientTests: XCTestCase {
         XCTAssertEqual(events(d.transportClosed(error: OTError(.connectionFailed, "refused"), now: t0)), [.failed(OTError(.connectionFailed, "refused"))])
     }
 
-    func testDropWhileConnectedGivesErrorThenDisconnectAndFailsPending() throws {
+    func testDropWithoutReconnectionGivesErrorThenDisconnectAndFailsPending() throws {
         var c = try connectedClient()
+        c.reconnectEnabled = false
         let (id, _) = try c.signal(type: "a", data: "b", to: nil)
         let out = c.transportClosed(error: OTError(.connectionDropped, "reset"), now: t0)
         XCTAssertEqual(out.first, .completed(id: id, .failure(OTError(.notConnected))))
@@ -125,5 +126,102 @@ final class SignalingClientTests: XCTestCase {
         XCTAssertEqual(events(c.receive(.connectionDestroyed(connectionId: "other", reason: "x"), now: t0)), [])
         XCTAssertEqual(events(c.receive(.disconnected(reason: "forceDisconnected"), now: t0)), [.disconnected])
         XCTAssertEqual(c.status, .notConnected)
+    }
+
+    func resumedMessage(connections: [ConnectionInfo] = [], streams: [StreamInfo] = [], grace: Int? = nil) -> ServerMessage {
+        .connected(ConnectedInfo(id: 9, connection: me, role: .publisher, resumeToken: "rt2", connections: connections, streams: streams,
+                                 muteForced: false, resumed: true, relayed: false, e2ee: false, reconnectGraceMillis: grace))
+    }
+
+    func testDropStartsReconnectingAndResumeReconcilesTheRoster() throws {
+        var c = SignalingClient(apiKey: "k", sessionId: "s")
+        try c.connect(token: "tok", now: t0)
+        _ = c.transportOpened(now: t0)
+        let gone = ConnectionInfo(id: "gone", creationTime: 5, data: "")
+        _ = c.receive(.connected(ConnectedInfo(id: 1, connection: me, role: .publisher, resumeToken: "rt", connections: [other, gone],
+                                               streams: [stream("kept"), stream("old")], muteForced: false, resumed: false, relayed: false,
+                                               e2ee: false, reconnectGraceMillis: 4000)), now: t0)
+        let (inFlight, _) = try c.signal(type: "a", data: "b", to: nil)
+        let out = c.transportClosed(error: OTError(.connectionDropped, "reset"), now: t0)
+        XCTAssertEqual(out.first, .completed(id: inFlight, .failure(OTError(.connectionDropped, "the connection dropped before the server replied"))))
+        XCTAssertEqual(events(out), [.reconnecting])
+        XCTAssertEqual(c.status, .connected)
+        XCTAssertTrue(c.isReconnecting)
+        // Queued while reconnecting: nothing goes out; a signal that opted out of the retry is refused.
+        let (queued, q) = try c.signal(type: "q", data: "1", to: nil)
+        XCTAssertEqual(q, [])
+        XCTAssertEqual(c.send(.mediaClose(peerId: "p")), [])
+        XCTAssertThrowsError(try c.signal(type: "q", data: "2", to: nil, retryAfterReconnect: false)) {
+            XCTAssertEqual(($0 as? OTError)?.code, .notConnected)
+        }
+        // First attempt after the first backoff step.
+        XCTAssertEqual(c.nextDeadline, t0 + .milliseconds(100))
+        XCTAssertEqual(c.tick(now: t0 + .milliseconds(50)), [])
+        XCTAssertEqual(c.tick(now: t0 + .milliseconds(100)), [.openTransport])
+        // It fails; the next one waits longer.
+        XCTAssertEqual(c.transportClosed(error: OTError(.connectionFailed, "refused"), now: t0 + .milliseconds(110)), [])
+        XCTAssertEqual(c.nextDeadline, t0 + .milliseconds(360))
+        XCTAssertEqual(c.tick(now: t0 + .milliseconds(360)), [.openTransport])
+        let opened = c.transportOpened(now: t0 + .milliseconds(370))
+        guard case .send(.connect(let req)) = opened.first else { return XCTFail("no resume request: \(opened)") }
+        XCTAssertEqual(req.resumeConnectionId, "me")
+        XCTAssertEqual(req.resumeToken, "rt")
+        // Resumed: "gone" left, "new" joined, stream "old" ended, "kept" changed, "fresh" appeared; then the queue goes out.
+        let fresh = ConnectionInfo(id: "new", creationTime: 6, data: "")
+        var kept = stream("kept"); kept.hasAudio = false
+        let resumed = c.receive(resumedMessage(connections: [other, fresh], streams: [kept, stream("fresh")]), now: t0 + .milliseconds(380))
+        XCTAssertEqual(events(resumed), [.reconnected, .streamDestroyed(stream("old")), .connectionDestroyed(gone), .connectionCreated(fresh),
+                                         .streamChanged(kept, .hasAudio(false)), .streamCreated(stream("fresh"))])
+        XCTAssertEqual(Array(resumed.suffix(2)), [.send(.signal(id: queued, type: "q", data: "1", to: nil)), .send(.mediaClose(peerId: "p"))])
+        XCTAssertFalse(c.isReconnecting)
+        XCTAssertEqual(c.connection, me)
+        // What the server queued for us replays the same changes: not reported twice.
+        XCTAssertEqual(events(c.receive(.streamCreated(stream("fresh")), now: t0)), [])
+        XCTAssertEqual(events(c.receive(.connectionCreated(fresh), now: t0)), [])
+        XCTAssertEqual(events(c.receive(.streamChanged(kept, property: "hasAudio"), now: t0)), [])
+        XCTAssertEqual(events(c.receive(.streamDestroyed(streamId: "old", reason: "x"), now: t0)), [])
+        // The new resume token is used next time.
+        XCTAssertEqual(events(c.transportClosed(error: nil, now: t0 + .seconds(1))), [.reconnecting])
+        _ = c.tick(now: t0 + .seconds(2))
+        guard case .send(.connect(let req2)) = c.transportOpened(now: t0 + .seconds(2)).first else { return XCTFail("no resume request") }
+        XCTAssertEqual(req2.resumeToken, "rt2")
+    }
+
+    func testReconnectionGivesUpAfterTheGracePeriodWithConnectionDropped() throws {
+        var c = try connectedClient()
+        _ = c.receive(resumedMessage(grace: 2000), now: t0)  // a (re)connect announcing a 2 s grace period
+        _ = c.transportClosed(error: nil, now: t0)
+        let (queued, _) = try c.signal(type: "q", data: "1", to: nil)
+        var now = t0
+        var attempts = 0
+        var last: [SignalingClient.Output] = []
+        // Every attempt hangs: abandoned after the attempt timeout or cut by the grace period.
+        while c.isReconnecting, now < t0 + .seconds(10) {
+            now = c.nextDeadline ?? now + .seconds(1)
+            last = c.tick(now: now)
+            if last.contains(.openTransport) { attempts += 1 }
+        }
+        XCTAssertGreaterThanOrEqual(attempts, 1)
+        XCTAssertEqual(now, t0 + .seconds(2))
+        XCTAssertEqual(events(last), [.failed(OTError(.connectionDropped, "could not reconnect within the server's grace period")), .disconnected])
+        XCTAssertTrue(last.contains(.completed(id: queued, .failure(OTError(.notConnected)))))
+        XCTAssertEqual(c.status, .notConnected)
+        XCTAssertFalse(c.isReconnecting)
+    }
+
+    func testRefusedResumeAndDisconnectWhileReconnecting() throws {
+        var c = try connectedClient()
+        _ = c.transportClosed(error: nil, now: t0)
+        XCTAssertEqual(c.tick(now: t0 + .seconds(1)), [.openTransport])
+        _ = c.transportOpened(now: t0 + .seconds(1))
+        let out = c.receive(.error(code: 1022, message: "gone"), now: t0 + .seconds(1))
+        XCTAssertEqual(events(out), [.failed(OTError(.connectionDropped, "the server refused to resume the connection (1022: gone)")), .disconnected])
+        XCTAssertEqual(c.status, .notConnected)
+
+        var d = try connectedClient()
+        _ = d.transportClosed(error: nil, now: t0)
+        XCTAssertEqual(events(try d.disconnect(now: t0)), [.disconnected])
+        XCTAssertEqual(d.status, .notConnected)
+        XCTAssertNil(d.nextDeadline)
     }
 }

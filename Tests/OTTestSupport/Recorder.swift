@@ -15,6 +15,7 @@ public final class Recorder: SessionDelegate, @unchecked Sendable {
         case changed(String, StreamPropertyChange)
         case signal(String, String, String?)
         case muteForced(Bool, String?)
+        case reconnecting, reconnected
     }
     private let lock = NSLock()
     private var _events: [Event] = []
@@ -56,6 +57,8 @@ public final class Recorder: SessionDelegate, @unchecked Sendable {
         add(.signal(type, data, connection?.id))
     }
     public func session(_ session: Session, muteForced info: MuteForcedInfo) { add(.muteForced(info.active, info.streamId)) }
+    public func sessionDidBeginReconnecting(_ session: Session) { add(.reconnecting) }
+    public func sessionDidReconnect(_ session: Session) { add(.reconnected) }
 }
 
 /// Waits for a completion's value.

@@ -149,7 +149,8 @@ typedef struct ot_publisher_callbacks {
 typedef struct ot_subscriber_callbacks {
     /** Media flows. */
     void (*on_connected)(ot_subscriber *subscriber, void *user_data, const ot_stream *stream);
-    /** The subscription ended: unsubscribe, the stream was destroyed, or the session disconnected. */
+    /** The subscription ended (unsubscribe, the stream was destroyed, the session disconnected), or its media
+     * connection failed and is being re-established: on_reconnected follows then (subscriberDidDisconnectFromStream). */
     void (*on_disconnected)(ot_subscriber *subscriber, void *user_data);
     void (*on_error)(ot_subscriber *subscriber, void *user_data, ot_status code, const char *message);
     /** A decoded frame (borrowed: keep it with ot_video_frame_copy). */
@@ -166,6 +167,8 @@ typedef struct ot_subscriber_callbacks {
     void (*on_video_disable_warning_lifted)(ot_subscriber *subscriber, void *user_data);
     /** Receiving counters, about once a second. */
     void (*on_stats)(ot_subscriber *subscriber, void *user_data, const ot_subscriber_stats *stats);
+    /** Media flows again after on_disconnected reported a failed media connection (subscriberDidReconnectToStream). */
+    void (*on_reconnected)(ot_subscriber *subscriber, void *user_data);
     void *user_data;
 } ot_subscriber_callbacks;
 

@@ -105,7 +105,21 @@ typedef struct ot_session_callbacks {
     void (*on_signal_received)(ot_session *session, void *user_data, const char *type, const char *data, const ot_connection *from);
     /** A moderator forced everyone's audio off (active) or lifted that (not active). */
     void (*on_mute_forced)(ot_session *session, void *user_data, ot_bool active);
+    /** sessionDidBeginReconnecting: the connection to the server dropped and is being resumed (the status stays
+     * OT_SESSION_CONNECTED; ot_session_is_reconnecting is true). on_reconnected, or on_error (1022) then
+     * on_disconnected, follows. */
+    void (*on_reconnecting)(ot_session *session, void *user_data);
+    /** sessionDidReconnect: resumed with the same connection; streams and connections that came or went meanwhile
+     * follow as created/destroyed callbacks, and queued signals are sent. */
+    void (*on_reconnected)(ot_session *session, void *user_data);
     void *user_data;
 } ot_session_callbacks;
+
+/** Options of ot_session_send_signal_with_options; start from ot_signal_options_default(). */
+typedef struct ot_signal_options {
+    /** Send a signal made while the session is reconnecting once it has reconnected (default true); when false,
+     * such a signal is refused with OT_ERR_NOT_CONNECTED (retryAfterReconnect). */
+    ot_bool retry_after_reconnect;
+} ot_signal_options;
 
 #endif /* OT_SESSION_TYPES_H */

@@ -45,6 +45,11 @@ static void expect_session_calls(ot_session *s, ot_status want) {
     EXPECT(ot_session_get_connection(s) == NULL);
     EXPECT(ot_session_send_signal(s, "t", "d") == want);
     EXPECT(ot_session_send_signal_to_connection(s, "t", "d", NULL) == want);
+    ot_signal_options opts;
+    EXPECT(ot_signal_options_default(&opts) == OT_OK && opts.retry_after_reconnect);
+    EXPECT(ot_session_send_signal_with_options(s, "t", "d", NULL, &opts) == want);
+    ot_bool reconnecting = -1;
+    EXPECT(ot_session_is_reconnecting(s, &reconnecting) == want && reconnecting == -1);
     EXPECT(ot_session_force_mute_all(s, ids, 1) == want);
     EXPECT(ot_session_force_mute_stream(s, "x") == want);
     EXPECT(ot_session_disable_force_mute(s) == want);

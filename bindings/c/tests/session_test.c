@@ -155,6 +155,15 @@ int main(void) {
     EXPECT(ot_session_send_signal(pub.session, "bad type!", "x") == OT_ERR_INVALID_SIGNAL_TYPE);
     EXPECT(ot_session_send_signal(pub.session, "chat", big_data) == OT_ERR_SIGNAL_DATA_TOO_LONG);
     EXPECT(ot_session_send_signal(pub.session, NULL, "x") == OT_ERR_INVALID_PARAM);
+    ot_signal_options no_retry;
+    EXPECT(ot_signal_options_default(&no_retry) == OT_OK);
+    no_retry.retry_after_reconnect = OT_FALSE;
+    ot_bool reconnecting = OT_TRUE;
+    EXPECT(ot_session_is_reconnecting(pub.session, &reconnecting) == OT_OK && !reconnecting);
+    EXPECT(ot_session_is_reconnecting(pub.session, NULL) == OT_ERR_INVALID_PARAM);
+    /* Not reconnecting: the option changes nothing, the signal goes out (checked with the others below). */
+    EXPECT(ot_session_send_signal_with_options(pub.session, "bad type!", "x", NULL, &no_retry) == OT_ERR_INVALID_SIGNAL_TYPE);
+    EXPECT(ot_signal_options_default(NULL) == OT_ERR_INVALID_PARAM);
 
     /* A signal to everyone reaches the others with the sender's connection. */
     EXPECT(ot_session_send_signal(pub.session, "chat", "hello from C") == OT_OK);

@@ -242,7 +242,8 @@ typedef struct ot_publisher_callbacks {
 typedef struct ot_subscriber_callbacks {
     /** Media flows. */
     void (*on_connected)(ot_subscriber *subscriber, void *user_data, const ot_stream *stream);
-    /** The subscription ended: unsubscribe, the stream was destroyed, or the session disconnected. */
+    /** The subscription ended (unsubscribe, the stream was destroyed, the session disconnected), or its media
+     * connection failed and is being re-established: on_reconnected follows then (subscriberDidDisconnectFromStream). */
     void (*on_disconnected)(ot_subscriber *subscriber, void *user_data);
     void (*on_error)(ot_subscriber *subscriber, void *user_data, ot_status code, const char *message);
     /** A decoded frame (borrowed: keep it with ot_video_frame_copy). */
@@ -259,6 +260,8 @@ typedef struct ot_subscriber_callbacks {
     void (*on_video_disable_warning_lifted)(ot_subscriber *subscriber, void *user_data);
     /** Receiving counters, about once a second. */
     void (*on_stats)(ot_subscriber *subscriber, void *user_data, const ot_subscriber_stats *stats);
+    /** Media flows again after on_disconnected reported a failed media connection (subscriberDidReconnectToStream). */
+    void (*on_reconnected)(ot_subscriber *subscriber, void *user_data);
     void *user_data;
 } ot_subscriber_callbacks;
 
@@ -383,8 +386,22 @@ typedef struct ot_session_callbacks {
     void (*on_signal_received)(ot_session *session, void *user_data, const char *type, const char *data, const ot_connection *from);
     /** A moderator forced everyone's audio off (active) or lifted that (not active). */
     void (*on_mute_forced)(ot_session *session, void *user_data, ot_bool active);
+    /** sessionDidBeginReconnecting: the connection to the server dropped and is being resumed (the status stays
+     * OT_SESSION_CONNECTED; ot_session_is_reconnecting is true). on_reconnected, or on_error (1022) then
+     * on_disconnected, follows. */
+    void (*on_reconnecting)(ot_session *session, void *user_data);
+    /** sessionDidReconnect: resumed with the same connection; streams and connections that came or went meanwhile
+     * follow as created/destroyed callbacks, and queued signals are sent. */
+    void (*on_reconnected)(ot_session *session, void *user_data);
     void *user_data;
 } ot_session_callbacks;
+
+/** Options of ot_session_send_signal_with_options; start from ot_signal_options_default(). */
+typedef struct ot_signal_options {
+    /** Send a signal made while the session is reconnecting once it has reconnected (default true); when false,
+     * such a signal is refused with OT_ERR_NOT_CONNECTED (retryAfterReconnect). */
+    ot_bool retry_after_reconnect;
+} ot_signal_options;
 
 #endif /* OT_SESSION_TYPES_H */
 
@@ -511,6 +528,10 @@ ot_status ot_session_get_id(ot_session * session, char * buf, size_t size);
 /// The session's status (one of ot_session_status) into `status`.
 ot_status ot_session_get_status(ot_session * session, int32_t * status);
 
+/// Whether the session is resuming a dropped connection (between on_reconnecting and on_reconnected or
+/// on_disconnected) into `reconnecting`; the status stays OT_SESSION_CONNECTED meanwhile.
+ot_status ot_session_is_reconnecting(ot_session * session, ot_bool * reconnecting);
+
 /// Creates a session with default settings; NULL when an argument is NULL or empty.
 /// `callbacks` is copied; it need not outlive the call.
 ot_session * ot_session_new(char const * api_key, char const * session_id, ot_session_callbacks const * callbacks);
@@ -531,8 +552,14 @@ ot_status ot_session_report_issue(ot_session * session, char const * description
 /// OT_ERR_FORCE_UNPUBLISH_OR_INVALID_STREAM when the role may not signal. NULL data means "".
 ot_status ot_session_send_signal(ot_session * session, char const * type, char const * data);
 
-/// Sends a signal to one connection (NULL `to`: everyone); same checks as ot_session_send_signal.
+/// Sends a signal to one connection (NULL `to`: everyone); same checks as ot_session_send_signal. While the
+/// session is reconnecting the signal is queued and sent once reconnected.
 ot_status ot_session_send_signal_to_connection(ot_session * session, char const * type, char const * data, ot_connection const * to);
+
+/// Sends a signal to one connection (NULL `to`: everyone) with options (NULL: the defaults); same checks as
+/// ot_session_send_signal. With `retry_after_reconnect` false, a signal made while the session is reconnecting
+/// is refused with OT_ERR_NOT_CONNECTED instead of being queued.
+ot_status ot_session_send_signal_with_options(ot_session * session, char const * type, char const * data, ot_connection const * to, ot_signal_options const * options);
 
 /// Fills `settings` with the defaults: server ws://127.0.0.1:8080, events not suppressed, any ICE path.
 ot_status ot_session_settings_default(ot_session_settings * settings);
@@ -546,6 +573,9 @@ ot_status ot_session_unpublish(ot_session * session, ot_publisher * publisher);
 
 /// Ends a subscription; on_disconnected follows. OT_ERR_SUBSCRIBER_NOT_FOUND when not subscribed in this session.
 ot_status ot_session_unsubscribe(ot_session * session, ot_subscriber * subscriber);
+
+/// Fills `options` with the defaults: retry_after_reconnect true.
+ot_status ot_signal_options_default(ot_signal_options * options);
 
 /// A static English message for a status code (never NULL; unknown codes get "unknown status code").
 char const * ot_status_message(ot_status status);

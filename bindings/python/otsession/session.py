@@ -153,7 +153,7 @@ class Server:
 
 _EVENTS = ("connected", "disconnected", "error", "connection_created", "connection_destroyed", "stream_created",
            "stream_destroyed", "stream_has_audio_changed", "stream_has_video_changed", "stream_video_dimensions_changed",
-           "signal_received", "mute_forced")
+           "signal_received", "mute_forced", "reconnecting", "reconnected")
 
 
 class Session:
@@ -203,6 +203,10 @@ class Session:
     def on_stream_video_dimensions_changed(self, stream: Stream, width: int, height: int) -> None: ...
     def on_signal_received(self, type: str, data: str, connection: Optional[Connection]) -> None: ...
     def on_mute_forced(self, active: bool) -> None: ...
+    def on_reconnecting(self) -> None:
+        """The connection dropped and is being resumed (status stays CONNECTED; `reconnecting` is True)."""
+    def on_reconnected(self) -> None:
+        """Resumed with the same connection; changes meanwhile follow as created/destroyed events."""
 
     def _make_trampoline(self, event: str):
         convert = {
@@ -254,6 +258,13 @@ class Session:
         return SessionStatus(v.value)
 
     @property
+    def reconnecting(self) -> bool:
+        """True between on_reconnecting and on_reconnected (or the on_disconnected of a failed reconnection)."""
+        v = ctypes.c_int()
+        check(lib().fn.ot_session_is_reconnecting(self._handle(), ctypes.byref(v)), "reconnecting")
+        return bool(v.value)
+
+    @property
     def session_id(self) -> str:
         return _buffer_call(lib().fn.ot_session_get_id, self._handle(), context="session_id")
 
@@ -269,12 +280,16 @@ class Session:
         check(lib().fn.ot_session_get_capabilities(self._handle(), ctypes.byref(c)), "capabilities")
         return Capabilities(bool(c.can_publish), bool(c.can_subscribe), bool(c.can_force_mute), bool(c.can_force_disconnect))
 
-    def send_signal(self, type: str, data: str = "", to: Optional[Connection] = None) -> None:
-        """Sends a signal to everyone, or to one connection."""
+    def send_signal(self, type: str, data: str = "", to: Optional[Connection] = None, retry_after_reconnect: bool = True) -> None:
+        """Sends a signal to everyone, or to one connection. While reconnecting it is queued and sent once
+        reconnected; with retry_after_reconnect=False it is refused instead (OTError 1010)."""
         if to is not None and not to._handle:
             raise OTError(1011, "send_signal: that connection has no handle")
-        check(lib().fn.ot_session_send_signal_to_connection(self._handle(), type.encode(), data.encode(),
-                                                            to._handle if to else None), "send_signal")
+        opts = lib().decl.structs["ot_signal_options"]()
+        check(lib().fn.ot_signal_options_default(ctypes.byref(opts)))
+        opts.retry_after_reconnect = int(retry_after_reconnect)
+        check(lib().fn.ot_session_send_signal_with_options(self._handle(), type.encode(), data.encode(),
+                                                           to._handle if to else None, ctypes.byref(opts)), "send_signal")
 
     def force_mute_all(self, excluded_stream_ids: Iterable[str] = ()) -> None:
         ids = [s.encode() for s in excluded_stream_ids]
