@@ -140,6 +140,8 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         qualityTimer = t
     }
 
+    deinit { qualityTimer?.cancel() }
+
     public func setQualityHandler(_ handler: @escaping @Sendable (String, MediaQualityEvent) -> Void) {
         qualityHandler.withLock { $0 = handler }
     }
@@ -321,7 +323,8 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         var keyframes: Set<String> = []
         state.withLock { s in
             for peer in s.peers.values where peer.direction == .subscribe && peer.quality != nil {
-                guard let stream = s.streams[peer.streamId], let sample = peer.sampler.sample() else { continue }
+                // Audio-only streams have no video to drop.
+                guard let stream = s.streams[peer.streamId], stream.videoSSRC != nil, let sample = peer.sampler.sample() else { continue }
                 switch peer.quality?.observe(sample, now: now) {
                 case .warn:
                     stream.counters.qualityWarnings += 1
