@@ -54,8 +54,8 @@ public struct SubscriberQualityState: Sendable, Equatable {
 /// packets it forwarded, receiver reports' loss and jitter, RTT) into a `QualityFallbackMonitor`; sustained poor
 /// quality warns the subscriber, then stops forwarding the stream's video to it (audio continues and keeps the
 /// link judged); after `recoverAfter` of good quality video resumes from a keyframe. Decisions reach the subscriber
-/// through the quality handler (`mediaQuality` messages). Streams whose publisher disabled audio fallback are
-/// never judged.
+/// through the quality handler (`mediaQuality` messages). Streams whose publisher disabled audio fallback, and
+/// subscribers that turned video off (unless it is off for quality), are not judged.
 public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Sendable {
     /// The shared media socket.
     public let endpoint: MediaEndpoint
@@ -324,7 +324,19 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         state.withLock { s in
             for peer in s.peers.values where peer.direction == .subscribe && peer.quality != nil {
                 // Audio-only streams have no video to drop.
-                guard let stream = s.streams[peer.streamId], stream.videoSSRC != nil, let sample = peer.sampler.sample() else { continue }
+                guard let stream = s.streams[peer.streamId], stream.videoSSRC != nil else { continue }
+                let sample = peer.sampler.sample()
+                // A subscriber that turned video off has nothing to warn about (unless video is off for quality:
+                // then the link stays judged, so it comes back when the subscriber wants it again).
+                if !peer.video && !peer.qualityOff {
+                    if peer.quality?.warned == true {
+                        stream.counters.qualityWarningsLifted += 1
+                        told.append((peer.id, .videoDisableWarningLifted))
+                    }
+                    peer.quality = QualityFallbackMonitor(config: qualityConfig)
+                    continue
+                }
+                guard let sample else { continue }
                 switch peer.quality?.observe(sample, now: now) {
                 case .warn:
                     stream.counters.qualityWarnings += 1

@@ -15,6 +15,7 @@ import XCTest
 final class RoutedAudioFallbackTests: XCTestCase {
     var server: TestServer!
     var router: MediaRouter!
+    var subscribers: [Subscriber] = []
 
     override func setUpWithError() throws {
         server = try TestServer()
@@ -25,6 +26,7 @@ final class RoutedAudioFallbackTests: XCTestCase {
 
     override func tearDown() {
         router?.stop()
+        subscribers = []
         server = nil
         router = nil
     }
@@ -38,7 +40,7 @@ final class RoutedAudioFallbackTests: XCTestCase {
         throw OTError(.invalidParameter, "no stream \(streamId) in the router's stats")
     }
 
-    private func subscribe(_ allowFallback: Bool) throws -> (Session, Session, MediaRecorder, StreamInfo) {
+    private func subscribe(_ allowFallback: Bool, video: Bool = true) throws -> (Session, Session, MediaRecorder, StreamInfo) {
         let sid = try server.session(relayed: false)
         let (a, _) = try server.client(sid, name: "A")
         let (b, bRec) = try server.client(sid, name: "B")
@@ -54,8 +56,10 @@ final class RoutedAudioFallbackTests: XCTestCase {
         let seen = try XCTUnwrap(b.streams[stream.id])
         XCTAssertEqual(seen.audioFallbackEnabled, allowFallback, "the setting travels with the stream")
         let rec = MediaRecorder("subscriber")
-        try b.subscribe(Subscriber(stream: seen, delegate: rec))
-        rec.waitForFrames(5)
+        let subscriber = Subscriber(stream: seen, delegate: rec, settings: SubscriberSettings(subscribeToVideo: video))
+        try b.subscribe(subscriber)
+        if video { rec.waitForFrames(5) } else { rec.waitFor(.connected) }
+        subscribers.append(subscriber)
         return (a, b, rec, stream)
     }
 
@@ -96,5 +100,18 @@ final class RoutedAudioFallbackTests: XCTestCase {
         XCTAssertEqual(fb["enabled"] as? Bool, false)
         XCTAssertEqual(fb["warnings"] as? Int, 0)
         XCTAssertEqual((fb["subscribers"] as? [String: Any])?.count, 0, "no subscriber is judged")
+    }
+
+    func testSubscriberWithoutVideoIsNotWarnedUntilItAsksForVideo() throws {
+        let (a, b, rec, _) = try subscribe(true, video: false)
+        defer { try? a.disconnect(); try? b.disconnect() }
+        let audio = rec.audioTotal
+        rec.wait("4 s of audio") { $0.audioTotal >= audio + 4 * 48_000 }
+        XCTAssertFalse(rec.events.contains(.warning), "no video, nothing to warn about")
+        XCTAssertEqual(rec.frames, 0)
+        subscribers[0].subscribeToVideo = true
+        rec.waitFor(.videoEnabled(.subscriberPropertyChanged))
+        rec.waitFor(.videoDisabled(.qualityChanged))
+        XCTAssertEqual(rec.events.filter { $0 == .warning }.count, 1)
     }
 }
