@@ -37,13 +37,6 @@ public struct RoutedStreamCounters: Sendable, Equatable {
     public init() {}
 }
 
-/// The audio-fallback state of one subscriber's peer connection, as the router judges its downlink.
-public struct SubscriberQualityState: Sendable, Equatable {
-    public var state: QualityFallbackMonitor.State
-    /// The last sample judged (loss, RTT, jitter), nil before the first.
-    public var lastSample: LinkQualitySample?
-}
-
 /// The SFU of routed sessions: one ICE-lite `PeerConnection` per publisher and per subscriber on one shared UDP
 /// socket (`MediaEndpoint`). RTP from a publisher goes to each subscriber of its stream without decoding; SSRCs
 /// are kept (a subscriber's answer declares the publisher's SSRCs); sequence numbers are rewritten per subscriber
@@ -366,14 +359,6 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         for (peerId, event) in told {
             Log.info("router", "audio fallback: \(event.rawValue) for peer \(peerId)")
             handler(peerId, event)
-        }
-    }
-
-    /// The audio-fallback state of a subscriber's peer connection (nil: not a subscriber, or its stream does
-    /// not allow audio fallback).
-    public func qualityState(peerId: String) -> SubscriberQualityState? {
-        state.withLock { s in
-            s.peers[peerId]?.quality.map { SubscriberQualityState(state: $0.state, lastSample: $0.lastSample) }
         }
     }
 
