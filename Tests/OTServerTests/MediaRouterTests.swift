@@ -145,7 +145,7 @@ final class MediaRouterTests: XCTestCase {
         XCTAssertTrue(waitFor { pub.keyframeRequests > 0 }, "resuming asks the publisher for a keyframe")
         send(pub, video: 20..<25)            // deltas: held until a keyframe
         send(pub, video: 25..<30, keyframeEvery: 25)
-        XCTAssertTrue(waitFor { s1.received(ssrc: Self.video).count == 15 })
+        XCTAssertTrue(waitFor { s1.received(ssrc: Self.video).count == 15 && s2.received(ssrc: Self.video).count == 30 })
         let seqs = s1.received(ssrc: Self.video).map(\.seq)
         XCTAssertEqual(seqs, (0..<15).map { $0 }, "rewritten: no gap across the pause")
         XCTAssertEqual(s1.received(ssrc: Self.video)[10].payload[2], 25, "resumed at the keyframe")
