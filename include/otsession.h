@@ -164,6 +164,9 @@ typedef struct ot_publisher_settings {
     double tone_hz;
     ot_bool publish_audio;
     ot_bool publish_video;
+    /** Whether subscribers' video may be dropped under sustained poor quality, audio continuing (default true).
+     * False: neither the media router nor a relayed subscriber disables it for quality. */
+    ot_bool audio_fallback_enabled;
 } ot_publisher_settings;
 
 /** A publisher's sending counters. */
@@ -255,8 +258,9 @@ typedef struct ot_subscriber_callbacks {
     void (*on_video_disabled)(ot_subscriber *subscriber, void *user_data, int reason);
     /** Video resumed, with an ot_video_reason. */
     void (*on_video_enabled)(ot_subscriber *subscriber, void *user_data, int reason);
-    /** Loss is high: video may be dropped soon. */
+    /** Quality is poor: video may be dropped soon (the audio fallback's warning). */
     void (*on_video_disable_warning)(ot_subscriber *subscriber, void *user_data);
+    /** Quality recovered before video was dropped. */
     void (*on_video_disable_warning_lifted)(ot_subscriber *subscriber, void *user_data);
     /** Receiving counters, about once a second. */
     void (*on_stats)(ot_subscriber *subscriber, void *user_data, const ot_subscriber_stats *stats);
@@ -328,6 +332,8 @@ typedef struct ot_stream_info {
     int height;
     /** Milliseconds since 1970. */
     int64_t creation_time;
+    /** Whether the publisher lets the stream's video be dropped for quality (audio fallback). */
+    ot_bool audio_fallback_enabled;
 } ot_stream_info;
 
 /** A connection's properties. The strings belong to the ot_connection they
@@ -460,7 +466,7 @@ ot_status ot_publisher_set_publish_audio(ot_publisher * publisher, ot_bool on);
 ot_status ot_publisher_set_publish_video(ot_publisher * publisher, ot_bool on);
 
 /// Fills `settings` with the defaults: test pattern 640x480 at 30 fps, camera, up to 2000 kbit/s, silent
-/// headless audio, audio and video published.
+/// headless audio, audio and video published, audio fallback enabled.
 ot_status ot_publisher_settings_default(ot_publisher_settings * settings);
 
 /// Writes captured 48 kHz mono int16 PCM (OT_AUDIO_SOURCE_CUSTOM), from any thread; `count` samples.

@@ -26,6 +26,7 @@ final class PublisherObject: @unchecked Sendable {
         s.minBitrateKbps = min(s.minBitrateKbps, s.startBitrateKbps)
         s.publishAudio = settings.publish_audio != 0
         s.publishVideo = settings.publish_video != 0
+        s.audioFallbackEnabled = settings.audio_fallback_enabled != 0
         switch settings.video_type {
         case Int32(OT_VIDEO_TYPE_CAMERA.rawValue): s.videoType = .camera
         case Int32(OT_VIDEO_TYPE_SCREEN.rawValue): s.videoType = .screen
@@ -125,13 +126,13 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
 }
 
 /// Fills `settings` with the defaults: test pattern 640x480 at 30 fps, camera, up to 2000 kbit/s, silent
-/// headless audio, audio and video published.
+/// headless audio, audio and video published, audio fallback enabled.
 @c(ot_publisher_settings_default) public func ot_publisher_settings_default(_ settings: UnsafeMutablePointer<ot_publisher_settings>?) -> ot_status {
     guard let settings else { return Status.invalidParam }
     settings.pointee = ot_publisher_settings(name: nil, video_source: Int32(OT_VIDEO_SOURCE_TEST_PATTERN.rawValue),
                                              video_type: Int32(OT_VIDEO_TYPE_CAMERA.rawValue), width: 640, height: 480, fps: 30,
                                              max_bitrate_kbps: 2000, audio_source: Int32(OT_AUDIO_SOURCE_SILENCE.rawValue),
-                                             tone_hz: 440, publish_audio: 1, publish_video: 1)
+                                             tone_hz: 440, publish_audio: 1, publish_video: 1, audio_fallback_enabled: 1)
     return Status.ok
 }
 

@@ -45,7 +45,7 @@ func connectionObject(_ p: UnsafePointer<ot_connection>?) -> ConnectionObject? {
     info.pointee = ot_stream_info(id: s.id.pointer, name: s.name.pointer, connection_id: s.connectionId.pointer,
                                   has_audio: CArg.bool(s.info.hasAudio), has_video: CArg.bool(s.info.hasVideo),
                                   video_type: s.videoType, width: Int32(clamping: s.info.width), height: Int32(clamping: s.info.height),
-                                  creation_time: s.info.creationTime)
+                                  creation_time: s.info.creationTime, audio_fallback_enabled: CArg.bool(s.info.audioFallbackEnabled))
     return Status.ok
 }
 

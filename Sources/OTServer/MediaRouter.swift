@@ -22,8 +22,18 @@ public struct RoutedStreamCounters: Sendable, Equatable {
     /// Keyframe requests sent to the publisher, and those folded into one already sent (aggregation).
     public var keyframeRequestsSent = 0
     public var keyframeRequestsAggregated = 0
-    /// Packets not forwarded because the subscriber turned that kind off or waits for a keyframe.
+    /// Packets not forwarded because the subscriber turned that kind off, waits for a keyframe, or its video is
+    /// dropped for quality.
     public var packetsHeld = 0
+    /// Whether the publisher allows video to be dropped for quality (`audioFallbackEnabled`).
+    public var audioFallbackEnabled = true
+    /// Audio fallback: warnings raised and lifted, video dropped and restored (totals over all subscribers),
+    /// and subscribers whose video is dropped now.
+    public var qualityWarnings = 0
+    public var qualityWarningsLifted = 0
+    public var qualityVideoDisabled = 0
+    public var qualityVideoEnabled = 0
+    public var subscribersVideoDisabled = 0
     public init() {}
 }
 
@@ -32,11 +42,22 @@ public struct RoutedStreamCounters: Sendable, Equatable {
 /// are kept (a subscriber's answer declares the publisher's SSRCs); sequence numbers are rewritten per subscriber
 /// only across a pause (subscribe-to-audio/video off then on), so the subscriber sees no gap. Subscribers' NACKs
 /// are answered from their connection's cache; their PLIs reach the publisher at most once per `pliInterval`.
+///
+/// Audio fallback: every `qualityInterval` the router samples each subscriber's downlink (NACKed share of the
+/// packets it forwarded, receiver reports' loss and jitter, RTT) into a `QualityFallbackMonitor`; sustained poor
+/// quality warns the subscriber, then stops forwarding the stream's video to it (audio continues and keeps the
+/// link judged); after `recoverAfter` of good quality video resumes from a keyframe. Decisions reach the subscriber
+/// through the quality handler (`mediaQuality` messages). Streams whose publisher disabled audio fallback, and
+/// subscribers that turned video off (unless it is off for quality), are not judged.
 public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Sendable {
     /// The shared media socket.
     public let endpoint: MediaEndpoint
     /// Minimum time between keyframe requests sent to one publisher.
     public let pliInterval: Duration
+    /// Thresholds and hold times of the audio fallback.
+    public let qualityConfig: QualityFallbackConfig
+    /// How often each subscriber's downlink is judged.
+    public let qualityInterval: Duration
 
     /// Mutable fields are only touched under `state`'s lock.
     private final class Peer: @unchecked Sendable {
@@ -55,6 +76,12 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         /// Payload types this subscriber negotiated (rewritten when they differ from the publisher's).
         var audioPT: UInt8?
         var videoPT: UInt8?
+        /// Audio fallback (subscribers of streams that allow it): the downlink's samples and the decision.
+        var sampler = LinkQualitySampler()
+        var quality: QualityFallbackMonitor?
+        /// Video is dropped for quality; `forwardingVideo` is `video && !qualityOff`, as last applied.
+        var qualityOff = false
+        var forwardingVideo = true
         init(id: String, sessionId: String, connectionId: String, streamId: String, direction: MediaDirection) {
             self.id = id; self.sessionId = sessionId; self.connectionId = connectionId; self.streamId = streamId; self.direction = direction
         }
@@ -72,6 +99,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         var counters = RoutedStreamCounters()
         var lastPLI: Instant?
         var trailingPLI = false
+        var audioFallbackEnabled = true
         /// Subscribe offers that arrived before the publisher's.
         var pending: [(MediaOfferRequest, @Sendable (Result<String, OTError>) -> Void)] = []
         init(id: String, sessionId: String) { self.id = id; self.sessionId = sessionId }
@@ -85,15 +113,35 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     private let state = Mutex(State())
     /// Keyframe requests to publishers run here, never on a connection's delivery path (no lock cycles).
     private let queue = DispatchQueue(label: "otsession.media-router")
+    private let qualityHandler = Mutex<(@Sendable (String, MediaQualityEvent) -> Void)?>(nil)
+    private var qualityTimer: (any DispatchSourceTimer)?
 
-    /// - Parameter bind: the media socket's address (port 0 picks one).
-    public init(bind: TransportAddress = TransportAddress(ip: .v4(0x7F00_0001), port: 0), pliInterval: Duration = .milliseconds(300)) throws {
+    /// - Parameters:
+    ///   - bind: the media socket's address (port 0 picks one).
+    ///   - quality: the audio fallback's thresholds and hold times, judged every `qualityInterval`.
+    public init(bind: TransportAddress = TransportAddress(ip: .v4(0x7F00_0001), port: 0), pliInterval: Duration = .milliseconds(300),
+                quality: QualityFallbackConfig = QualityFallbackConfig(), qualityInterval: Duration = .seconds(1)) throws {
         endpoint = try MediaEndpoint(bind: bind)
         self.pliInterval = pliInterval
+        qualityConfig = quality
+        self.qualityInterval = max(qualityInterval, .milliseconds(100))
+        let t = DispatchSource.makeTimerSource(queue: queue)
+        let ms = Int(self.qualityInterval.microseconds / 1000)
+        t.schedule(deadline: .now() + .milliseconds(ms), repeating: .milliseconds(ms), leeway: .milliseconds(ms / 10))
+        t.setEventHandler { [weak self] in self?.judgeQuality(now: MonotonicClock.now()) }
+        t.resume()
+        qualityTimer = t
+    }
+
+    deinit { qualityTimer?.cancel() }
+
+    public func setQualityHandler(_ handler: @escaping @Sendable (String, MediaQualityEvent) -> Void) {
+        qualityHandler.withLock { $0 = handler }
     }
 
     /// Closes every connection and stops the socket.
     public func stop() {
+        qualityTimer?.cancel()
         let drivers = state.withLock { s -> [PeerConnectionDriver] in
             defer { s.peers = [:]; s.streams = [:] }
             return s.peers.values.compactMap(\.driver)
@@ -129,6 +177,8 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             s.streams[offer.streamId] = stream
             if let old = stream.publisher { s.peers[old.id] = nil; old.driver.map { d in queue.async { d.close() } } }
             stream.publisher = peer
+            stream.audioFallbackEnabled = offer.audioFallbackEnabled
+            stream.counters.audioFallbackEnabled = offer.audioFallbackEnabled
             for m in neg?.media ?? [] {
                 if m.kind == "audio" { stream.audioSSRC = m.remoteSSRCs.first; stream.audioPT = m.codec.payloadType }
                 if m.kind == "video" { stream.videoSSRC = m.remoteSSRCs.first; stream.videoPT = m.codec.payloadType }
@@ -172,6 +222,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             if let stream = s.streams[offer.streamId] {
                 stream.subscribers.append(peer)
                 stream.counters.subscribers = stream.subscribers.count
+                if stream.audioFallbackEnabled && offer.audioFallbackEnabled { peer.quality = QualityFallbackMonitor(config: qualityConfig) }
             }
         }
         completion(.success(answer))
@@ -188,6 +239,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                 } else {
                     stream.subscribers.removeAll { $0 === peer }
                     stream.counters.subscribers = stream.subscribers.count
+                    if peer.qualityOff { stream.counters.subscribersVideoDisabled -= 1 }
                     if stream.publisher == nil && stream.subscribers.isEmpty { s.streams[stream.id] = nil }
                 }
             }
@@ -199,18 +251,31 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     public func setSubscription(peerId: String, audio: Bool, video: Bool) {
         let wantKeyframe = state.withLock { s -> String? in
             guard let peer = s.peers[peerId], peer.direction == .subscribe, let stream = s.streams[peer.streamId] else { return nil }
-            let resumeVideo = video && !peer.video
-            for (ssrc, kind) in [(stream.audioSSRC, audio), (stream.videoSSRC, video)] {
-                guard let ssrc else { continue }
-                if !kind { peer.rewriters[ssrc, default: SequenceRewriter()].pause() }
-                else { peer.rewriters[ssrc]?.resume() }
+            if let ssrc = stream.audioSSRC, audio != peer.audio {
+                if !audio { peer.rewriters[ssrc, default: SequenceRewriter()].pause() } else { peer.rewriters[ssrc]?.resume() }
             }
             peer.audio = audio
             peer.video = video
-            if resumeVideo { peer.waitingForKeyframe = true; return stream.id }
-            return nil
+            return Self.gateVideo(peer, stream) ? stream.id : nil
         }
         if let wantKeyframe { queue.async { [self] in requestKeyframe(streamId: wantKeyframe) } }
+    }
+
+    /// Under the lock: applies `video && !qualityOff` to forwarding (pausing or resuming the video sequence
+    /// rewriter); true when video resumed and needs a keyframe.
+    private static func gateVideo(_ peer: Peer, _ stream: Stream) -> Bool {
+        let on = peer.video && !peer.qualityOff
+        guard on != peer.forwardingVideo else { return false }
+        peer.forwardingVideo = on
+        guard let ssrc = stream.videoSSRC else { return false }
+        if !on {
+            peer.rewriters[ssrc, default: SequenceRewriter()].pause()
+            peer.sampler.forget(ssrc: ssrc)
+            return false
+        }
+        peer.rewriters[ssrc]?.resume()
+        peer.waitingForKeyframe = true
+        return true
     }
 
     public func connectionGone(connectionId: String) {
@@ -229,7 +294,71 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         switch e {
         case .keyframeRequested, .connected:
             queue.async { [self] in requestKeyframe(streamId: subscriber.streamId) }
+        case .receiverReport(let b):
+            state.withLock { s in
+                guard subscriber.quality != nil else { return }
+                let isVideo = s.streams[subscriber.streamId]?.videoSSRC == b.ssrc
+                subscriber.sampler.report(b, clockRate: isVideo ? 90_000 : 48_000)
+            }
+        case .nackRequested(_, let sequences):
+            state.withLock { _ in if subscriber.quality != nil { subscriber.sampler.nacked(sequences.count) } }
+        case .roundTripTime(let d):
+            state.withLock { _ in subscriber.sampler.roundTripTime = d }
         default: break
+        }
+    }
+
+    // MARK: audio fallback
+
+    /// On `queue`, every `qualityInterval`: samples each judged subscriber's downlink and applies the decisions.
+    func judgeQuality(now: Instant) {
+        var told: [(String, MediaQualityEvent)] = []
+        var keyframes: Set<String> = []
+        state.withLock { s in
+            for peer in s.peers.values where peer.direction == .subscribe && peer.quality != nil {
+                // Audio-only streams have no video to drop.
+                guard let stream = s.streams[peer.streamId], stream.videoSSRC != nil else { continue }
+                let sample = peer.sampler.sample()
+                // A subscriber that turned video off has nothing to warn about (unless video is off for quality:
+                // then the link stays judged, so it comes back when the subscriber wants it again).
+                if !peer.video && !peer.qualityOff {
+                    if peer.quality?.warned == true {
+                        stream.counters.qualityWarningsLifted += 1
+                        told.append((peer.id, .videoDisableWarningLifted))
+                    }
+                    peer.quality = QualityFallbackMonitor(config: qualityConfig)
+                    continue
+                }
+                guard let sample else { continue }
+                switch peer.quality?.observe(sample, now: now) {
+                case .warn:
+                    stream.counters.qualityWarnings += 1
+                    told.append((peer.id, .videoDisableWarning))
+                case .liftWarning:
+                    stream.counters.qualityWarningsLifted += 1
+                    told.append((peer.id, .videoDisableWarningLifted))
+                case .disableVideo:
+                    peer.qualityOff = true
+                    _ = Self.gateVideo(peer, stream)
+                    stream.counters.qualityVideoDisabled += 1
+                    stream.counters.subscribersVideoDisabled += 1
+                    told.append((peer.id, .videoDisabled))
+                case .enableVideo:
+                    peer.qualityOff = false
+                    if Self.gateVideo(peer, stream) { keyframes.insert(stream.id) }
+                    stream.counters.qualityVideoEnabled += 1
+                    stream.counters.subscribersVideoDisabled -= 1
+                    told.append((peer.id, .videoEnabled))
+                case nil:
+                    break
+                }
+            }
+        }
+        for id in keyframes { requestKeyframe(streamId: id) }
+        guard !told.isEmpty, let handler = qualityHandler.withLock({ $0 }) else { return }
+        for (peerId, event) in told {
+            Log.info("router", "audio fallback: \(event.rawValue) for peer \(peerId)")
+            handler(peerId, event)
         }
     }
 
@@ -247,7 +376,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             guard isVideo || ssrc == stream.audioSSRC else { return stream }
             var startsKeyframe: Bool?
             for sub in stream.subscribers {
-                guard let driver = sub.driver, isVideo ? sub.video : sub.audio else { stream.counters.packetsHeld += 1; continue }
+                guard let driver = sub.driver, isVideo ? sub.forwardingVideo : sub.audio else { stream.counters.packetsHeld += 1; continue }
                 if isVideo && sub.waitingForKeyframe {
                     if startsKeyframe == nil { startsKeyframe = Self.startsVP8Keyframe(packet) }
                     guard startsKeyframe == true else { stream.counters.packetsHeld += 1; continue }
@@ -267,6 +396,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                     copy[1] = packet[1] & 0x80 | pt
                 }
                 out.append((driver, copy))
+                if sub.quality != nil { sub.sampler.sent(1) }
             }
             return stream
         }
@@ -278,6 +408,24 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             if driver.sendRTP(&p) { packets += 1; bytes += n }
         }
         if packets > 0 { state.withLock { _ in stream.counters.packetsOut += packets; stream.counters.bytesOut += bytes } }
+    }
+
+    /// A stream's audio-fallback counters and, per judged subscriber peer, its state and last sample.
+    private static func fallbackJSON(_ c: RoutedStreamCounters, _ peers: [(String, QualityFallbackMonitor.State, LinkQualitySample?)]) -> JSONValue {
+        var subs: [String: JSONValue] = [:]
+        for (id, st, sample) in peers {
+            var o: [String: JSONValue] = ["state": .string(st.rawValue)]
+            if let sample {
+                o["loss"] = .double((sample.loss * 1000).rounded() / 1000)
+                if let r = sample.roundTripTime { o["rttMs"] = .double(Double(r.microseconds / 100) / 10) }
+                if let j = sample.jitter { o["jitterMs"] = .double(Double(j.microseconds / 100) / 10) }
+            }
+            subs[id] = .object(o)
+        }
+        return ["enabled": .bool(c.audioFallbackEnabled), "warnings": .int(Int64(c.qualityWarnings)),
+                "warningsLifted": .int(Int64(c.qualityWarningsLifted)), "videoDisabled": .int(Int64(c.qualityVideoDisabled)),
+                "videoEnabled": .int(Int64(c.qualityVideoEnabled)), "subscribersVideoDisabled": .int(Int64(c.subscribersVideoDisabled)),
+                "subscribers": .object(subs)]
     }
 
     /// True when an RTP packet carries the first packet of a VP8 keyframe.
@@ -333,11 +481,14 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
 
     public func statsJSON(apiKey: String?) -> [UInt8] {
         let (snapshot, peers) = state.withLock { s in
-            (s.streams.values.map { (sid: $0.sessionId, id: $0.id, counters: $0.counters) }, s.peers.values.map(\.sessionId))
+            (s.streams.values.map { st in
+                (sid: st.sessionId, id: st.id, counters: st.counters,
+                 fallback: st.subscribers.compactMap { p in p.quality.map { (p.id, $0.state, $0.lastSample) } })
+            }, s.peers.values.map(\.sessionId))
         }
         struct Totals { var peers = 0, packetsIn = 0, bytesIn = 0, packetsOut = 0, bytesOut = 0; var streams: [String: JSONValue] = [:] }
         var sessions: [String: Totals] = [:]
-        for (sid, stid, c) in snapshot {
+        for (sid, stid, c, fallback) in snapshot {
             if let apiKey, (try? SessionID.parse(sid))?.apiKey != apiKey { continue }
             var t = sessions[sid] ?? Totals(peers: peers.filter { $0 == sid }.count)
             t.packetsIn += c.packetsIn; t.bytesIn += c.bytesIn; t.packetsOut += c.packetsOut; t.bytesOut += c.bytesOut
@@ -346,6 +497,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                 "bytesOut": .int(Int64(c.bytesOut)), "subscribers": .int(Int64(c.subscribers)),
                 "keyframeRequestsSent": .int(Int64(c.keyframeRequestsSent)),
                 "keyframeRequestsAggregated": .int(Int64(c.keyframeRequestsAggregated)), "packetsHeld": .int(Int64(c.packetsHeld)),
+                "audioFallback": Self.fallbackJSON(c, fallback),
             ]
             sessions[sid] = t
         }

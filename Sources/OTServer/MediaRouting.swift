@@ -13,10 +13,13 @@ public struct MediaOfferRequest: Sendable, Equatable {
     public var direction: MediaDirection
     /// The offer's SDP text.
     public var sdp: String
+    /// The stream's publisher allows its video to be dropped for quality (`audioFallbackEnabled`).
+    public var audioFallbackEnabled: Bool
 
-    public init(sessionId: String, connectionId: String, peerId: String, streamId: String, direction: MediaDirection, sdp: String) {
+    public init(sessionId: String, connectionId: String, peerId: String, streamId: String, direction: MediaDirection, sdp: String,
+                audioFallbackEnabled: Bool = true) {
         self.sessionId = sessionId; self.connectionId = connectionId; self.peerId = peerId
-        self.streamId = streamId; self.direction = direction; self.sdp = sdp
+        self.streamId = streamId; self.direction = direction; self.sdp = sdp; self.audioFallbackEnabled = audioFallbackEnabled
     }
 }
 
@@ -33,4 +36,12 @@ public protocol MediaRouting: AnyObject, Sendable {
     func setSubscription(peerId: String, audio: Bool, video: Bool)
     /// The client left the session: drop everything it had (the server also calls `close` for each peer).
     func connectionGone(connectionId: String)
+    /// Where the router's audio-fallback decisions for subscribers' peer connections go (the server sends each to
+    /// the subscriber as `mediaQuality`). Set once, before clients publish; may be called on any thread.
+    func setQualityHandler(_ handler: @escaping @Sendable (_ peerId: String, _ event: MediaQualityEvent) -> Void)
+}
+
+extension MediaRouting {
+    /// A router without quality fallback ignores the handler.
+    public func setQualityHandler(_ handler: @escaping @Sendable (_ peerId: String, _ event: MediaQualityEvent) -> Void) {}
 }

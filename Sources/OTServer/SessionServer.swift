@@ -69,7 +69,15 @@ public final class SessionServer: @unchecked Sendable {
     /// (2000); relayed sessions never need it. Set it before clients publish.
     public var mediaRouting: (any MediaRouting)? {
         get { stateLock.withLock { _mediaRouting } }
-        set { stateLock.withLock { _mediaRouting = newValue } }
+        set {
+            stateLock.withLock { _mediaRouting = newValue }
+            newValue?.setQualityHandler { [weak self] peerId, event in
+                self?.loop.execute { [weak self] in
+                    guard let self else { return }
+                    apply(router.mediaQuality(peerId: peerId, event: event))
+                }
+            }
+        }
     }
 
     /// Peer connections the server currently relays signaling for (relayed and routed).

@@ -205,7 +205,7 @@ public final class SignalingRouter {
             }
             let stream = StreamInfo(id: Self.uuid(), connectionId: m.info.id, name: p.name,
                                     hasAudio: p.hasAudio && !room.muteAllActive, hasVideo: p.hasVideo, videoType: p.videoType,
-                                    width: p.width, height: p.height, creationTime: nowMillis)
+                                    width: p.width, height: p.height, creationTime: nowMillis, audioFallbackEnabled: p.audioFallbackEnabled)
             room.streams[stream.id] = stream
             room.streamOrder.append(stream.id)
             reply(id, stream: stream)
@@ -266,7 +266,7 @@ public final class SignalingRouter {
                     peers[peerId] = MediaPeer(sessionId: sid, offerer: m.info.id, answerer: nil, streamId: streamId,
                                               direction: direction, pendingReply: id)
                     out.append(.routeOffer(MediaOfferRequest(sessionId: sid, connectionId: m.info.id, peerId: peerId, streamId: streamId,
-                                                             direction: direction, sdp: sdp)))
+                                                             direction: direction, sdp: sdp, audioFallbackEnabled: stream.audioFallbackEnabled)))
                 }
             }
         case .mediaAnswer(let peerId, let sdp):
@@ -304,6 +304,13 @@ public final class SignalingRouter {
             peers[peerId] = nil
             return deliver([offerer], .reply(id: id, code: e.code.rawValue, message: e.message, stream: nil, issueId: nil))
         }
+    }
+
+    /// The media router's audio-fallback decision for a routed subscriber's peer connection: told to its offerer.
+    public func mediaQuality(peerId: String, event: MediaQualityEvent) -> [Output] {
+        guard let p = peers[peerId], p.answerer == nil, p.direction == .subscribe, let room = rooms[p.sessionId],
+              let offerer = room.members[p.offerer] else { return [] }
+        return deliver([offerer], .mediaQuality(peerId: peerId, event: event))
     }
 
     /// Open peer connections (relayed and routed).

@@ -49,16 +49,22 @@ public struct PublisherSettings: Sendable {
     /// Initial values of `publishAudio` / `publishVideo`.
     public var publishAudio: Bool
     public var publishVideo: Bool
+    /// Whether subscribers' video of this stream may be dropped under sustained poor quality (audio fallback, as
+    /// OTPublisherKit's `audioFallbackEnabled`). False: neither the media router nor a relayed subscriber ever
+    /// disables it for quality. Travels with the stream (`StreamInfo.audioFallbackEnabled`).
+    public var audioFallbackEnabled: Bool
 
     public init(name: String = "", videoSource: PublisherVideoSource = .testPattern, audioDevice: (any AudioDevice)? = nil,
                 audioTrack: Bool = true, videoType: StreamVideoType = .camera, width: Int = 640, height: Int = 480, fps: Int = 30,
                 minBitrateKbps: Int = 100, startBitrateKbps: Int = 600, maxBitrateKbps: Int = 2000, audioBitrateBps: Int = 32_000,
-                frameTransform: any FrameTransform = IdentityFrameTransform(), publishAudio: Bool = true, publishVideo: Bool = true) {
+                frameTransform: any FrameTransform = IdentityFrameTransform(), publishAudio: Bool = true, publishVideo: Bool = true,
+                audioFallbackEnabled: Bool = true) {
         self.name = name; self.videoSource = videoSource; self.audioDevice = audioDevice; self.audioTrack = audioTrack
         self.videoType = videoType; self.width = width; self.height = height; self.fps = fps
         self.minBitrateKbps = minBitrateKbps; self.startBitrateKbps = startBitrateKbps; self.maxBitrateKbps = maxBitrateKbps
         self.audioBitrateBps = audioBitrateBps; self.frameTransform = frameTransform
         self.publishAudio = publishAudio; self.publishVideo = publishVideo
+        self.audioFallbackEnabled = audioFallbackEnabled
     }
 }
 
@@ -211,7 +217,8 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
         let (a, v) = lock.withLock { (_publishAudio, _publishVideo) }
         mediaQueue.async { [engine] in engine.setSending(audio: a, video: v) }
         let req = PublishRequest(name: settings.name, hasAudio: settings.audioTrack && a, hasVideo: engine.hasVideo && v,
-                                 videoType: settings.videoType.rawValue, width: engine.videoWidth, height: engine.videoHeight)
+                                 videoType: settings.videoType.rawValue, width: engine.videoWidth, height: engine.videoHeight,
+                                 audioFallbackEnabled: settings.audioFallbackEnabled)
         do {
             try session.publishStream(req) { [weak self, weak session] result in
                 guard let session else { return }

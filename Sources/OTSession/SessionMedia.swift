@@ -124,7 +124,7 @@ final class SessionMedia: @unchecked Sendable {
             case .mediaOffer:
                 let h = lock.withLock { offerHandler }
                 h?(m)
-            case .mediaAnswer(let peerId, _):
+            case .mediaAnswer(let peerId, _), .mediaQuality(let peerId, _):
                 lock.withLock { offerers[peerId] }?.mediaSignal(m)
             case .subscriberSettings(let peerId, _, _):
                 lock.withLock { answerers[peerId] }?.mediaSignal(m)

@@ -296,7 +296,7 @@ public struct SignalingClient {
         case .muteForced(let active, let streamId):
             if streamId == nil { muteAllActive = active }
             return [.event(.muteForced(MuteForcedInfo(active: active, streamId: streamId)))]
-        case .mediaOffer, .mediaAnswer, .mediaCandidate, .mediaClose, .subscriberSettings:
+        case .mediaOffer, .mediaAnswer, .mediaCandidate, .mediaClose, .subscriberSettings, .mediaQuality:
             guard status == .connected else { return [] }
             return [.media(msg)]
         }

@@ -22,8 +22,10 @@ public struct SubscriberSettings: Sendable {
     public var subscribeToVideo: Bool
     /// Mix this subscriber's audio into the session's audio device playout.
     public var playAudio: Bool
-    /// Drop video under sustained loss (`qualityLossThreshold` of packets for `qualityWindowSeconds`) and
-    /// resume when loss stays below half the threshold as long; warning events come first.
+    /// Relayed sessions: drop video under sustained loss (`qualityLossThreshold` of packets for
+    /// `qualityWindowSeconds`) and resume when loss stays below half the threshold as long; warning events come
+    /// first. Needs the publisher's `audioFallbackEnabled` too. Routed sessions: the media router decides (with its
+    /// own thresholds) and these three settings are not used.
     public var audioFallbackEnabled: Bool
     public var qualityLossThreshold: Double
     public var qualityWindowSeconds: Int

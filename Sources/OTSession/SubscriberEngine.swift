@@ -54,9 +54,12 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     private var frameMeter = RateMeter()
     private var rtt: Duration?
 
-    // Quality: loss over whole seconds.
+    // Audio fallback. Routed sessions: the media router judges the downlink and tells us (`mediaQuality`).
+    // Relayed sessions: we judge the loss of each whole second ourselves, when the stream and settings allow it.
+    private let routed: Bool
+    private let localFallback: Bool
     private var lastCounts = (received: 0, lost: 0)
-    private var quality: VideoQualityMonitor
+    private var quality: QualityFallbackMonitor
 
     private static let nextMixerId = Lock()
     nonisolated(unsafe) private static var mixerCounter = 0
@@ -69,11 +72,21 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         self.queue = queue
         publisherVideo = stream.hasVideo
         videoOn = false
-        quality = VideoQualityMonitor(lossThreshold: settings.qualityLossThreshold, windowSeconds: settings.qualityWindowSeconds)
+        routed = !session.isRelayed
+        localFallback = !routed && settings.audioFallbackEnabled && stream.audioFallbackEnabled
+        quality = QualityFallbackMonitor(config: Self.localFallbackConfig(settings))
         let rs = session.audioDevice.renderSettings
         let opusRates = [8_000, 12_000, 16_000, 24_000, 48_000]
         playoutSettings = AudioDeviceSettings(sampleRate: opusRates.contains(rs.sampleRate) ? rs.sampleRate : 48_000, channels: rs.channels)
         mixerId = Self.nextMixerId.withLock { Self.mixerCounter += 1; return Self.mixerCounter }
+    }
+
+    /// The relayed subscriber's fallback: warn after one poor second, drop video after `qualityWindowSeconds` of them,
+    /// restore it after as many good ones (the 100 ms slack absorbs the once-a-second timer's drift).
+    static func localFallbackConfig(_ settings: SubscriberSettings) -> QualityFallbackConfig {
+        let window = Duration.seconds(max(1, settings.qualityWindowSeconds)) - .milliseconds(100)
+        return QualityFallbackConfig(lossThreshold: settings.qualityLossThreshold, rttThreshold: nil, jitterThreshold: nil,
+                                     warnAfter: .milliseconds(900), disableAfter: window, recoverAfter: window)
     }
 
     // MARK: lifecycle (on queue)
@@ -203,6 +216,13 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
                 }
             case .mediaCandidate(_, let c):
                 link.addRemoteCandidate(c)
+            case .mediaQuality(_, let event) where routed:
+                switch event {
+                case .videoDisableWarning: subscriber?.deliver { $0.subscriberVideoDisableWarning($1) }
+                case .videoDisableWarningLifted: subscriber?.deliver { $0.subscriberVideoDisableWarningLifted($1) }
+                case .videoDisabled: qualityOff = true; updateVideo(reason: .qualityChanged)
+                case .videoEnabled: qualityOff = false; updateVideo(reason: .qualityChanged)
+                }
             case .mediaClose(_, let reason):
                 // A destroyed stream or a departed client is reported by the session's own events.
                 if reason != "streamDestroyed" && reason != "connectionGone" {
@@ -217,7 +237,8 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
 
     private static func peerId(of m: ServerMessage) -> String? {
         switch m {
-        case .mediaOffer(let p, _, _, _, _), .mediaAnswer(let p, _), .mediaCandidate(let p, _), .mediaClose(let p, _), .subscriberSettings(let p, _, _): p
+        case .mediaOffer(let p, _, _, _, _), .mediaAnswer(let p, _), .mediaCandidate(let p, _), .mediaClose(let p, _), .subscriberSettings(let p, _, _),
+             .mediaQuality(let p, _): p
         default: nil
         }
     }
@@ -315,12 +336,13 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     private func everySecond() {
         let st = currentStats()
         subscriber?.deliver { $0.subscriber($1, statsUpdated: st) }
-        guard settings.audioFallbackEnabled, connected else { return }
+        guard localFallback, connected else { return }
         let received = st.videoPacketsReceived + st.audioPacketsReceived
         let lost = st.videoPacketsLost + st.audioPacketsLost
-        let dr = received - lastCounts.received, dl = lost - lastCounts.lost
+        let dr = max(0, received - lastCounts.received), dl = max(0, lost - lastCounts.lost)
         lastCounts = (received, lost)
-        switch quality.second(received: dr, lost: dl) {
+        guard dr + dl > 0 else { return }
+        switch quality.observe(LinkQualitySample(loss: Double(dl) / Double(dr + dl)), now: MonotonicClock.now()) {
         case .warn: subscriber?.deliver { $0.subscriberVideoDisableWarning($1) }
         case .liftWarning: subscriber?.deliver { $0.subscriberVideoDisableWarningLifted($1) }
         case .disableVideo: setQuality(off: true)
@@ -351,8 +373,9 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         updateVideo(reason: .publisherPropertyChanged)
     }
 
+    /// Routed: the router owns the quality gate, so only our wishes go; relayed: the publisher stops video for both.
     private func sendSettings() {
-        session?.sendMedia(.subscriberSettings(peerId: peerId, audio: wantsAudio, video: wantsVideo && !qualityOff))
+        session?.sendMedia(.subscriberSettings(peerId: peerId, audio: wantsAudio, video: wantsVideo && (routed || !qualityOff)))
     }
 
     private func updateVideo(reason: SubscriberVideoEventReason) {

@@ -26,12 +26,30 @@ public struct StreamInfo: Codable, Sendable, Equatable, Hashable {
     /// Milliseconds since 1970.
     public var creationTime: Int64
     public var layoutClassList: [String]
+    /// Whether the stream's video may be dropped for quality (the publisher's `audioFallbackEnabled`);
+    /// absent on the wire means true.
+    public var audioFallbackEnabled: Bool
 
     public init(id: String, connectionId: String, name: String, hasAudio: Bool, hasVideo: Bool, videoType: String,
-                width: Int, height: Int, creationTime: Int64, layoutClassList: [String] = []) {
+                width: Int, height: Int, creationTime: Int64, layoutClassList: [String] = [], audioFallbackEnabled: Bool = true) {
         self.id = id; self.connectionId = connectionId; self.name = name; self.hasAudio = hasAudio; self.hasVideo = hasVideo
         self.videoType = videoType; self.width = width; self.height = height; self.creationTime = creationTime
-        self.layoutClassList = layoutClassList
+        self.layoutClassList = layoutClassList; self.audioFallbackEnabled = audioFallbackEnabled
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case id, connectionId, name, hasAudio, hasVideo, videoType, width, height, creationTime, layoutClassList, audioFallbackEnabled
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(id: try c.decode(String.self, forKey: .id), connectionId: try c.decode(String.self, forKey: .connectionId),
+                  name: try c.decode(String.self, forKey: .name), hasAudio: try c.decode(Bool.self, forKey: .hasAudio),
+                  hasVideo: try c.decode(Bool.self, forKey: .hasVideo), videoType: try c.decode(String.self, forKey: .videoType),
+                  width: try c.decode(Int.self, forKey: .width), height: try c.decode(Int.self, forKey: .height),
+                  creationTime: try c.decode(Int64.self, forKey: .creationTime),
+                  layoutClassList: try c.decode([String].self, forKey: .layoutClassList),
+                  audioFallbackEnabled: try c.decodeIfPresent(Bool.self, forKey: .audioFallbackEnabled) ?? true)
     }
 }
 
@@ -43,9 +61,35 @@ public struct PublishRequest: Codable, Sendable, Equatable {
     public var videoType: String
     public var width: Int
     public var height: Int
-    public init(name: String = "", hasAudio: Bool = true, hasVideo: Bool = true, videoType: String = "camera", width: Int = 640, height: Int = 480) {
+    /// Whether video may be dropped for quality (absent on the wire means true).
+    public var audioFallbackEnabled: Bool
+    public init(name: String = "", hasAudio: Bool = true, hasVideo: Bool = true, videoType: String = "camera", width: Int = 640, height: Int = 480,
+                audioFallbackEnabled: Bool = true) {
         self.name = name; self.hasAudio = hasAudio; self.hasVideo = hasVideo; self.videoType = videoType; self.width = width; self.height = height
+        self.audioFallbackEnabled = audioFallbackEnabled
     }
+
+    private enum CodingKeys: String, CodingKey { case name, hasAudio, hasVideo, videoType, width, height, audioFallbackEnabled }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(name: try c.decode(String.self, forKey: .name), hasAudio: try c.decode(Bool.self, forKey: .hasAudio),
+                  hasVideo: try c.decode(Bool.self, forKey: .hasVideo), videoType: try c.decode(String.self, forKey: .videoType),
+                  width: try c.decode(Int.self, forKey: .width), height: try c.decode(Int.self, forKey: .height),
+                  audioFallbackEnabled: try c.decodeIfPresent(Bool.self, forKey: .audioFallbackEnabled) ?? true)
+    }
+}
+
+/// What the media router tells a subscriber of a routed session about its audio fallback.
+public enum MediaQualityEvent: String, Codable, Sendable, Equatable {
+    /// The downlink is poor: video may be dropped soon.
+    case videoDisableWarning
+    /// Conditions recovered before video was dropped.
+    case videoDisableWarningLifted
+    /// The router stopped forwarding video to this subscriber (audio continues).
+    case videoDisabled
+    /// The router forwards video again.
+    case videoEnabled
 }
 
 /// The `connect` request: first message on a new socket.
@@ -156,6 +200,8 @@ public enum ServerMessage: Sendable, Equatable {
     case mediaClose(peerId: String, reason: String)
     /// A relayed subscriber's wishes, forwarded to the publishing client.
     case subscriberSettings(peerId: String, audio: Bool, video: Bool)
+    /// Routed sessions: the media router's audio-fallback decision for a subscriber's peer connection.
+    case mediaQuality(peerId: String, event: MediaQualityEvent)
 }
 
 private struct AnyKey: CodingKey {
@@ -270,6 +316,7 @@ extension ServerMessage: Codable {
         case "mediaCandidate": self = .mediaCandidate(peerId: try c.req("peerId"), candidate: try c.req("candidate"))
         case "mediaClose": self = .mediaClose(peerId: try c.req("peerId"), reason: try c.opt("reason") ?? "")
         case "subscriberSettings": self = .subscriberSettings(peerId: try c.req("peerId"), audio: try c.req("audio"), video: try c.req("video"))
+        case "mediaQuality": self = .mediaQuality(peerId: try c.req("peerId"), event: try c.req("event"))
         default: throw WireError("unknown server message type \(type.prefix(40))")
         }
     }
@@ -311,6 +358,8 @@ extension ServerMessage: Codable {
             try c.put("type", "mediaClose"); try c.put("peerId", peerId); try c.put("reason", reason)
         case .subscriberSettings(let peerId, let audio, let video):
             try c.put("type", "subscriberSettings"); try c.put("peerId", peerId); try c.put("audio", audio); try c.put("video", video)
+        case .mediaQuality(let peerId, let event):
+            try c.put("type", "mediaQuality"); try c.put("peerId", peerId); try c.put("event", event)
         }
     }
 }

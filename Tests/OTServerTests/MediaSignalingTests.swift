@@ -132,12 +132,37 @@ final class MediaSignalingTests: XCTestCase {
         _ = router.mediaAnswered(peerId: "sub2", .success("a"))
         XCTAssertEqual(send(2, .subscriberSettings(peerId: "sub2", audio: true, video: false)),
                        [.routeSubscription(peerId: "sub2", audio: true, video: false)])
+        // The router's audio-fallback decisions go to the subscriber only.
+        XCTAssertEqual(router.mediaQuality(peerId: "sub2", event: .videoDisabled), [.send([2], .mediaQuality(peerId: "sub2", event: .videoDisabled))])
+        XCTAssertEqual(router.mediaQuality(peerId: "pub", event: .videoDisabled), [], "a publisher's peer has no fallback")
+        XCTAssertEqual(router.mediaQuality(peerId: "nope", event: .videoEnabled), [])
         out = send(1, .disconnect)
         XCTAssertTrue(out.contains(.routeClose(peerId: "pub")), "\(out)")
         XCTAssertTrue(out.contains(.routeClose(peerId: "sub2")), "\(out)")
         XCTAssertTrue(out.contains(.send([2], .mediaClose(peerId: "sub2", reason: "streamDestroyed"))), "\(out)")
         XCTAssertTrue(out.contains(.routeConnectionGone(connectionId: pubCid)), "\(out)")
         XCTAssertEqual(router.mediaPeerCount, 0)
+    }
+
+    func testThePublishersAudioFallbackSettingReachesStreamsAndTheRouter() throws {
+        let sid = try router.createSession(apiKey: project.apiKey, relayed: false, nowMillis: nowMillis)
+        _ = try connect(1, sid)
+        _ = try connect(2, sid)
+        let out = send(1, .publish(id: 2, PublishRequest(name: "cam", audioFallbackEnabled: false)))
+        var stream: StreamInfo?
+        for case .send(_, .reply(_, nil, _, let s?, _)) in out { stream = s }
+        XCTAssertEqual(stream?.audioFallbackEnabled, false)
+        XCTAssertTrue(out.contains(.send([2], .streamCreated(try XCTUnwrap(stream)))), "others see the flag")
+        let offer = send(2, .mediaOffer(id: 3, peerId: "sub", streamId: try XCTUnwrap(stream?.id), direction: .subscribe, sdp: "o"))
+        guard case .routeOffer(let req) = offer.first else { return XCTFail("\(offer)") }
+        XCTAssertFalse(req.audioFallbackEnabled, "the router learns it with the offer")
+        // Relayed sessions: a relayed subscriber's fallback messages are not the router's to send.
+        let rsid = try router.createSession(apiKey: project.apiKey, relayed: true, nowMillis: nowMillis)
+        _ = try connect(3, rsid)
+        _ = try connect(4, rsid)
+        let rstream = publish(3)
+        _ = send(4, .mediaOffer(id: 5, peerId: "rsub", streamId: rstream, direction: .subscribe, sdp: "o"))
+        XCTAssertEqual(router.mediaQuality(peerId: "rsub", event: .videoDisabled), [])
     }
 
     func testMediaMessagesRoundTripThroughJSON() throws {

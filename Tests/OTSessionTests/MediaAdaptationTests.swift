@@ -1,7 +1,8 @@
+import OTTransport
 import XCTest
 @testable import OTSession
 
-/// The publisher's loss-based bitrate rule and the subscriber's audio-fallback monitor.
+/// The publisher's loss-based bitrate rule and the relayed subscriber's audio-fallback settings.
 final class MediaAdaptationTests: XCTestCase {
     func testLossBasedBitrateCutsUnderHeavyLossGrowsWhenCleanAndStaysInBounds() {
         var r = LossBasedBitrate(minKbps: 100, startKbps: 1000, maxKbps: 1200)
@@ -14,26 +15,25 @@ final class MediaAdaptationTests: XCTestCase {
         XCTAssertEqual(r.targetKbps, 100, "never below the minimum")
     }
 
-    func testQualityMonitorWarnsThenDropsVideoAndRestoresItAfterRecovery() {
-        var q = VideoQualityMonitor(lossThreshold: 0.15, windowSeconds: 3)
-        XCTAssertNil(q.second(received: 100, lost: 0))
-        XCTAssertEqual(q.second(received: 70, lost: 30), .warn)
-        XCTAssertNil(q.second(received: 70, lost: 30))
-        XCTAssertEqual(q.second(received: 70, lost: 30), .disableVideo)
-        XCTAssertTrue(q.videoDisabled)
-        XCTAssertNil(q.second(received: 50, lost: 50), "no second warning while video is off")
-        XCTAssertNil(q.second(received: 100, lost: 0))
-        XCTAssertNil(q.second(received: 100, lost: 1))
-        XCTAssertEqual(q.second(received: 100, lost: 0), .enableVideo)
-        XCTAssertFalse(q.videoDisabled)
-    }
-
-    func testQualityWarningIsLiftedWhenLossRecoversBeforeVideoIsDropped() {
-        var q = VideoQualityMonitor(lossThreshold: 0.15, windowSeconds: 3)
-        XCTAssertEqual(q.second(received: 80, lost: 20), .warn)
-        XCTAssertNil(q.second(received: 90, lost: 10), "between half the threshold and the threshold: no change")
-        XCTAssertEqual(q.second(received: 100, lost: 0), .liftWarning)
-        XCTAssertFalse(q.videoDisabled)
-        XCTAssertNil(q.second(received: 0, lost: 0), "a silent second says nothing")
+    /// The relayed subscriber's fallback on whole seconds of loss (the router's own rules: QualityFallbackTests).
+    func testRelayedSubscriberFallbackCountsWholeSecondsOfLoss() {
+        var q = QualityFallbackMonitor(config: SubscriberEngine.localFallbackConfig(
+            SubscriberSettings(qualityLossThreshold: 0.15, qualityWindowSeconds: 3)))
+        let clock = VirtualClock()
+        func second(_ received: Int, _ lost: Int) -> QualityFallbackMonitor.Action? {
+            clock.advance(by: .seconds(1))
+            return q.observe(LinkQualitySample(loss: Double(lost) / Double(received + lost)), now: clock.now())
+        }
+        XCTAssertNil(second(100, 0))
+        XCTAssertEqual(second(70, 30), .warn, "one poor second warns")
+        XCTAssertNil(second(70, 30))
+        XCTAssertEqual(second(70, 30), .disableVideo, "three poor seconds drop video")
+        XCTAssertNil(second(50, 50), "no second warning while video is off")
+        XCTAssertNil(second(100, 0))
+        XCTAssertNil(second(100, 1))
+        XCTAssertEqual(second(100, 0), .enableVideo, "three good seconds restore it")
+        XCTAssertEqual(second(80, 20), .warn)
+        XCTAssertNil(second(90, 10), "between half the threshold and the threshold: no change")
+        XCTAssertEqual(second(100, 0), .liftWarning)
     }
 }

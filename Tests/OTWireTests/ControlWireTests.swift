@@ -226,6 +226,27 @@ final class ControlWireTests: XCTestCase {
         }
     }
 
+    /// The audio-fallback fields and message: round trips, absent flags read as true, unknown events refused.
+    func testAudioFallbackSignaling() throws {
+        let off = StreamInfo(id: "s", connectionId: "c", name: "n", hasAudio: true, hasVideo: true, videoType: "camera", width: 1, height: 2,
+                             creationTime: 3, audioFallbackEnabled: false)
+        XCTAssertEqual(try SignalingCodec.decodeServer(SignalingCodec.encode(ServerMessage.streamCreated(off))), .streamCreated(off))
+        let req = ClientMessage.publish(id: 1, PublishRequest(name: "p", audioFallbackEnabled: false))
+        XCTAssertEqual(try SignalingCodec.decodeClient(SignalingCodec.encode(req)), req)
+        for e in [MediaQualityEvent.videoDisableWarning, .videoDisableWarningLifted, .videoDisabled, .videoEnabled] {
+            let m = ServerMessage.mediaQuality(peerId: "p", event: e)
+            XCTAssertEqual(try SignalingCodec.decodeServer(SignalingCodec.encode(m)), m)
+        }
+        let legacyStream = #"{"type":"streamCreated","stream":{"id":"s","connectionId":"c","name":"","hasAudio":true,"hasVideo":true,"#
+            + #""videoType":"camera","width":1,"height":1,"creationTime":0,"layoutClassList":[]}}"#
+        guard case .streamCreated(let s) = try SignalingCodec.decodeServer(legacyStream) else { return XCTFail("not a streamCreated") }
+        XCTAssertTrue(s.audioFallbackEnabled)
+        let legacyPublish = #"{"type":"publish","id":1,"stream":{"name":"","hasAudio":true,"hasVideo":true,"videoType":"camera","width":1,"height":1}}"#
+        guard case .publish(_, let p) = try SignalingCodec.decodeClient(legacyPublish) else { return XCTFail("not a publish") }
+        XCTAssertTrue(p.audioFallbackEnabled)
+        XCTAssertThrowsError(try SignalingCodec.decodeServer(#"{"type":"mediaQuality","peerId":"p","event":"explode"}"#))
+    }
+
     func testSignalRules() {
         func code(_ t: String, _ d: String) -> OTErrorCode? {
             do { try SignalRules.validate(type: t, data: d); return nil } catch { return (error as? OTError)?.code }

@@ -71,6 +71,9 @@ typedef struct ot_publisher_settings {
     double tone_hz;
     ot_bool publish_audio;
     ot_bool publish_video;
+    /** Whether subscribers' video may be dropped under sustained poor quality, audio continuing (default true).
+     * False: neither the media router nor a relayed subscriber disables it for quality. */
+    ot_bool audio_fallback_enabled;
 } ot_publisher_settings;
 
 /** A publisher's sending counters. */
@@ -162,8 +165,9 @@ typedef struct ot_subscriber_callbacks {
     void (*on_video_disabled)(ot_subscriber *subscriber, void *user_data, int reason);
     /** Video resumed, with an ot_video_reason. */
     void (*on_video_enabled)(ot_subscriber *subscriber, void *user_data, int reason);
-    /** Loss is high: video may be dropped soon. */
+    /** Quality is poor: video may be dropped soon (the audio fallback's warning). */
     void (*on_video_disable_warning)(ot_subscriber *subscriber, void *user_data);
+    /** Quality recovered before video was dropped. */
     void (*on_video_disable_warning_lifted)(ot_subscriber *subscriber, void *user_data);
     /** Receiving counters, about once a second. */
     void (*on_stats)(ot_subscriber *subscriber, void *user_data, const ot_subscriber_stats *stats);

@@ -47,6 +47,8 @@ typedef struct ot_stream_info {
     int height;
     /** Milliseconds since 1970. */
     int64_t creation_time;
+    /** Whether the publisher lets the stream's video be dropped for quality (audio fallback). */
+    ot_bool audio_fallback_enabled;
 } ot_stream_info;
 
 /** A connection's properties. The strings belong to the ot_connection they

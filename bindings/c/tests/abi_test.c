@@ -96,6 +96,8 @@ static void test_bad_handles(void) {
     EXPECT(ot_server_new(NULL, -1, "k", "s") == NULL);
     EXPECT(ot_server_new(NULL, 0, NULL, "s") == NULL);
     EXPECT(ot_session_settings_default(NULL) == OT_ERR_INVALID_PARAM);
+    ot_publisher_settings ps;
+    EXPECT(ot_publisher_settings_default(&ps) == OT_OK && ps.audio_fallback_enabled == 1 && ps.publish_video == 1);
 
     /* Streams and connections. */
     ot_stream_info si;

@@ -116,7 +116,7 @@ class Publisher:
     def __init__(self, name: str = "", video_source: VideoSource = VideoSource.TEST_PATTERN,
                  video_type: VideoType = VideoType.CAMERA, width: int = 640, height: int = 480, fps: int = 30,
                  max_bitrate_kbps: int = 2000, audio_source: AudioSource = AudioSource.SILENCE, tone_hz: float = 440.0,
-                 publish_audio: bool = True, publish_video: bool = True):
+                 publish_audio: bool = True, publish_video: bool = True, audio_fallback_enabled: bool = True):
         l = lib()
         self._listeners: dict[str, list[Callable]] = {}
         stats_type = l.decl.structs["ot_publisher_stats"]
@@ -134,6 +134,7 @@ class Publisher:
         s.width, s.height, s.fps, s.max_bitrate_kbps = width, height, fps, max_bitrate_kbps
         s.audio_source, s.tone_hz = int(audio_source), float(tone_hz)
         s.publish_audio, s.publish_video = int(publish_audio), int(publish_video)
+        s.audio_fallback_enabled = int(audio_fallback_enabled)
         self._h = l.fn.ot_publisher_new(ctypes.byref(s), ctypes.byref(self._cb))
         if not self._h:
             raise OTError(1011, "Publisher: a setting is out of range")

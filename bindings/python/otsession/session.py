@@ -88,6 +88,8 @@ class Stream:
     height: int
     creation_time: int
     _handle: Optional[int] = field(default=None, repr=False, compare=False)
+    #: Whether the publisher lets this stream's video be dropped for quality (audio fallback).
+    audio_fallback_enabled: bool = True
 
     @staticmethod
     def _from_borrowed(ptr) -> "Stream":
@@ -96,7 +98,7 @@ class Stream:
         check(l.fn.ot_stream_get_info(ptr, ctypes.byref(i)), "stream info")
         copy = l.fn.ot_stream_copy(ptr)
         stream = Stream(i.id.decode(), i.name.decode(), i.connection_id.decode(), bool(i.has_audio), bool(i.has_video),
-                        VideoType(i.video_type), i.width, i.height, i.creation_time, copy)
+                        VideoType(i.video_type), i.width, i.height, i.creation_time, copy, bool(i.audio_fallback_enabled))
         if copy:
             weakref.finalize(stream, l.fn.ot_stream_delete, copy)
         return stream

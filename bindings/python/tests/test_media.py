@@ -122,6 +122,17 @@ def test_toggles_give_video_disabled_and_enabled_with_reasons(joined):
     pub.close()
 
 
+def test_audio_fallback_setting_travels_with_the_stream(joined):
+    server, pub_s, sub_s, streams = joined
+    for allowed in (False, True):
+        pub = otsession.Publisher("fb", width=160, height=120, audio_fallback_enabled=allowed)
+        pub_s.publish(pub)
+        stream = streams.get(timeout=10)
+        assert stream.audio_fallback_enabled is allowed
+        pub_s.unpublish(pub)
+        pub.close()
+
+
 def test_custom_capturer_frames_in_nv12(joined):
     server, pub_s, sub_s, streams = joined
     pub = otsession.Publisher("custom", video_source=VideoSource.CUSTOM, width=64, height=48, audio_source=AudioSource.NONE)

@@ -1,0 +1,162 @@
+import OTBase
+import OTWire
+
+/// One judgement of a media link over an interval: how much was lost, and the delays measured.
+public struct LinkQualitySample: Sendable, Equatable {
+    /// Fraction (0…1) of the packets of the interval that were lost.
+    public var loss: Double
+    public var roundTripTime: Duration?
+    /// Interarrival jitter (RFC 3550 §6.4.1).
+    public var jitter: Duration?
+    public init(loss: Double, roundTripTime: Duration? = nil, jitter: Duration? = nil) {
+        self.loss = loss; self.roundTripTime = roundTripTime; self.jitter = jitter
+    }
+}
+
+/// Thresholds and hold times of the audio fallback (`QualityFallbackMonitor`).
+public struct QualityFallbackConfig: Sendable, Equatable {
+    /// A sample is poor above this loss fraction, good below half of it.
+    public var lossThreshold: Double
+    /// A sample is poor above this round-trip time, good below 70% of it (nil: RTT is not judged).
+    public var rttThreshold: Duration?
+    /// A sample is poor above this jitter, good below 70% of it (nil: jitter is not judged).
+    public var jitterThreshold: Duration?
+    /// Poor conditions this long raise the warning; good conditions this long lift it.
+    public var warnAfter: Duration
+    /// Poor conditions this long (after the warning) drop video.
+    public var disableAfter: Duration
+    /// Good conditions this long after video was dropped bring it back.
+    public var recoverAfter: Duration
+
+    public init(lossThreshold: Double = 0.15, rttThreshold: Duration? = .milliseconds(1500), jitterThreshold: Duration? = .milliseconds(250),
+                warnAfter: Duration = .seconds(2), disableAfter: Duration = .seconds(5), recoverAfter: Duration = .seconds(5)) {
+        self.lossThreshold = lossThreshold; self.rttThreshold = rttThreshold; self.jitterThreshold = jitterThreshold
+        self.warnAfter = warnAfter; self.disableAfter = max(disableAfter, warnAfter); self.recoverAfter = recoverAfter
+    }
+}
+
+/// The audio-fallback decision (sans-IO): from link samples and their times, warns after `warnAfter` of poor
+/// conditions, drops video after `disableAfter`, lifts a warning after `warnAfter` of good conditions and brings
+/// video back after `recoverAfter` of them. A sample in between poor and good (hysteresis) breaks both runs.
+/// A run starts where the interval of its first sample began (the previous sample's time). Used by the media
+/// router for each subscriber of a routed session, and by relayed subscribers for themselves.
+public struct QualityFallbackMonitor: Sendable, Equatable {
+    public enum Action: Sendable, Equatable { case warn, liftWarning, disableVideo, enableVideo }
+    public enum Judgement: Sendable, Equatable { case poor, fair, good }
+    /// What the subscriber sees now.
+    public enum State: String, Sendable, Equatable { case good, warning, videoDisabled }
+
+    public let config: QualityFallbackConfig
+    public private(set) var videoDisabled = false
+    public private(set) var warned = false
+    /// The last sample given.
+    public private(set) var lastSample: LinkQualitySample?
+    private var lastSampleAt: Instant?
+    private var poorSince: Instant?
+    private var goodSince: Instant?
+
+    public init(config: QualityFallbackConfig = QualityFallbackConfig()) { self.config = config }
+
+    public var state: State { videoDisabled ? .videoDisabled : warned ? .warning : .good }
+
+    /// How a sample compares with the thresholds.
+    public func judge(_ s: LinkQualitySample) -> Judgement {
+        let c = config
+        let loss = s.loss.isFinite ? s.loss : 1
+        let rtt = s.roundTripTime.map(\.seconds), jitter = s.jitter.map(\.seconds)
+        let rttLimit = c.rttThreshold.map(\.seconds), jitterLimit = c.jitterThreshold.map(\.seconds)
+        if loss > c.lossThreshold { return .poor }
+        if let rtt, let rttLimit, rtt > rttLimit { return .poor }
+        if let jitter, let jitterLimit, jitter > jitterLimit { return .poor }
+        if loss >= c.lossThreshold / 2 { return .fair }
+        if let rtt, let rttLimit, rtt >= rttLimit * 0.7 { return .fair }
+        if let jitter, let jitterLimit, jitter >= jitterLimit * 0.7 { return .fair }
+        return .good
+    }
+
+    /// One sample covering the time since the previous one; returns what to do.
+    public mutating func observe(_ sample: LinkQualitySample, now: Instant) -> Action? {
+        let start = lastSampleAt.map { min($0, now) } ?? now
+        lastSampleAt = now
+        lastSample = sample
+        switch judge(sample) {
+        case .poor:
+            goodSince = nil
+            let since = poorSince ?? start
+            poorSince = since
+            guard !videoDisabled else { return nil }
+            let d = now - since
+            if !warned {
+                if d >= config.warnAfter { warned = true; return .warn }
+            } else if d >= config.disableAfter {
+                videoDisabled = true; warned = false
+                return .disableVideo
+            }
+        case .good:
+            poorSince = nil
+            let since = goodSince ?? start
+            goodSince = since
+            let d = now - since
+            if videoDisabled {
+                if d >= config.recoverAfter { videoDisabled = false; return .enableVideo }
+            } else if warned && d >= config.warnAfter {
+                warned = false
+                return .liftWarning
+            }
+        case .fair:
+            poorSince = nil; goodSince = nil
+        }
+        return nil
+    }
+}
+
+/// Collects what a sender learns about one receiver's downlink between two samples: packets it sent, sequence
+/// numbers the receiver NACKed, its RTCP receiver report blocks (loss, jitter) and the RTT. The loss estimate is
+/// the larger of the NACKed share of the packets sent (loss before retransmissions repaired it) and the reports'
+/// fraction lost (loss that stayed).
+public struct LinkQualitySampler: Sendable, Equatable {
+    private var sent = 0
+    private var nacked = 0
+    private var reportedLost = 0.0
+    private var reportedExpected = 0.0
+    private var jitterSeconds: Double?
+    /// Highest extended sequence per SSRC from the previous report, to size each report's interval.
+    private var highest: [UInt32: UInt32] = [:]
+    /// The latest round-trip time (kept across samples).
+    public var roundTripTime: Duration?
+
+    public init() {}
+
+    /// Packets sent to the receiver.
+    public mutating func sent(_ packets: Int) { sent += packets }
+    /// Sequence numbers the receiver asked for again (NACK).
+    public mutating func nacked(_ count: Int) { nacked += count }
+
+    /// A receiver report block about one of the SSRCs sent; `clockRate` converts its jitter.
+    public mutating func report(_ b: RTCPReportBlock, clockRate: Int) {
+        let prev = highest[b.ssrc]
+        highest[b.ssrc] = b.extendedHighestSequence
+        if let prev {
+            let expected = Double(Int32(bitPattern: b.extendedHighestSequence &- prev))
+            if expected > 0 {
+                reportedExpected += expected
+                reportedLost += expected * Double(b.fractionLost) / 256
+            }
+        }
+        let j = Double(b.jitter) / Double(max(1, clockRate))
+        jitterSeconds = max(jitterSeconds ?? 0, j)
+    }
+
+    /// Forgets what a report said about an SSRC no longer sent (so a later resume does not count the pause).
+    public mutating func forget(ssrc: UInt32) { highest[ssrc] = nil }
+
+    /// The sample of the interval since the previous call (nil when nothing was sent or reported), and a new interval.
+    public mutating func sample() -> LinkQualitySample? {
+        defer { sent = 0; nacked = 0; reportedLost = 0; reportedExpected = 0; jitterSeconds = nil }
+        guard sent > 0 || reportedExpected > 0 else { return nil }
+        let nackLoss = sent > 0 ? min(1, Double(nacked) / Double(sent)) : 0
+        let rrLoss = reportedExpected > 0 ? reportedLost / reportedExpected : 0
+        return LinkQualitySample(loss: max(nackLoss, rrLoss), roundTripTime: roundTripTime,
+                                 jitter: jitterSeconds.map { .microseconds(Int64($0 * 1_000_000)) })
+    }
+}

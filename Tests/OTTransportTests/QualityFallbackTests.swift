@@ -1,0 +1,112 @@
+import OTBase
+import OTWire
+import XCTest
+@testable import OTTransport
+
+/// The audio-fallback decision engine and the downlink sampler the media router feeds it, on a virtual clock.
+final class QualityFallbackTests: XCTestCase {
+    private let config = QualityFallbackConfig(lossThreshold: 0.10, rttThreshold: .milliseconds(1000), jitterThreshold: .milliseconds(200),
+                                               warnAfter: .seconds(2), disableAfter: .seconds(5), recoverAfter: .seconds(4))
+
+    /// Feeds one sample a second; returns the actions with the second they came at.
+    private func run(_ monitor: inout QualityFallbackMonitor, _ clock: VirtualClock, _ samples: [LinkQualitySample]) -> [(Int, QualityFallbackMonitor.Action)] {
+        var out: [(Int, QualityFallbackMonitor.Action)] = []
+        for (i, s) in samples.enumerated() {
+            clock.advance(by: .seconds(1))
+            if let a = monitor.observe(s, now: clock.now()) { out.append((i + 1, a)) }
+        }
+        return out
+    }
+
+    private let clean = LinkQualitySample(loss: 0, roundTripTime: .milliseconds(20), jitter: .milliseconds(5))
+    private let lossy = LinkQualitySample(loss: 0.3, roundTripTime: .milliseconds(20), jitter: .milliseconds(5))
+
+    func testSustainedLossWarnsThenDisablesThenRecoversAfterTheHoldTime() {
+        var m = QualityFallbackMonitor(config: config)
+        let clock = VirtualClock()
+        let actions = run(&m, clock, [clean, clean] + Array(repeating: lossy, count: 8) + Array(repeating: clean, count: 6))
+        // Loss from second 3 on: its interval began at second 2. Warning 2 s in, video off 5 s in; clean from
+        // second 11 (interval began at 10): video back 4 s later.
+        XCTAssertEqual(actions.map(\.0), [4, 7, 14])
+        XCTAssertEqual(actions.map(\.1), [.warn, .disableVideo, .enableVideo])
+        XCTAssertEqual(m.state, .good)
+    }
+
+    func testWarningIsLiftedWhenConditionsRecoverBeforeVideoIsDropped() {
+        var m = QualityFallbackMonitor(config: config)
+        let clock = VirtualClock()
+        let actions = run(&m, clock, [clean, lossy, lossy, lossy, clean, clean, clean, clean])
+        XCTAssertEqual(actions.map(\.1), [.warn, .liftWarning])
+        XCTAssertEqual(actions.map(\.0), [3, 6])
+        XCTAssertFalse(m.videoDisabled)
+    }
+
+    func testLossBetweenHalfAndTheThresholdBreaksBothRuns() {
+        var m = QualityFallbackMonitor(config: config)
+        let clock = VirtualClock()
+        let fair = LinkQualitySample(loss: 0.07)
+        // Poor runs of 1 s broken by fair seconds never reach the 2 s warning.
+        XCTAssertTrue(run(&m, clock, [clean, lossy, fair, lossy, fair, lossy, fair]).isEmpty)
+        XCTAssertEqual(m.state, .good)
+        // Once disabled, fair seconds hold video off (a fair second restarts the recovery hold).
+        _ = run(&m, clock, Array(repeating: lossy, count: 6))
+        XCTAssertTrue(m.videoDisabled)
+        XCTAssertTrue(run(&m, clock, [clean, clean, clean, fair, clean, clean, clean]).isEmpty)
+        XCTAssertEqual(run(&m, clock, [clean]).map(\.1), [.enableVideo])
+    }
+
+    func testHighRoundTripTimeOrJitterAloneIsPoor() {
+        let m = QualityFallbackMonitor(config: config)
+        XCTAssertEqual(m.judge(LinkQualitySample(loss: 0, roundTripTime: .milliseconds(1500))), .poor)
+        XCTAssertEqual(m.judge(LinkQualitySample(loss: 0, jitter: .milliseconds(300))), .poor)
+        XCTAssertEqual(m.judge(LinkQualitySample(loss: 0, roundTripTime: .milliseconds(800))), .fair)
+        XCTAssertEqual(m.judge(LinkQualitySample(loss: 0.2)), .poor)
+        XCTAssertEqual(m.judge(LinkQualitySample(loss: .nan)), .poor, "a broken estimate is not good news")
+        XCTAssertEqual(m.judge(clean), .good)
+        var n = QualityFallbackMonitor(config: config)
+        let clock = VirtualClock()
+        let slow = LinkQualitySample(loss: 0, roundTripTime: .seconds(2))
+        XCTAssertEqual(run(&n, clock, Array(repeating: slow, count: 7)).map(\.1), [.warn, .disableVideo])
+    }
+
+    func testSparseSamplesStillWarnBeforeDisabling() {
+        var m = QualityFallbackMonitor(config: config)
+        let clock = VirtualClock()
+        clock.advance(by: .seconds(1))
+        XCTAssertNil(m.observe(clean, now: clock.now()))
+        clock.advance(by: .seconds(10))
+        XCTAssertEqual(m.observe(lossy, now: clock.now()), .warn, "a 10 s poor interval warns first")
+        clock.advance(by: .seconds(1))
+        XCTAssertEqual(m.observe(lossy, now: clock.now()), .disableVideo)
+    }
+
+    func testSamplerEstimatesLossFromNACKsAndReports() {
+        var s = LinkQualitySampler()
+        XCTAssertNil(s.sample(), "nothing sent, nothing reported")
+        s.sent(100)
+        s.nacked(30)
+        s.roundTripTime = .milliseconds(40)
+        // First report of an SSRC only anchors its sequence numbers.
+        s.report(RTCPReportBlock(ssrc: 1, fractionLost: 0, extendedHighestSequence: 1000, jitter: 900), clockRate: 90_000)
+        var sample = try? XCTUnwrap(s.sample())
+        XCTAssertEqual(sample?.loss ?? -1, 0.30, accuracy: 1e-9, "NACKed share of what was sent")
+        XCTAssertEqual(sample?.roundTripTime, .milliseconds(40))
+        XCTAssertEqual(sample?.jitter, .milliseconds(10), "900 ticks at 90 kHz")
+        // Loss the receiver still reports after retransmissions wins when larger.
+        s.sent(100)
+        s.nacked(5)
+        s.report(RTCPReportBlock(ssrc: 1, fractionLost: 64, extendedHighestSequence: 1100), clockRate: 90_000)
+        sample = s.sample()
+        XCTAssertEqual(sample?.loss ?? -1, 0.25, accuracy: 1e-9, "64/256 of 100 expected")
+        // A paused SSRC's next report does not count the pause.
+        s.forget(ssrc: 1)
+        s.report(RTCPReportBlock(ssrc: 1, fractionLost: 255, extendedHighestSequence: 5000), clockRate: 90_000)
+        s.sent(50)
+        XCTAssertEqual(s.sample()?.loss, 0)
+    }
+
+    func testDisabledConfigurationIsClampedSoDisableNeverPrecedesWarning() {
+        let c = QualityFallbackConfig(warnAfter: .seconds(4), disableAfter: .seconds(1))
+        XCTAssertEqual(c.disableAfter, .seconds(4))
+    }
+}
