@@ -8,15 +8,16 @@ import OTWire
 final class MediaLink: @unchecked Sendable {
     private let driver: PeerConnectionDriver
 
-    /// Binds the sockets `bindAddresses(serverURL:)` picks, adds the session's TURN servers (`turn:` URLs with an
-    /// IPv4 address or localhost; relayed candidates only under `forceTurn`); the process-wide IO thread serves it.
+    /// Binds the sockets `bindAddresses(serverURL:)` picks and adds the session's TURN servers (relayed candidates
+    /// only under the relay transport policy); the process-wide IO thread serves it.
     init(config: PeerConnectionConfig, settings: SessionSettings, queue: DispatchQueue,
          onEvent: @escaping @Sendable ([PeerConnectionEvent]) -> Void) throws {
         var config = config
-        config.relayOnly = settings.forceTurn
-        let turns = Self.turnServers(settings.iceServers)
-        if settings.forceTurn && turns.isEmpty {
-            throw OTError(.invalidParameter, "forceTurn needs a TURN server (turn:IPv4:port) in iceServers")
+        let ice = settings.iceConfig
+        config.relayOnly = ice.transportPolicy == .relay
+        let turns = ice.turnServers
+        if config.relayOnly && turns.isEmpty {
+            throw OTError(.invalidParameter, "the relay transport policy needs a TURN server (turn:IP:port) among the custom ICE servers")
         }
         driver = try PeerConnectionDriver(config: config, bind: Self.bindAddresses(serverURL: settings.serverURL)) { e in
             queue.async { onEvent([e]) }
@@ -24,30 +25,6 @@ final class MediaLink: @unchecked Sendable {
         if let socket = driver.localAddresses.first {
             for t in turns { driver.addTURN(t, socket: socket) }
         }
-    }
-
-    /// The TURN servers among ICE servers: `turn:HOST[:PORT][?transport=udp]`, HOST an IPv4 address or localhost.
-    static func turnServers(_ servers: [IceServer]) -> [TURNClient.Config] {
-        var out: [TURNClient.Config] = []
-        for s in servers {
-            for url in s.urls where url.hasPrefix("turn:") {
-                var rest = url.dropFirst("turn:".count)
-                if let q = rest.firstIndex(of: "?") {
-                    guard rest[q...].lowercased() == "?transport=udp" else { continue }
-                    rest = rest[..<q]
-                }
-                let parts = rest.split(separator: ":", omittingEmptySubsequences: false)
-                guard parts.count == 1 || parts.count == 2 else { continue }
-                let host = parts[0] == "localhost" ? "127.0.0.1" : String(parts[0])
-                let port = parts.count == 2 ? UInt16(parts[1]) : 3478
-                guard let port, let ip = IPAddress(host) else {
-                    Log.warn("media", "ignored TURN URL \(url.prefix(100)): only IPv4 addresses are supported")
-                    continue
-                }
-                out.append(TURNClient.Config(server: TransportAddress(ip: ip, port: port), username: s.username ?? "", password: s.credential ?? ""))
-            }
-        }
-        return out
     }
 
     /// Host candidates: with a session server on this machine (loopback URL) every peer is local too, so one
