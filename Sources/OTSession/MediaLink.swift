@@ -8,13 +8,16 @@ import OTWire
 final class MediaLink: @unchecked Sendable {
     private let driver: PeerConnectionDriver
 
-    /// Binds the sockets `bindAddresses(serverURL:)` picks and adds the session's TURN servers (relayed candidates
-    /// only under the relay transport policy); the process-wide IO thread serves it.
+    /// Binds the sockets `bindAddresses(serverURL:)` picks, gathers server-reflexive candidates from the session's
+    /// STUN (and UDP TURN) servers, adds its TURN servers (relayed candidates only under the relay transport policy)
+    /// and leaves LAN host candidates unsignalled under `filterOutLanCandidates`; the process-wide IO thread serves it.
     init(config: PeerConnectionConfig, settings: SessionSettings, queue: DispatchQueue,
          onEvent: @escaping @Sendable ([PeerConnectionEvent]) -> Void) throws {
         var config = config
         let ice = settings.iceConfig
         config.relayOnly = ice.transportPolicy == .relay
+        config.stunServers = config.relayOnly ? [] : ice.stunServers
+        config.filterOutLanCandidates = ice.filterOutLanCandidates
         let turns = ice.turnServers
         if config.relayOnly && turns.isEmpty {
             throw OTError(.invalidParameter, "the relay transport policy needs a TURN server (turn:IP:port) among the custom ICE servers")

@@ -285,6 +285,8 @@ final class PublisherEngine: @unchecked Sendable {
         switch e {
         case .localCandidate(let c):
             session?.sendMedia(.mediaCandidate(peerId: p.id, candidate: c.description))
+        case .localCandidatesComplete:
+            session?.sendMedia(.mediaCandidate(peerId: p.id, candidate: ""))
         case .connected:
             p.connected = true
             rebuildTargets()

@@ -158,6 +158,8 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         switch e {
         case .localCandidate(let c):
             session?.sendMedia(.mediaCandidate(peerId: peerId, candidate: c.description))
+        case .localCandidatesComplete:
+            session?.sendMedia(.mediaCandidate(peerId: peerId, candidate: ""))
         case .connected:
             guard !connected else { return }
             connected = true

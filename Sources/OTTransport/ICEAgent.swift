@@ -24,6 +24,8 @@ public enum ICEEvent: Sendable, Equatable {
     case roleChanged(ICERole)
     /// A server-reflexive candidate was gathered: signal it to the peer (it is not paired itself; its base is).
     case localCandidate(SDPCandidate)
+    /// Every STUN server asked by `gatherServerReflexive` answered or timed out.
+    case gatheringComplete
 }
 
 /// Settings of an ICE agent. Durations are the engine's timers; tests may shorten them.
@@ -123,6 +125,11 @@ public final class ICEAgent {
     private var foundations: [String: String] = [:]
     /// Server-reflexive candidates gathered from STUN servers (signalled, not paired).
     public private(set) var serverReflexiveCandidates: [SDPCandidate] = []
+    /// Local candidates that are paired and answer checks but are not signalled (LAN host candidates under
+    /// `filterOutLanCandidates`: bases of server-reflexive candidates).
+    private var unsignalled: Set<TransportAddress> = []
+    /// STUN Binding requests for server-reflexive candidates still waiting for an answer.
+    public var isGathering: Bool { transactions.values.contains { $0.gatherBase != nil } }
 
     public init(config: ICEConfig) {
         self.config = config
@@ -135,10 +142,13 @@ public final class ICEAgent {
 
     // MARK: candidates and credentials
 
-    /// Adds a local host (or relayed) candidate bound at `address`; returns it for signalling (trickle).
+    /// Adds a local host (or relayed) candidate bound at `address`; returns it for signalling (trickle), or nil
+    /// when it is not to be signalled (`signal: false`, or not relayed under the relay-only policy).
     @discardableResult
-    public func addLocalCandidate(_ address: TransportAddress, kind: SDPCandidate.Kind = .host, localPreference: UInt16? = nil) -> SDPCandidate? {
+    public func addLocalCandidate(_ address: TransportAddress, kind: SDPCandidate.Kind = .host, localPreference: UInt16? = nil,
+                                  signal: Bool = true) -> SDPCandidate? {
         guard !config.relayOnly || kind == .relay else { return nil }
+        if !signal { unsignalled.insert(address) }
         let key = "\(kind.rawValue) \(address.ip)"
         let foundation = foundations[key] ?? String(foundations.count + 1)
         foundations[key] = foundation
@@ -146,10 +156,15 @@ public final class ICEAgent {
         let pref = localPreference ?? UInt16(max(0, (address.ip.isIPv6 ? 65535 : 32767) - localCandidates.count * 16))
         let c = SDPCandidate(foundation: foundation, priority: SDPCandidate.priority(kind: kind, localPreference: pref),
                              address: address, kind: kind)
-        if let existing = localCandidates.first(where: { $0.address == address }) { return existing }
+        if let existing = localCandidates.first(where: { $0.address == address }) { return signal ? existing : nil }
         localCandidates.append(c)
         for r in remoteCandidates.indices { formPair(local: localCandidates.count - 1, remote: r) }
-        return c
+        return signal ? c : nil
+    }
+
+    /// The candidates to put in a description: local ones that are signalled, and server-reflexive ones.
+    public var candidatesToSignal: [SDPCandidate] {
+        localCandidates.filter { !unsignalled.contains($0.address) && $0.priority > 0 } + serverReflexiveCandidates
     }
 
     /// Asks the STUN server `server` (RFC 8489 Binding, no credentials) for our address as seen from local socket `base`;
@@ -165,7 +180,15 @@ public final class ICEAgent {
     }
 
     private func gathered(_ msg: STUNMessage, base: TransportAddress) {
-        guard msg.messageClass == .success, let mapped = msg.xorMappedAddress, mapped != base,
+        guard msg.messageClass == .success, let mapped = msg.xorMappedAddress else { return }
+        addServerReflexive(mapped, base: base)
+    }
+
+    /// Adds a server-reflexive candidate learnt elsewhere (a TURN allocation's mapped address) for local socket
+    /// `base`. Redundant ones (RFC 8445 §5.1.3: equal to a local candidate or to one already gathered) are dropped.
+    public func addServerReflexive(_ mapped: TransportAddress, base: TransportAddress) {
+        guard !config.relayOnly, mapped.ip.isIPv6 == base.ip.isIPv6,
+              !localCandidates.contains(where: { $0.address == mapped }),
               !serverReflexiveCandidates.contains(where: { $0.address == mapped }),
               let baseCandidate = localCandidates.first(where: { $0.address == base }) else { return }
         let key = "srflx \(mapped.ip)"
@@ -212,7 +235,7 @@ public final class ICEAgent {
         remoteCandidatesComplete = false
         pairs = []
         triggered = []
-        transactions = [:]
+        transactions = transactions.filter { $0.value.gatherBase != nil }  // gathering goes on
         nominationAt = nil
         selectedPairIndex = nil
         nextConsentAt = nil
@@ -226,7 +249,9 @@ public final class ICEAgent {
         guard let i = localCandidates.firstIndex(where: { $0.address == address }) else { return }
         localCandidates[i].priority = 0
         for p in pairs.indices where pairs[p].local == i { pairs[p].state = .failed }
+        let wasGathering = isGathering
         transactions = transactions.filter { $0.value.source != address }
+        if wasGathering && !isGathering { events.push(.gatheringComplete) }
         serverReflexiveCandidates.removeAll { $0.relatedAddress == address }
     }
 
@@ -362,6 +387,7 @@ public final class ICEAgent {
             guard from == t.destination else { return }
             transactions[msg.transactionID] = nil
             gathered(msg, base: base)
+            if !isGathering { events.push(.gatheringComplete) }
             return
         }
         guard let pwd = remotePwd, msg.verifyIntegrity(key: Array(pwd.utf8)) else { return }
@@ -445,6 +471,8 @@ public final class ICEAgent {
 
     /// Runs timers due at `now`: retransmissions, new checks, nomination, consent.
     public func handleTimeout(now: Instant) {
+        let wasGathering = isGathering
+        defer { if wasGathering && !isGathering { events.push(.gatheringComplete) } }
         for (id, t) in transactions where t.retransmitAt <= now {
             if t.consent || t.transmissions >= config.maxTransmissions {
                 transactions[id] = nil

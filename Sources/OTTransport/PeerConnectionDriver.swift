@@ -76,7 +76,7 @@ public final class PeerConnectionDriver: @unchecked Sendable {
         return r
     }
 
-    public func createOffer() throws -> String { try withPeerConnection { pc, _ in try pc.createOffer() } }
+    public func createOffer() throws -> String { try withPeerConnection { pc, now in try pc.createOffer(now: now) } }
     public func createAnswer(toOffer sdp: String) throws -> String { try withPeerConnection { pc, now in try pc.createAnswer(toOffer: sdp, now: now) } }
     public func setRemoteAnswer(_ sdp: String) throws { try withPeerConnection { pc, now in try pc.setRemoteAnswer(sdp, now: now) } }
     public func addRemoteCandidate(_ c: SDPCandidate) { withPeerConnection { pc, now in pc.addRemoteCandidate(c, now: now) } }

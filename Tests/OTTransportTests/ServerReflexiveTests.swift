@@ -1,0 +1,99 @@
+import OTBase
+import OTWire
+@testable import OTTransport
+import XCTest
+
+/// Server-reflexive candidates through `PeerConnectionConfig.stunServers`, on the emulator with NATs.
+final class ServerReflexiveTests: XCTestCase {
+    static let stun = TransportAddress("203.0.113.5:3478")!
+    static let natA = IPAddress("198.51.100.1")!, natB = IPAddress("198.51.100.2")!
+
+    /// A at 10.0.1.2 behind NAT 198.51.100.1, B at 10.0.2.2 behind NAT 198.51.100.2, a STUN server outside.
+    func natedPair(seed: UInt64, stun: [TransportAddress], filterLAN: Bool = false) throws -> (NATedPeerConnections, String, String) {
+        let env = NATedPeerConnections(seed: seed, conditions: LinkConditions(delay: .milliseconds(15), jitter: .milliseconds(3)))
+        env.nats = [EmulatedNAT(publicIP: Self.natA, inside: [IPAddress("10.0.1.2")!]),
+                    EmulatedNAT(publicIP: Self.natB, inside: [IPAddress("10.0.2.2")!])]
+        env.stunServers = [Self.stun]
+        let now = env.clock.now()
+        var ca = peerConfig(audioSSRC: 0xA1, videoSSRC: 0xA2, seed: seed), cb = peerConfig(audioSSRC: 0xB1, videoSSRC: 0xB2, seed: seed + 1)
+        ca.stunServers = stun; cb.stunServers = stun
+        ca.filterOutLanCandidates = filterLAN; cb.filterOutLanCandidates = filterLAN
+        let a = try PeerConnection(config: ca, now: now), b = try PeerConnection(config: cb, now: now)
+        env.add(a, ["10.0.1.2:5000"])
+        env.add(b, ["10.0.2.2:6000"])
+        let offer = try a.createOffer(now: now)
+        let answer = try b.createAnswer(toOffer: offer, now: now)
+        try a.setRemoteAnswer(answer, now: now)
+        return (env, offer, answer)
+    }
+
+    func sendVideo(_ pc: PeerConnection, ssrc: UInt32, count: Int, env: NATedPeerConnections) {
+        for i in 0..<count {
+            var p = RTPPacket(payloadType: 96, sequenceNumber: UInt16(i), timestamp: UInt32(i * 3000), ssrc: ssrc, payload: [UInt8](repeating: 7, count: 100)[...]).serialized()
+            pc.sendRTP(&p, now: env.clock.now())
+            env.run(for: .milliseconds(10))
+        }
+    }
+
+    func testNATedPeersConnectThroughServerReflexiveCandidates() throws {
+        let (env, offer, _) = try natedPair(seed: 300, stun: [Self.stun])
+        // Gathering is trickled: the offer does not claim to be complete.
+        XCTAssertFalse(offer.contains("a=end-of-candidates"))
+        XCTAssertTrue(env.run(for: .seconds(15)) { env.connected(0) && env.connected(1) })
+        let srflx = env.trickled[0].filter { $0.kind == .srflx }
+        XCTAssertEqual(srflx.map(\.address), [TransportAddress(ip: Self.natA, port: 5000)])
+        XCTAssertEqual(srflx.first?.relatedAddress, TransportAddress("10.0.1.2:5000"))
+        XCTAssertTrue(env.gatheringDone(0) && env.gatheringDone(1))
+        // The pair in use goes between the NATs' public addresses (srflx or peer-reflexive on the far side).
+        let pairA = try XCTUnwrap(env.peers[0].pc.transport?.ice.selectedPair)
+        XCTAssertEqual(pairA.remote.address.ip, Self.natB)
+        XCTAssertEqual(pairA.local.address, TransportAddress("10.0.1.2:5000"), "media leaves from the base")
+        sendVideo(env.peers[0].pc, ssrc: 0xA2, count: 20, env: env)
+        XCTAssertTrue(env.run(for: .seconds(1)) { env.rtpCount(1) == 20 })
+        XCTAssertGreaterThan(env.natDropped, 0, "the private host pairs never worked")
+    }
+
+    func testNATedPeersWithoutSTUNFailWithAnICEError() throws {
+        let (env, offer, answer) = try natedPair(seed: 310, stun: [])
+        XCTAssertTrue(offer.contains("a=end-of-candidates") && answer.contains("a=end-of-candidates"))
+        XCTAssertTrue(env.run(for: .seconds(40)) { env.failed(0) != nil && env.failed(1) != nil })
+        XCTAssertFalse(env.connected(0) || env.connected(1))
+        XCTAssertEqual(env.failed(0)?.code, .connectionFailed)
+        XCTAssertTrue(env.failed(0)?.message.contains("ICE failed") == true)
+    }
+
+    func testSilentSTUNServerDoesNotDelayConnectingAndTimesOut() throws {
+        let silent = TransportAddress("203.0.113.66:3478")!
+        let env = NATedPeerConnections(seed: 320)
+        env.silentServers = [silent]
+        let now = env.clock.now()
+        var ca = peerConfig(audioSSRC: 0xA1, videoSSRC: nil, seed: 320), cb = peerConfig(audioSSRC: 0xB1, videoSSRC: nil, seed: 321)
+        ca.stunServers = [silent]; cb.stunServers = [silent]
+        let a = try PeerConnection(config: ca, now: now), b = try PeerConnection(config: cb, now: now)
+        env.add(a, ["192.0.2.1:5000"])
+        env.add(b, ["192.0.2.2:6000"])
+        try a.setRemoteAnswer(try b.createAnswer(toOffer: try a.createOffer(now: now), now: now), now: now)
+        XCTAssertTrue(env.run(for: .seconds(3)) { env.connected(0) && env.connected(1) })
+        XCTAssertFalse(env.gatheringDone(0), "connected while the STUN server is still asked")
+        XCTAssertTrue(env.run(for: .seconds(30)) { env.gatheringDone(0) && env.gatheringDone(1) })
+        XCTAssertTrue(env.trickled[0].isEmpty)
+        XCTAssertTrue(env.connected(0))
+        XCTAssertNil(env.failed(0))
+    }
+
+    func testServerReflexiveEqualToTheHostIsDropped() throws {
+        // No NAT: the STUN server sees the host address itself (RFC 8445 §5.1.3: redundant).
+        let env = NATedPeerConnections(seed: 330)
+        env.stunServers = [Self.stun]
+        let now = env.clock.now()
+        var ca = peerConfig(audioSSRC: 0xA1, videoSSRC: nil, seed: 330)
+        ca.stunServers = [Self.stun]
+        let a = try PeerConnection(config: ca, now: now), b = try PeerConnection(config: peerConfig(audioSSRC: 0xB1, videoSSRC: nil, seed: 331), now: now)
+        env.add(a, ["192.0.2.1:5000"])
+        env.add(b, ["192.0.2.2:6000"])
+        try a.setRemoteAnswer(try b.createAnswer(toOffer: try a.createOffer(now: now), now: now), now: now)
+        XCTAssertTrue(env.run(for: .seconds(5)) { env.gatheringDone(0) && env.connected(0) })
+        XCTAssertTrue(env.trickled[0].isEmpty)
+        XCTAssertTrue(a.transport?.ice.serverReflexiveCandidates.isEmpty == true)
+    }
+}
