@@ -96,4 +96,32 @@ final class ServerReflexiveTests: XCTestCase {
         XCTAssertTrue(env.trickled[0].isEmpty)
         XCTAssertTrue(a.transport?.ice.serverReflexiveCandidates.isEmpty == true)
     }
+
+    func testLANFilterSignalsNoPrivateAddressYetConnectsFromTheSameSockets() throws {
+        let (env, offer, answer) = try natedPair(seed: 340, stun: [Self.stun], filterLAN: true)
+        XCTAssertTrue(env.run(for: .seconds(15)) { env.connected(0) && env.connected(1) })
+        for sdp in [offer, answer] {
+            XCTAssertFalse(sdp.contains("10.0."), "a private address was signalled:\n\(sdp)")
+            XCTAssertFalse(sdp.contains("a=candidate"), "only host candidates exist at description time, all private")
+        }
+        for t in env.trickled { XCTAssertEqual(t.map(\.kind), [.srflx]) }
+        // The srflx's base, the unsignalled host socket, is what media leaves from.
+        XCTAssertEqual(env.peers[0].pc.transport?.ice.selectedPair?.local.address, TransportAddress("10.0.1.2:5000"))
+        XCTAssertFalse(env.peers[0].pc.transport?.ice.candidatesToSignal.contains { $0.address.ip.isLAN } ?? true)
+        sendVideo(env.peers[1].pc, ssrc: 0xB2, count: 10, env: env)
+        XCTAssertTrue(env.run(for: .seconds(1)) { env.rtpCount(0) == 10 })
+    }
+
+    func testLANFilterKeepsPublicHostCandidates() throws {
+        let env = NATedPeerConnections(seed: 350)
+        var c = peerConfig(audioSSRC: 0xA1, videoSSRC: nil, seed: 350)
+        c.filterOutLanCandidates = true
+        let a = try PeerConnection(config: c, now: env.clock.now())
+        env.add(a, ["192.168.1.20:5000", "192.0.2.1:5001", "[fe80::1]:5002", "[2001:db8::1]:5003"])
+        let offer = try a.createOffer(now: env.clock.now())
+        let candidates = offer.split(separator: "\r\n").filter { $0.hasPrefix("a=candidate") }
+        XCTAssertEqual(candidates.count, 2)
+        XCTAssertTrue(candidates.contains { $0.contains("192.0.2.1 5001") })
+        XCTAssertTrue(candidates.contains { $0.contains("2001:db8::1 5003") })
+    }
 }
