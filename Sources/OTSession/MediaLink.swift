@@ -1,5 +1,6 @@
 import Foundation
 import OTBase
+import OTMedia
 import OTTransport
 import OTWire
 
@@ -50,6 +51,17 @@ final class MediaLink: @unchecked Sendable {
     func setRemoteAnswer(_ sdp: String) throws { try driver.setRemoteAnswer(sdp) }
     /// What both sides agreed, after the descriptions are exchanged.
     var negotiated: SDPNegotiated? { driver.negotiated }
+    /// The ICE pair media uses (our candidate as the peer sees it) and the connection's counters.
+    var selectedCandidatePair: ICESelectedPair? { driver.selectedCandidatePair }
+    var stats: PeerConnectionStats { driver.stats }
+
+    /// Adds the selected pair to a stats report (`candidate-pair`, `local-candidate`, `remote-candidate`).
+    func addCandidatePair(to b: inout RTCStatsReportBuilder, id: String) {
+        guard let pair = selectedCandidatePair else { return }
+        let s = stats
+        b.addCandidatePair(id: id, local: pair.local, remote: pair.remote, nominated: pair.nominated,
+                           bytesSent: s.bytesSent, bytesReceived: s.bytesReceived, currentRoundTripTime: s.roundTripTime)
+    }
 
     /// A trickled candidate from signaling (`""` ends the candidates); malformed ones are ignored.
     func addRemoteCandidate(_ line: String) {

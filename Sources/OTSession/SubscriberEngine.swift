@@ -318,6 +318,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         var b = RTCStatsReportBuilder()
         if let v = video?.stats { b.addInbound(v, framesPerSecond: frameMeter.framesPerSecond(at: MonotonicClock.now())) }
         if let a = audio?.stats { b.addInbound(a) }
+        link?.addCandidatePair(to: &b, id: String(peerId.prefix(8)))
         return b.json()
     }
 }

@@ -4,9 +4,33 @@ import OTWire
 /// Which side decides the nomination (RFC 8445 §6.1.1).
 public enum ICERole: Sendable, Equatable { case controlling, controlled }
 
-/// The connection state users observe.
-public enum ICEConnectionState: Sendable, Equatable {
-    case new, checking, connected, disconnected, failed
+/// The connection state users observe (RTCIceConnectionState).
+public enum ICEConnectionState: String, Sendable, Equatable {
+    case new, checking
+    /// A pair is selected; media can flow. Checks may still go on.
+    case connected
+    /// A full agent is done: a pair is selected, the peer signalled the end of its candidates, our gathering
+    /// ended and no check is pending. New remote candidates bring it back to `connected`.
+    case completed
+    /// Consent checks went unanswered for `disconnectedTimeout` (may come back).
+    case disconnected
+    case failed
+    /// `close()` was called: the agent sends and reports nothing more.
+    case closed
+
+    /// Connected or completed: media can flow.
+    public var isConnected: Bool { self == .connected || self == .completed }
+}
+
+/// The pair media uses, as statistics show it (W3C `candidate-pair` with its local and remote candidates).
+public struct ICESelectedPair: Sendable, Equatable {
+    /// Our candidate as the peer sees it: the host or relayed candidate, or the server-reflexive or
+    /// peer-reflexive one when the checks' XOR-MAPPED-ADDRESS differed from the socket (RFC 8445 §7.2.5.3.1).
+    public var local: SDPCandidate
+    public var remote: SDPCandidate
+    /// The local socket (the base) media leaves from.
+    public var base: TransportAddress
+    public var nominated: Bool
 }
 
 /// A datagram the agent wants sent from the local socket `source` (a candidate's base) to `destination`.
@@ -82,6 +106,8 @@ public final class ICEAgent {
         var nominated = false
         /// A USE-CANDIDATE check was requested for this pair (controlling) or received (controlled).
         var nominateOnSuccess = false
+        /// Our address as the peer saw it in the check's response (XOR-MAPPED-ADDRESS).
+        var mapped: TransportAddress?
     }
 
     struct Transaction {
@@ -156,9 +182,11 @@ public final class ICEAgent {
         let pref = localPreference ?? UInt16(max(0, (address.ip.isIPv6 ? 65535 : 32767) - localCandidates.count * 16))
         let c = SDPCandidate(foundation: foundation, priority: SDPCandidate.priority(kind: kind, localPreference: pref),
                              address: address, kind: kind)
+        guard state != .closed else { return nil }
         if let existing = localCandidates.first(where: { $0.address == address }) { return signal ? existing : nil }
         localCandidates.append(c)
         for r in remoteCandidates.indices { formPair(local: localCandidates.count - 1, remote: r) }
+        if state == .completed { setState(.connected) }
         return signal ? c : nil
     }
 
@@ -170,7 +198,7 @@ public final class ICEAgent {
     /// Asks the STUN server `server` (RFC 8489 Binding, no credentials) for our address as seen from local socket `base`;
     /// a different mapped address becomes a server-reflexive candidate (`.localCandidate` event).
     public func gatherServerReflexive(server: TransportAddress, base: TransportAddress, now: Instant) {
-        guard !config.relayOnly, server.ip.isIPv6 == base.ip.isIPv6 else { return }
+        guard !config.relayOnly, state != .closed, server.ip.isIPv6 == base.ip.isIPv6 else { return }
         let id = STUNTransactionID.random(using: &rng)
         let bytes = STUNMessage(method: .binding, messageClass: .request, transactionID: id).encode()
         transactions[id] = Transaction(pair: -1, bytes: bytes, source: base, destination: server, transmissions: 1,
@@ -209,19 +237,33 @@ public final class ICEAgent {
 
     /// Adds a remote candidate (from SDP or trickled). UDP only; TCP candidates are ignored.
     public func addRemoteCandidate(_ c: SDPCandidate) {
-        guard c.transport == "udp", c.component == 1 else { return }
+        guard c.transport == "udp", c.component == 1, state != .closed else { return }
         if let i = remoteCandidates.firstIndex(where: { $0.address == c.address }) {
             if remoteCandidates[i].kind == .prflx && c.kind != .prflx { remoteCandidates[i] = c }
             return
         }
         remoteCandidates.append(c)
         for l in localCandidates.indices { formPair(local: l, remote: remoteCandidates.count - 1) }
+        if state == .completed { setState(.connected) }
     }
 
     /// The remote side said it has no more candidates: a checklist with every pair failed now fails the agent.
     public func endOfRemoteCandidates(now: Instant) {
         remoteCandidatesComplete = true
         checkFailure()
+        checkCompleted()
+    }
+
+    /// Stops the agent (RTCIceConnectionState closed): no more checks, consent, timers or events after this one.
+    public func close() {
+        guard state != .closed else { return }
+        transactions = [:]
+        triggered = []
+        nextCheckAt = nil
+        nominationAt = nil
+        nextConsentAt = nil
+        lastConsentAt = nil
+        setState(.closed)
     }
 
     /// ICE restart (RFC 8445 §9): new local credentials; remote credentials and candidates must be set again.
@@ -282,11 +324,13 @@ public final class ICEAgent {
     public func handleReceive(_ bytes: [UInt8], from: TransportAddress, local: TransportAddress, now: Instant) -> Bool {
         guard STUNMessage.isSTUN(bytes[...]), let msg = try? STUNMessage.parse(bytes),
               msg.method == STUNMethod.binding.rawValue else { return false }
+        guard state != .closed else { return true }
         switch msg.messageClass {
         case .request: handleRequest(msg, from: from, local: local, now: now)
         case .success, .error: handleResponse(msg, from: from, local: local, now: now)
         case .indication: break
         }
+        checkCompleted()
         return true
     }
 
@@ -397,7 +441,7 @@ public final class ICEAgent {
         if t.consent {
             if msg.messageClass == .success, from == t.destination {
                 lastConsentAt = now
-                if state == .disconnected { setState(.connected) }
+                if state == .disconnected { setState(.connected); checkCompleted() }
             }
             return
         }
@@ -415,6 +459,7 @@ public final class ICEAgent {
         // Non-symmetric responses fail the pair (RFC 8445 §7.2.5.2.1).
         guard from == t.destination, local == t.source else { pairs[p].state = .failed; checkFailure(); return }
         pairs[p].state = .succeeded
+        pairs[p].mapped = msg.xorMappedAddress
         lastConsentAt = now
         // Unfreeze pairs with the same foundation.
         for i in pairs.indices where pairs[i].state == .frozen && pairs[i].foundation == pairs[p].foundation { pairs[i].state = .waiting }
@@ -448,7 +493,28 @@ public final class ICEAgent {
         lastConsentAt = now
         if nextConsentAt == nil && !config.lite { nextConsentAt = now + jittered(config.consentInterval) }
         if changed { events.push(.selectedPairChanged(local: lc, remote: rc)) }
-        setState(.connected)
+        if !state.isConnected { setState(.connected) }
+    }
+
+    /// Connected → completed once nothing is left to check or gather (full agents only).
+    private func checkCompleted() {
+        guard state == .connected, !config.lite, let sp = selectedPairIndex, pairs[sp].nominated, remoteCandidatesComplete, !isGathering,
+              !pairs.contains(where: { $0.state == .waiting || $0.state == .inProgress || $0.state == .frozen }) else { return }
+        setState(.completed)
+    }
+
+    /// The selected pair as statistics report it, with our candidate as the peer sees it.
+    public var selectedPairInfo: ICESelectedPair? {
+        guard let p = selectedPairIndex, p < pairs.count else { return nil }
+        let base = localCandidates[pairs[p].local], remote = remoteCandidates[pairs[p].remote]
+        var local = base
+        if let mapped = pairs[p].mapped, mapped != base.address {
+            if let s = serverReflexiveCandidates.first(where: { $0.address == mapped }) { local = s } else {
+                local = SDPCandidate(foundation: "prflx", priority: SDPCandidate.priority(kind: .prflx, localPreference: UInt16((base.priority >> 8) & 0xFFFF)),
+                                     address: mapped, kind: .prflx, relatedAddress: base.address)
+            }
+        }
+        return ICESelectedPair(local: local, remote: remote, base: base.address, nominated: pairs[p].nominated)
     }
 
     private func jittered(_ d: Duration) -> Duration {
@@ -471,8 +537,12 @@ public final class ICEAgent {
 
     /// Runs timers due at `now`: retransmissions, new checks, nomination, consent.
     public func handleTimeout(now: Instant) {
+        guard state != .closed else { return }
         let wasGathering = isGathering
-        defer { if wasGathering && !isGathering { events.push(.gatheringComplete) } }
+        defer {
+            if wasGathering && !isGathering { events.push(.gatheringComplete) }
+            checkCompleted()
+        }
         for (id, t) in transactions where t.retransmitAt <= now {
             if t.consent || t.transmissions >= config.maxTransmissions {
                 transactions[id] = nil
@@ -513,7 +583,7 @@ public final class ICEAgent {
         if let last = lastConsentAt, selectedPairIndex != nil {
             if now - last >= config.consentTimeout {
                 setState(.failed)
-            } else if now - last >= config.disconnectedTimeout, state == .connected {
+            } else if now - last >= config.disconnectedTimeout, state.isConnected {
                 setState(.disconnected)
             }
         }
@@ -573,7 +643,7 @@ public final class ICEAgent {
             merge(nextConsentAt)
         }
         if let last = lastConsentAt, selectedPairIndex != nil, state != .failed {
-            merge(state == .connected ? last + config.disconnectedTimeout : last + config.consentTimeout)
+            merge(state.isConnected ? last + config.disconnectedTimeout : last + config.consentTimeout)
         }
         return t
     }

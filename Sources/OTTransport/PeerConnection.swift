@@ -318,18 +318,34 @@ public final class PeerConnection {
         pump(now: now)
     }
 
-    /// Sends an RTCP BYE for our SSRCs and closes DTLS (close_notify). The connection sends nothing after this.
+    /// Sends an RTCP BYE for our SSRCs, closes DTLS (close_notify) and ICE (`.iceStateChanged(.closed)`).
+    /// The connection sends nothing after this.
     public func close(now: Instant) {
-        if let srtp, let transport {
-            var bye = RTCP.serialize([.bye(ssrcs: rtpSession.config.localSSRCs, reason: nil)])
-            if (try? srtp.protectRTCP(&bye)) != nil { transport.sendMedia(bye) }
-            transport.dtls.close()
+        if let transport {
+            if let srtp {
+                var bye = RTCP.serialize([.bye(ssrcs: rtpSession.config.localSSRCs, reason: nil)])
+                if (try? srtp.protectRTCP(&bye)) != nil { transport.sendMedia(bye) }
+                transport.dtls.close()
+            }
+            transport.ice.close()
             transport.flush(now: now)
             drainTransport()
+            // Only the closed state is reported: what closing does to DTLS is not a failure.
+            while let e = transport.pollEvent() { if case .ice(.stateChanged(.closed)) = e { events.push(.iceStateChanged(.closed)) } }
+        } else if let ice {
+            ice.close()
+            while ice.pollTransmit() != nil {}
+            while let e = ice.pollEvent() { if e == .stateChanged(.closed) { events.push(.iceStateChanged(.closed)) } }
         }
         self.srtp = nil
         isConnected = false
     }
+
+    /// The ICE state (`.new` before the description).
+    public var iceState: ICEConnectionState { ice?.state ?? .new }
+
+    /// The pair media uses, with our candidate as the peer sees it (for statistics); nil before one is selected.
+    public var selectedCandidatePair: ICESelectedPair? { ice?.selectedPairInfo }
 
     // MARK: IO
 

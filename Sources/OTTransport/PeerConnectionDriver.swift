@@ -97,6 +97,9 @@ public final class PeerConnectionDriver: @unchecked Sendable {
     public var stats: PeerConnectionStats { withPeerConnection { pc, _ in pc.stats } }
     public var isConnected: Bool { withPeerConnection { pc, _ in pc.isConnected } }
     public var negotiated: SDPNegotiated? { withPeerConnection { pc, _ in pc.negotiated } }
+    /// The ICE state and the pair media uses (see `PeerConnection.selectedCandidatePair`).
+    public var iceState: ICEConnectionState { withPeerConnection { pc, _ in pc.iceState } }
+    public var selectedCandidatePair: ICESelectedPair? { withPeerConnection { pc, _ in pc.selectedCandidatePair } }
 
     /// Sends BYE and close_notify, closes its sockets (own sockets) or leaves the shared endpoint. Idempotent.
     public func close() {

@@ -48,9 +48,21 @@ final class ServerReflexiveTests: XCTestCase {
         let pairA = try XCTUnwrap(env.peers[0].pc.transport?.ice.selectedPair)
         XCTAssertEqual(pairA.remote.address.ip, Self.natB)
         XCTAssertEqual(pairA.local.address, TransportAddress("10.0.1.2:5000"), "media leaves from the base")
+        // As statistics show it, our side of the pair is the NAT's address (srflx, or prflx if a check taught it first).
+        let shown = try XCTUnwrap(env.peers[0].pc.selectedCandidatePair)
+        XCTAssertTrue([.srflx, .prflx].contains(shown.local.kind), "\(shown.local)")
+        XCTAssertEqual(shown.local.address, TransportAddress(ip: Self.natA, port: 5000))
+        XCTAssertEqual(shown.base, TransportAddress("10.0.1.2:5000"))
+        // Checks done, both sides' candidates complete: completed.
+        XCTAssertTrue(env.run(for: .seconds(20)) { env.peers[0].pc.iceState == .completed && env.peers[1].pc.iceState == .completed })
         sendVideo(env.peers[0].pc, ssrc: 0xA2, count: 20, env: env)
         XCTAssertTrue(env.run(for: .seconds(1)) { env.rtpCount(1) == 20 })
         XCTAssertGreaterThan(env.natDropped, 0, "the private host pairs never worked")
+        env.peers[0].pc.close(now: env.clock.now())
+        env.drain(now: env.clock.now())
+        XCTAssertEqual(env.events[0].last, .iceStateChanged(.closed))
+        XCTAssertNil(env.failed(0), "closing is not a failure")
+        XCTAssertEqual(env.peers[0].pc.iceState, .closed)
     }
 
     func testNATedPeersWithoutSTUNFailWithAnICEError() throws {
