@@ -45,10 +45,14 @@ final class MediaLink: @unchecked Sendable {
 
     /// Our offer (SDP text).
     func createOffer() throws -> String { try driver.createOffer() }
-    /// Our answer to the peer's offer; connecting starts.
+    /// Our answer to the peer's offer (connecting starts), or to its ICE restart offer.
     func createAnswer(offer: String) throws -> String { try driver.createAnswer(toOffer: offer) }
-    /// The peer's answer to our offer; connecting starts.
+    /// The peer's answer to our offer (or to our ICE restart offer); connecting starts.
     func setRemoteAnswer(_ sdp: String) throws { try driver.setRemoteAnswer(sdp) }
+    /// An ICE restart offer (new ICE credentials; DTLS and SRTP go on): send it like an offer and give its answer
+    /// to `setRemoteAnswer`. The peer's link answers it with `createAnswer(offer:)`, which restarts too.
+    /// Sessions do not call this yet (reconnection decides when).
+    func restartICE() throws -> String { try driver.createOffer(iceRestart: true) }
     /// What both sides agreed, after the descriptions are exchanged.
     var negotiated: SDPNegotiated? { driver.negotiated }
     /// The ICE pair media uses (our candidate as the peer sees it) and the connection's counters.

@@ -98,9 +98,12 @@ public struct PeerConnectionStats: Sendable, Equatable {
 public final class PeerConnection {
     public let config: PeerConnectionConfig
     public let certificate: DTLSCertificate
-    /// Our ICE credentials (the shared-socket `MediaEndpoint` demultiplexes STUN by `localUfrag`).
-    public let localUfrag: String
-    public let localPwd: String
+    /// Our ICE credentials (the shared-socket `MediaEndpoint` demultiplexes STUN by `localUfrag`); an ICE
+    /// restart changes them.
+    public private(set) var localUfrag: String
+    public private(set) var localPwd: String
+    /// An ICE restart offer of ours waits for its answer.
+    public private(set) var isRestartingICE = false
     public private(set) var stats = PeerConnectionStats()
     /// What both sides agreed, once the remote description is set.
     public private(set) var negotiated: SDPNegotiated?
@@ -209,19 +212,25 @@ public final class PeerConnection {
     /// Gathering server-reflexive candidates starts here; they are trickled (`.localCandidate`).
     public func createOffer() throws -> String { try createOffer(now: lastNow) }
 
-    /// Our offer, gathering from `now`.
-    public func createOffer(now: Instant) throws -> String {
+    /// Our offer, gathering from `now`. With `iceRestart` (after the first offer/answer exchange): new ICE
+    /// credentials, the agent restarts (RFC 8445 §9) and the offer keeps the DTLS role and fingerprint, so media
+    /// and SRTP go on over the old pair until the answer's checks select a new one, with no new DTLS handshake.
+    public func createOffer(iceRestart: Bool = false, now: Instant) throws -> String {
         lastNow = now
+        if iceRestart { return try restartOffer(now: now) }
         guard ice == nil else { throw OTError(.illegalState, "PeerConnection: the description was already created") }
         let offer = SDPNegotiation.offer(localParameters(makeAgent(role: .controlling, now: now)))
         localOffer = offer
         return offer.serialized()
     }
 
-    /// Answers a remote offer (SDP text): negotiates the media and starts connecting.
+    /// Answers a remote offer (SDP text): negotiates the media and starts connecting. Once connected, a new
+    /// offer from the peer with other ICE credentials is an ICE restart: we restart too (new credentials) and
+    /// keep DTLS and SRTP.
     public func createAnswer(toOffer sdp: String, now: Instant) throws -> String {
-        guard ice == nil else { throw OTError(.illegalState, "PeerConnection: the description was already created") }
         lastNow = now
+        if ice != nil, transport != nil { return try answerReoffer(sdp, now: now) }
+        guard ice == nil else { throw OTError(.illegalState, "PeerConnection: the description was already created") }
         let offer = try Self.parse(sdp)
         let agent = makeAgent(role: .controlled, now: now)
         let (answer, neg) = try SDPNegotiation.answer(to: offer, local: localParameters(agent))
@@ -229,13 +238,88 @@ public final class PeerConnection {
         return answer.serialized()
     }
 
-    /// Applies the remote answer to our offer and starts connecting.
+    /// Applies the remote answer to our offer and starts connecting (or, after `createOffer(iceRestart:)`,
+    /// checks the new ICE credentials and candidates).
     public func setRemoteAnswer(_ sdp: String, now: Instant) throws {
+        lastNow = now
+        if isRestartingICE, let offer = localOffer, let agent = ice, let transport {
+            let neg = try SDPNegotiation.accept(answer: try Self.parse(sdp), offer: offer)
+            try checkSameDTLS(neg)
+            isRestartingICE = false
+            applyRemoteICE(neg, agent: agent, transport: transport, now: now)
+            return
+        }
         guard let offer = localOffer, let agent = ice, transport == nil else {
             throw OTError(.illegalState, "PeerConnection: setRemoteAnswer needs our offer first (and only once)")
         }
         let neg = try SDPNegotiation.accept(answer: try Self.parse(sdp), offer: offer)
         try start(neg, agent: agent, now: now)
+    }
+
+    // MARK: ICE restart
+
+    /// New credentials; the agent restarts and gathers again. Media stays on the old pair meanwhile.
+    private func restartICE(_ agent: ICEAgent, now: Instant) {
+        var rng = SystemRandomNumberGenerator()
+        let cred = ICEConfig.randomCredentials(using: &rng)
+        localUfrag = cred.ufrag
+        localPwd = cred.pwd
+        agent.restart(ufrag: cred.ufrag, pwd: cred.pwd, now: now)
+        for a in localAddresses {
+            for server in config.stunServers { agent.gatherServerReflexive(server: server, base: a, now: now) }
+        }
+        isFailed = false
+    }
+
+    private func restartOffer(now: Instant) throws -> String {
+        guard let agent = ice, let transport, let current = negotiated, !config.iceLite else {
+            throw OTError(.illegalState, "PeerConnection: an ICE restart needs a finished offer/answer exchange (and a full agent)")
+        }
+        restartICE(agent, now: now)
+        var offer = SDPNegotiation.offer(localParameters(agent))
+        // Keep the DTLS role we have (RFC 8842 §5.3): a re-offer says active or passive, not actpass.
+        for i in offer.media.indices { offer.media[i].setup = current.localIsDTLSClient ? .active : .passive }
+        localOffer = offer
+        isRestartingICE = true
+        transport.flush(now: now)
+        pump(now: now)
+        return offer.serialized()
+    }
+
+    private func answerReoffer(_ sdp: String, now: Instant) throws -> String {
+        guard let agent = ice, let transport, let current = negotiated else {
+            throw OTError(.illegalState, "PeerConnection: the description was already created")
+        }
+        let offer = try Self.parse(sdp)
+        var (answer, neg) = try SDPNegotiation.answer(to: offer, local: localParameters(agent))
+        try checkSameDTLS(neg)
+        if neg.remoteIceUfrag != current.remoteIceUfrag || neg.remoteIcePwd != current.remoteIcePwd {
+            restartICE(agent, now: now)
+            (answer, neg) = try SDPNegotiation.answer(to: offer, local: localParameters(agent))
+        }
+        applyRemoteICE(neg, agent: agent, transport: transport, now: now)
+        return answer.serialized()
+    }
+
+    /// A renegotiation keeps the DTLS association: same remote certificate, same roles.
+    private func checkSameDTLS(_ neg: SDPNegotiated) throws {
+        guard let current = negotiated else { return }
+        guard neg.remoteFingerprint == current.remoteFingerprint, neg.localIsDTLSClient == current.localIsDTLSClient else {
+            throw OTError(.invalidParameter, "SDP: a renegotiation may not change the DTLS fingerprint or role (a new connection is needed)")
+        }
+    }
+
+    private func applyRemoteICE(_ neg: SDPNegotiated, agent: ICEAgent, transport: MediaTransport, now: Instant) {
+        var kept = neg
+        kept.media = negotiated?.media ?? neg.media  // the media were agreed by the first exchange
+        negotiated = kept
+        if agent.remoteUfrag != neg.remoteIceUfrag {
+            agent.setRemoteCredentials(ufrag: neg.remoteIceUfrag, pwd: neg.remoteIcePwd)
+            for c in neg.remoteCandidates { transport.addRemoteCandidate(c, now: now) }
+            if neg.remoteEndOfCandidates { agent.endOfRemoteCandidates(now: now) }
+        }
+        transport.flush(now: now)
+        pump(now: now)
     }
 
     private static func parse(_ sdp: String) throws -> SessionDescription {
