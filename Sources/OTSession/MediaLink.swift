@@ -67,9 +67,11 @@ final class MediaLink: @unchecked Sendable {
                            bytesSent: s.bytesSent, bytesReceived: s.bytesReceived, currentRoundTripTime: s.roundTripTime)
     }
 
-    /// A trickled candidate from signaling (`""` ends the candidates); malformed ones are ignored.
+    /// A trickled candidate from signaling (`""` ends the candidates); malformed and mDNS ones are ignored.
     func addRemoteCandidate(_ line: String) {
         if line.isEmpty { driver.withPeerConnection { pc, now in pc.endOfRemoteCandidates(now: now) }; return }
+        // mDNS names (browsers' host candidates) are not resolved: the peer shows up as peer-reflexive instead.
+        if SDPCandidate.isMDNS(line) { Log.debug("media", "ignored an mDNS remote candidate"); return }
         guard let c = try? SDPCandidate(parsing: line) else { Log.warn("media", "ignored a bad remote candidate"); return }
         driver.addRemoteCandidate(c)
     }
