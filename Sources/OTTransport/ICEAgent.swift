@@ -154,6 +154,14 @@ public final class ICEAgent {
     /// Local candidates that are paired and answer checks but are not signalled (LAN host candidates under
     /// `filterOutLanCandidates`: bases of server-reflexive candidates).
     private var unsignalled: Set<TransportAddress> = []
+    /// The local socket each server-reflexive candidate was learnt on.
+    private var reflexiveBases: [TransportAddress: TransportAddress] = [:]
+
+    /// What a server-reflexive candidate of an unsignalled base says as its related address: the unspecified
+    /// address and port 0 (RFC 8839 §5.1, as browsers do), so the LAN address stays private.
+    static func hiddenBase(_ base: TransportAddress) -> TransportAddress {
+        TransportAddress(ip: base.ip.isIPv6 ? .v6(0, 0) : .v4(0), port: 0)
+    }
     /// STUN Binding requests for server-reflexive candidates still waiting for an answer.
     public var isGathering: Bool { transactions.values.contains { $0.gatherBase != nil } }
 
@@ -224,7 +232,8 @@ public final class ICEAgent {
         foundations[key] = foundation
         let pref = UInt16((baseCandidate.priority >> 8) & 0xFFFF)
         let c = SDPCandidate(foundation: foundation, priority: SDPCandidate.priority(kind: .srflx, localPreference: pref),
-                             address: mapped, kind: .srflx, relatedAddress: base)
+                             address: mapped, kind: .srflx, relatedAddress: unsignalled.contains(base) ? Self.hiddenBase(base) : base)
+        reflexiveBases[mapped] = base
         serverReflexiveCandidates.append(c)
         events.push(.localCandidate(c))
     }
@@ -294,7 +303,7 @@ public final class ICEAgent {
         let wasGathering = isGathering
         transactions = transactions.filter { $0.value.source != address }
         if wasGathering && !isGathering { events.push(.gatheringComplete) }
-        serverReflexiveCandidates.removeAll { $0.relatedAddress == address }
+        serverReflexiveCandidates.removeAll { reflexiveBases[$0.address] == address }
     }
 
     private func pairPriority(_ l: SDPCandidate, _ r: SDPCandidate) -> UInt64 {

@@ -116,7 +116,12 @@ final class ServerReflexiveTests: XCTestCase {
             XCTAssertFalse(sdp.contains("10.0."), "a private address was signalled:\n\(sdp)")
             XCTAssertFalse(sdp.contains("a=candidate"), "only host candidates exist at description time, all private")
         }
-        for t in env.trickled { XCTAssertEqual(t.map(\.kind), [.srflx]) }
+        for t in env.trickled {
+            XCTAssertEqual(t.map(\.kind), [.srflx])
+            // Nor through the related address: it is 0.0.0.0:0 (RFC 8839).
+            XCTAssertEqual(t.first?.relatedAddress, TransportAddress("0.0.0.0:0"))
+            XCTAssertFalse(t.contains { $0.description.contains("10.0.") }, "\(t)")
+        }
         // The srflx's base, the unsignalled host socket, is what media leaves from.
         XCTAssertEqual(env.peers[0].pc.transport?.ice.selectedPair?.local.address, TransportAddress("10.0.1.2:5000"))
         XCTAssertFalse(env.peers[0].pc.transport?.ice.candidatesToSignal.contains { $0.address.ip.isLAN } ?? true)
