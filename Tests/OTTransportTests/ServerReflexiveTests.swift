@@ -141,4 +141,26 @@ final class ServerReflexiveTests: XCTestCase {
         XCTAssertTrue(candidates.contains { $0.contains("192.0.2.1 5001") })
         XCTAssertTrue(candidates.contains { $0.contains("2001:db8::1 5003") })
     }
+
+    func testTURNAllocationMappedAddressIsAServerReflexiveCandidate() throws {
+        let host = TransportAddress("10.0.0.1:5000")!, turnServer = TransportAddress("203.0.113.20:3478")!
+        let ice = ICEAgent(config: ICEConfig(role: .controlling, localUfrag: "loca", localPwd: "local-password-0123456789", tieBreaker: 1, seed: 1))
+        ice.addLocalCandidate(host)
+        let t = MediaTransport(ice: ice, dtls: try DTLSEndpoint(role: .client, certificate: try DTLSCertificate()))
+        let client = TURNClient(config: .init(server: turnServer, username: "u", password: "p"))
+        t.addTURN(client, socket: host, now: .zero)
+        let allocate = try STUNMessage.parse(XCTUnwrap(t.pollTransmit()).bytes)
+        var ok = STUNMessage(method: .allocate, messageClass: .success, transactionID: allocate.transactionID)
+        let relayed = TransportAddress("203.0.113.20:50000")!, mapped = TransportAddress("198.51.100.1:5000")!
+        ok.attributes = [.xorRelayedAddress(relayed), .xorMappedAddress(mapped), .lifetime(600)]
+        t.handleReceive(ok.encode(), from: turnServer, local: host, now: .zero)
+        var candidates: [SDPCandidate] = []
+        while let e = t.pollEvent() {
+            if case .localCandidate(let c) = e { candidates.append(c) }
+            if case .ice(.localCandidate(let c)) = e { candidates.append(c) }
+        }
+        XCTAssertEqual(candidates.map(\.kind), [.relay, .srflx])
+        XCTAssertEqual(candidates.last?.address, mapped)
+        XCTAssertEqual(candidates.last?.relatedAddress, host)
+    }
 }
