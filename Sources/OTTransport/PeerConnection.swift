@@ -158,7 +158,7 @@ public final class PeerConnection {
         guard let ice else { return nil }
         let c = ice.addLocalCandidate(address, signal: signals(address))
         for server in config.stunServers { ice.gatherServerReflexive(server: server, base: address, now: lastNow) }
-        drainAgent()
+        if let transport { transport.flush(now: lastNow); pump(now: lastNow) } else { drainAgent() }
         return c
     }
 

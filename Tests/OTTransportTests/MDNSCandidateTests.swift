@@ -15,7 +15,7 @@ final class MDNSCandidateTests: XCTestCase {
     }
 
     func connect(hidingOfferer: Bool, seed: UInt64) throws {
-        let env = EmulatedPeerConnections(seed: seed, conditions: LinkConditions(delay: .milliseconds(15), loss: 0.02))
+        let env = EmulatedPeerConnections(seed: seed, conditions: LinkConditions(delay: .milliseconds(15), jitter: .milliseconds(3)))
         let now = env.clock.now()
         let a = try PeerConnection(config: peerConfig(audioSSRC: nil, videoSSRC: 0xA2, seed: seed), now: now)
         let b = try PeerConnection(config: peerConfig(audioSSRC: nil, videoSSRC: 0xB2, seed: seed + 1), now: now)
