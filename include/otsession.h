@@ -346,14 +346,46 @@ typedef struct ot_connection_info {
     int64_t creation_time;
 } ot_connection_info;
 
-/** Options for ot_session_new_with_settings; start from ot_session_settings_default(). */
+/** ICE transport policy (OTSessionICETransportPolicy). */
+enum ot_ice_transport_policy {
+    /** Host, server-reflexive and relayed candidates. */
+    OT_ICE_TRANSPORT_ALL = 0,
+    /** Relayed (TURN) candidates only; needs a turn: server. */
+    OT_ICE_TRANSPORT_RELAY = 1
+};
+
+/** Which ICE servers are used (OTSessionICEIncludeServers). */
+enum ot_ice_include_servers {
+    /** The platform's servers and the custom ones (ot-server provides none: the custom ones). */
+    OT_ICE_INCLUDE_SERVERS_ALL = 0,
+    /** Only the custom servers. */
+    OT_ICE_INCLUDE_SERVERS_CUSTOM = 1
+};
+
+/** A custom ICE server. `url`: "stun:HOST[:PORT]" or "turn:HOST[:PORT][?transport=udp]", HOST an IPv4
+ * address, a bracketed IPv6 address or localhost; port 3478 by default. username/credential (TURN) may be NULL. */
+typedef struct ot_ice_server {
+    const char *url;
+    const char *username;
+    const char *credential;
+} ot_ice_server;
+
+/** Options for ot_session_new_with_settings; start from ot_session_settings_default().
+ * Strings and the ice_servers array are read during the call only. */
 typedef struct ot_session_settings {
     /** The session server: "ws://host:port" or "http://host:port". NULL means ws://127.0.0.1:8080. */
     const char *server_url;
     /** When true, no connection created/destroyed callbacks are made for other clients. */
     ot_bool connection_events_suppressed;
-    /** ICE: send media through TURN relays only. */
-    ot_bool ice_relay_only;
+    /** Custom ICE servers (OTSessionICEConfig): `ice_server_count` entries, NULL when the count is 0. */
+    const ot_ice_server *ice_servers;
+    size_t ice_server_count;
+    /** One of ot_ice_transport_policy. */
+    int ice_transport_policy;
+    /** One of ot_ice_include_servers. */
+    int ice_include_servers;
+    /** When true, host candidates with private/link-local addresses are not signalled. */
+    ot_bool ice_filter_out_lan_candidates;
 } ot_session_settings;
 
 /** What the token's role allows (OTSessionCapabilities). */
@@ -542,7 +574,8 @@ ot_status ot_session_is_reconnecting(ot_session * session, ot_bool * reconnectin
 /// `callbacks` is copied; it need not outlive the call.
 ot_session * ot_session_new(char const * api_key, char const * session_id, ot_session_callbacks const * callbacks);
 
-/// Creates a session with settings (NULL settings: the defaults); NULL when a required argument is NULL or empty.
+/// Creates a session with settings (NULL settings: the defaults); NULL when a required argument is NULL or empty or
+/// the settings are invalid (see ot_session_settings_validate, which returns the status and logs why).
 ot_session * ot_session_new_with_settings(char const * api_key, char const * session_id, ot_session_callbacks const * callbacks, ot_session_settings const * settings);
 
 /// Publishes into a connected session (one publisher per session). OT_ERR_NOT_CONNECTED, OT_ERR_UNABLE_TO_PUBLISH
@@ -567,8 +600,13 @@ ot_status ot_session_send_signal_to_connection(ot_session * session, char const 
 /// is refused with OT_ERR_NOT_CONNECTED instead of being queued.
 ot_status ot_session_send_signal_with_options(ot_session * session, char const * type, char const * data, ot_connection const * to, ot_signal_options const * options);
 
-/// Fills `settings` with the defaults: server ws://127.0.0.1:8080, events not suppressed, any ICE path.
+/// Fills `settings` with the defaults: server ws://127.0.0.1:8080, events not suppressed, no custom ICE servers,
+/// every candidate type, LAN candidates signalled.
 ot_status ot_session_settings_default(ot_session_settings * settings);
+
+/// Checks settings as ot_session_new_with_settings does: OT_OK, or OT_ERR_INVALID_PARAM (1011) for a NULL
+/// pointer, an empty server_url, an unknown enum value or an ICE server URL that is not accepted (the reason is logged).
+ot_status ot_session_settings_validate(ot_session_settings const * settings);
 
 /// Starts receiving the subscriber's stream; on_connected follows. OT_ERR_NOT_CONNECTED, OT_ERR_SERVER_CANNOT_FIND_STREAM
 /// (not in this session), OT_ERR_FORCE_UNPUBLISH_OR_INVALID_STREAM (role), OT_ERR_ILLEGAL_STATE (already subscribed).

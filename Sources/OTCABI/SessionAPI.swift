@@ -128,11 +128,64 @@ func withSession(_ p: UnsafeMutablePointer<ot_session>?, _ body: (SessionObject)
     withObject(UnsafePointer(p), as: SessionObject.self, body)
 }
 
-/// Fills `settings` with the defaults: server ws://127.0.0.1:8080, events not suppressed, any ICE path.
+/// Fills `settings` with the defaults: server ws://127.0.0.1:8080, events not suppressed, no custom ICE servers,
+/// every candidate type, LAN candidates signalled.
 @c(ot_session_settings_default) public func ot_session_settings_default(_ settings: UnsafeMutablePointer<ot_session_settings>?) -> ot_status {
     guard let settings else { return Status.invalidParam }
-    settings.pointee = ot_session_settings(server_url: nil, connection_events_suppressed: 0, ice_relay_only: 0)
+    settings.pointee = ot_session_settings(server_url: nil, connection_events_suppressed: 0, ice_servers: nil, ice_server_count: 0,
+                                           ice_transport_policy: Int32(OT_ICE_TRANSPORT_ALL.rawValue),
+                                           ice_include_servers: Int32(OT_ICE_INCLUDE_SERVERS_ALL.rawValue), ice_filter_out_lan_candidates: 0)
     return Status.ok
+}
+
+/// The Swift settings described by C settings, or the OTError saying which member is wrong.
+private func sessionSettings(_ settings: UnsafePointer<ot_session_settings>?) -> Result<SessionSettings, OTError> {
+    var s = SessionSettings(serverURL: "ws://127.0.0.1:8080")
+    guard let c = settings?.pointee else { return .success(s) }
+    if let url = c.server_url {
+        guard let u = CArg.string(url), !u.isEmpty else { return .failure(OTError(.invalidParameter, "server_url is empty or not UTF-8")) }
+        s.serverURL = u
+    }
+    s.connectionEventsSuppressed = c.connection_events_suppressed != 0
+    var ice = SessionICEConfig(filterOutLanCandidates: c.ice_filter_out_lan_candidates != 0)
+    switch c.ice_transport_policy {
+    case Int32(OT_ICE_TRANSPORT_ALL.rawValue): ice.transportPolicy = .all
+    case Int32(OT_ICE_TRANSPORT_RELAY.rawValue): ice.transportPolicy = .relay
+    default: return .failure(OTError(.invalidParameter, "ice_transport_policy \(c.ice_transport_policy) is not an ot_ice_transport_policy"))
+    }
+    switch c.ice_include_servers {
+    case Int32(OT_ICE_INCLUDE_SERVERS_ALL.rawValue): ice.includeServers = .all
+    case Int32(OT_ICE_INCLUDE_SERVERS_CUSTOM.rawValue): ice.includeServers = .custom
+    default: return .failure(OTError(.invalidParameter, "ice_include_servers \(c.ice_include_servers) is not an ot_ice_include_servers"))
+    }
+    guard c.ice_server_count <= 64 else { return .failure(OTError(.invalidParameter, "ice_server_count \(c.ice_server_count) is over 64")) }
+    if c.ice_server_count > 0 {
+        guard let servers = c.ice_servers else { return .failure(OTError(.invalidParameter, "ice_servers is NULL but ice_server_count is not 0")) }
+        for i in 0..<Int(c.ice_server_count) {
+            let e = servers[i]
+            guard let url = CArg.string(e.url) else { return .failure(OTError(.invalidParameter, "ice_servers[\(i)].url is NULL or not UTF-8")) }
+            let user = e.username == nil ? nil : CArg.string(e.username)
+            let credential = e.credential == nil ? nil : CArg.string(e.credential)
+            if (e.username != nil && user == nil) || (e.credential != nil && credential == nil) {
+                return .failure(OTError(.invalidParameter, "ice_servers[\(i)]: username or credential is not UTF-8"))
+            }
+            do { try ice.addICEServer(url: url, username: user, credential: credential) } catch let err as OTError {
+                return .failure(err)
+            } catch { return .failure(OTError(.invalidParameter, "ice_servers[\(i)]: \(error)")) }
+        }
+    }
+    s.iceConfig = ice
+    return .success(s)
+}
+
+/// Checks settings as ot_session_new_with_settings does: OT_OK, or OT_ERR_INVALID_PARAM (1011) for a NULL
+/// pointer, an empty server_url, an unknown enum value or an ICE server URL that is not accepted (the reason is logged).
+@c(ot_session_settings_validate) public func ot_session_settings_validate(_ settings: UnsafePointer<ot_session_settings>?) -> ot_status {
+    guard let settings else { return Status.invalidParam }
+    switch sessionSettings(settings) {
+    case .success: return Status.ok
+    case .failure(let e): Log.warn("capi", "session settings: \(e.message)"); return Status.of(e.code)
+    }
 }
 
 /// Creates a session with default settings; NULL when an argument is NULL or empty.
@@ -142,20 +195,17 @@ func withSession(_ p: UnsafeMutablePointer<ot_session>?, _ body: (SessionObject)
     ot_session_new_with_settings(api_key, session_id, callbacks, nil)
 }
 
-/// Creates a session with settings (NULL settings: the defaults); NULL when a required argument is NULL or empty.
+/// Creates a session with settings (NULL settings: the defaults); NULL when a required argument is NULL or empty or
+/// the settings are invalid (see ot_session_settings_validate, which returns the status and logs why).
 @c(ot_session_new_with_settings) public func ot_session_new_with_settings(
     _ api_key: UnsafePointer<CChar>?, _ session_id: UnsafePointer<CChar>?,
     _ callbacks: UnsafePointer<ot_session_callbacks>?, _ settings: UnsafePointer<ot_session_settings>?
 ) -> UnsafeMutablePointer<ot_session>? {
     guard let key = CArg.string(api_key), !key.isEmpty, let sid = CArg.string(session_id), !sid.isEmpty, let callbacks else { return nil }
-    var s = SessionSettings(serverURL: "ws://127.0.0.1:8080")
-    if let settings {
-        if let url = settings.pointee.server_url {
-            guard let u = CArg.string(url), !u.isEmpty else { return nil }
-            s.serverURL = u
-        }
-        s.connectionEventsSuppressed = settings.pointee.connection_events_suppressed != 0
-        s.forceTurn = settings.pointee.ice_relay_only != 0
+    let s: SessionSettings
+    switch sessionSettings(settings) {
+    case .success(let v): s = v
+    case .failure(let e): Log.warn("capi", "ot_session_new_with_settings: \(e.message)"); return nil
     }
     let object = SessionObject(session: Session(apiKey: key, sessionId: sid, delegate: nil, settings: s), callbacks: callbacks.pointee)
     object.bits = HandleRegistry.shared.insert(object)

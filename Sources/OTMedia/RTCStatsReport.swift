@@ -1,10 +1,12 @@
 import OTBase
+import OTWire
 
 /// A value of one member of an RTC stats object.
 public enum RTCStatsValue: Sendable, Equatable {
     case int(Int)
     case double(Double)
     case string(String)
+    case bool(Bool)
 }
 
 /// One stats object of a report, named like the W3C WebRTC statistics (`outbound-rtp`, `inbound-rtp`,
@@ -84,6 +86,27 @@ public struct RTCStatsReportBuilder: Sendable {
         add("remote-inbound-rtp", Self.id("RI", kind, r.ssrc), m)
     }
 
+    /// Adds the ICE pair media uses: a `candidate-pair` (id `CP<id>`) and its `local-candidate` (`LC<id>`) and
+    /// `remote-candidate` (`RC<id>`). `local` is our candidate as the peer sees it (srflx/prflx behind a NAT).
+    public mutating func addCandidatePair(id: String, local: SDPCandidate, remote: SDPCandidate, nominated: Bool,
+                                          bytesSent: Int, bytesReceived: Int, currentRoundTripTime: Duration?) {
+        for (type, prefix, c) in [("local-candidate", "LC", local), ("remote-candidate", "RC", remote)] {
+            var m: [(name: String, value: RTCStatsValue)] = [
+                ("address", .string(c.address.ip.description)), ("port", .int(Int(c.address.port))),
+                ("protocol", .string(c.transport)), ("candidateType", .string(c.kind.rawValue)), ("priority", .int(Int(c.priority))),
+                ("foundation", .string(c.foundation)),
+            ]
+            if let r = c.relatedAddress { m += [("relatedAddress", .string(r.ip.description)), ("relatedPort", .int(Int(r.port)))] }
+            add(type, prefix + id, m)
+        }
+        var m: [(name: String, value: RTCStatsValue)] = [
+            ("localCandidateId", .string("LC" + id)), ("remoteCandidateId", .string("RC" + id)), ("state", .string("succeeded")),
+            ("nominated", .bool(nominated)), ("bytesSent", .int(bytesSent)), ("bytesReceived", .int(bytesReceived)),
+        ]
+        if let rtt = currentRoundTripTime { m.append(("currentRoundTripTime", .double(rtt.seconds))) }
+        add("candidate-pair", "CP" + id, m)
+    }
+
     /// Adds an `outbound-rtp` for a sent video stream, and its `remote-inbound-rtp` when a receiver report is known.
     public mutating func addOutbound(_ s: VideoSendStats, mid: String? = nil, framesPerSecond: Double? = nil,
                                      remote: RemoteInboundReport? = nil) {
@@ -155,6 +178,7 @@ public struct RTCStatsReportBuilder: Sendable {
                 case .int(let v): out += String(v)
                 case .double(let v): out += Self.number(v)
                 case .string(let v): out += Self.quote(v)
+                case .bool(let v): out += v ? "true" : "false"
                 }
             }
             out += "}"

@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import OTBase
+import OTMedia
 import OTTransport
 import OTWire
 
@@ -9,15 +10,19 @@ import OTWire
 final class MediaLink: @unchecked Sendable {
     private let driver: PeerConnectionDriver
 
-    /// Binds the sockets `bindAddresses(serverURL:)` picks, adds the session's TURN servers (`turn:` URLs with an
-    /// IPv4 address or localhost; relayed candidates only under `forceTurn`); the process-wide IO thread serves it.
+    /// Binds the sockets `bindAddresses(serverURL:)` picks, gathers server-reflexive candidates from the session's
+    /// STUN (and UDP TURN) servers, adds its TURN servers (relayed candidates only under the relay transport policy)
+    /// and leaves LAN host candidates unsignalled under `filterOutLanCandidates`; the process-wide IO thread serves it.
     init(config: PeerConnectionConfig, settings: SessionSettings, queue: DispatchQueue,
          onEvent: @escaping @Sendable ([PeerConnectionEvent]) -> Void) throws {
         var config = config
-        config.relayOnly = settings.forceTurn
-        let turns = Self.turnServers(settings.iceServers)
-        if settings.forceTurn && turns.isEmpty {
-            throw OTError(.invalidParameter, "forceTurn needs a TURN server (turn:IPv4:port) in iceServers")
+        let ice = settings.iceConfig
+        config.relayOnly = ice.transportPolicy == .relay
+        config.stunServers = config.relayOnly ? [] : ice.stunServers
+        config.filterOutLanCandidates = ice.filterOutLanCandidates
+        let turns = ice.turnServers
+        if config.relayOnly && turns.isEmpty {
+            throw OTError(.invalidParameter, "the relay transport policy needs a TURN server (turn:IP:port) among the custom ICE servers")
         }
         driver = try PeerConnectionDriver(config: config, bind: Self.bindAddresses(serverURL: settings.serverURL)) { e in
             queue.async { onEvent([e]) }
@@ -25,30 +30,6 @@ final class MediaLink: @unchecked Sendable {
         if let socket = driver.localAddresses.first {
             for t in turns { driver.addTURN(t, socket: socket) }
         }
-    }
-
-    /// The TURN servers among ICE servers: `turn:HOST[:PORT][?transport=udp]`, HOST an IPv4 address or localhost.
-    static func turnServers(_ servers: [IceServer]) -> [TURNClient.Config] {
-        var out: [TURNClient.Config] = []
-        for s in servers {
-            for url in s.urls where url.hasPrefix("turn:") {
-                var rest = url.dropFirst("turn:".count)
-                if let q = rest.firstIndex(of: "?") {
-                    guard rest[q...].lowercased() == "?transport=udp" else { continue }
-                    rest = rest[..<q]
-                }
-                let parts = rest.split(separator: ":", omittingEmptySubsequences: false)
-                guard parts.count == 1 || parts.count == 2 else { continue }
-                let host = parts[0] == "localhost" ? "127.0.0.1" : String(parts[0])
-                let port = parts.count == 2 ? UInt16(parts[1]) : 3478
-                guard let port, let ip = IPAddress(host) else {
-                    Log.warn("media", "ignored TURN URL \(url.prefix(100)): only IPv4 addresses are supported")
-                    continue
-                }
-                out.append(TURNClient.Config(server: TransportAddress(ip: ip, port: port), username: s.username ?? "", password: s.credential ?? ""))
-            }
-        }
-        return out
     }
 
     /// Host candidates: with a session server on this machine (loopback URL) every peer is local too, so one
@@ -65,16 +46,33 @@ final class MediaLink: @unchecked Sendable {
 
     /// Our offer (SDP text).
     func createOffer() throws -> String { try driver.createOffer() }
-    /// Our answer to the peer's offer; connecting starts.
+    /// Our answer to the peer's offer (connecting starts), or to its ICE restart offer.
     func createAnswer(offer: String) throws -> String { try driver.createAnswer(toOffer: offer) }
-    /// The peer's answer to our offer; connecting starts.
+    /// The peer's answer to our offer (or to our ICE restart offer); connecting starts.
     func setRemoteAnswer(_ sdp: String) throws { try driver.setRemoteAnswer(sdp) }
+    /// An ICE restart offer (new ICE credentials; DTLS and SRTP go on): send it like an offer and give its answer
+    /// to `setRemoteAnswer`. The peer's link answers it with `createAnswer(offer:)`, which restarts too.
+    /// Sessions do not call this yet (reconnection decides when).
+    func restartICE() throws -> String { try driver.createOffer(iceRestart: true) }
     /// What both sides agreed, after the descriptions are exchanged.
     var negotiated: SDPNegotiated? { driver.negotiated }
+    /// The ICE pair media uses (our candidate as the peer sees it) and the connection's counters.
+    var selectedCandidatePair: ICESelectedPair? { driver.selectedCandidatePair }
+    var stats: PeerConnectionStats { driver.stats }
 
-    /// A trickled candidate from signaling (`""` ends the candidates); malformed ones are ignored.
+    /// Adds the selected pair to a stats report (`candidate-pair`, `local-candidate`, `remote-candidate`).
+    func addCandidatePair(to b: inout RTCStatsReportBuilder, id: String) {
+        guard let pair = selectedCandidatePair else { return }
+        let s = stats
+        b.addCandidatePair(id: id, local: pair.local, remote: pair.remote, nominated: pair.nominated,
+                           bytesSent: s.bytesSent, bytesReceived: s.bytesReceived, currentRoundTripTime: s.roundTripTime)
+    }
+
+    /// A trickled candidate from signaling (`""` ends the candidates); malformed and mDNS ones are ignored.
     func addRemoteCandidate(_ line: String) {
         if line.isEmpty { driver.withPeerConnection { pc, now in pc.endOfRemoteCandidates(now: now) }; return }
+        // mDNS names (browsers' host candidates) are not resolved: the peer shows up as peer-reflexive instead.
+        if SDPCandidate.isMDNS(line) { Log.debug("media", "ignored an mDNS remote candidate"); return }
         guard let c = try? SDPCandidate(parsing: line) else { Log.warn("media", "ignored a bad remote candidate"); return }
         driver.addRemoteCandidate(c)
     }

@@ -329,6 +329,8 @@ final class PublisherEngine: @unchecked Sendable {
         switch e {
         case .localCandidate(let c):
             session?.sendMedia(.mediaCandidate(peerId: p.id, candidate: c.description))
+        case .localCandidatesComplete:
+            session?.sendMedia(.mediaCandidate(peerId: p.id, candidate: ""))
         case .connected:
             p.connected = true
             if p.subscriber == nil { republishDeadline = nil }
@@ -470,6 +472,7 @@ final class PublisherEngine: @unchecked Sendable {
             b.addOutbound(v, framesPerSecond: nil, remote: worst?.videoReport)
         }
         if let a = audio?.stats { b.addOutbound(a, remote: worst?.audioReport) }
+        for p in peers.values.sorted(by: { $0.id < $1.id }) where p.connected { p.link.addCandidatePair(to: &b, id: String(p.id.prefix(8))) }
         return b.json()
     }
 }

@@ -10,35 +10,23 @@ import OTTransport
 @_exported import enum OTWire.SessionRole
 import OTWire
 
-/// An ICE server for media (placeholder until media lands: stored and handed to the media layer).
-public struct IceServer: Sendable, Equatable {
-    public var urls: [String]
-    public var username: String?
-    public var credential: String?
-    public init(urls: [String], username: String? = nil, credential: String? = nil) { self.urls = urls; self.username = username; self.credential = credential }
-}
-
 /// Settings of a `Session` (as OTSessionSettings).
 public struct SessionSettings: Sendable {
     /// The session server: `ws://host:port[/path]` or `http://host:port` (path `/v2/signaling`).
     public var serverURL: String
     /// No connection created/destroyed events for other clients.
     public var connectionEventsSuppressed: Bool
-    /// Custom ICE servers for media.
-    public var iceServers: [IceServer]
-    /// Relay all media through TURN.
-    public var forceTurn: Bool
-    /// Use only the custom TURN servers.
-    public var useCustomTurnOnly: Bool
+    /// ICE for media: custom STUN/TURN servers, relay-only policy, LAN candidate filter (OTSessionSettings.iceConfig).
+    public var iceConfig: SessionICEConfig
     /// How long connecting may take before failing with 1021.
     public var connectTimeout: Duration
     /// WebSocket keepalive interval.
     public var pingInterval: Duration
 
-    public init(serverURL: String, connectionEventsSuppressed: Bool = false, iceServers: [IceServer] = [], forceTurn: Bool = false,
-                useCustomTurnOnly: Bool = false, connectTimeout: Duration = .seconds(15), pingInterval: Duration = .seconds(10)) {
-        self.serverURL = serverURL; self.connectionEventsSuppressed = connectionEventsSuppressed; self.iceServers = iceServers
-        self.forceTurn = forceTurn; self.useCustomTurnOnly = useCustomTurnOnly; self.connectTimeout = connectTimeout; self.pingInterval = pingInterval
+    public init(serverURL: String, connectionEventsSuppressed: Bool = false, iceConfig: SessionICEConfig = SessionICEConfig(),
+                connectTimeout: Duration = .seconds(15), pingInterval: Duration = .seconds(10)) {
+        self.serverURL = serverURL; self.connectionEventsSuppressed = connectionEventsSuppressed; self.iceConfig = iceConfig
+        self.connectTimeout = connectTimeout; self.pingInterval = pingInterval
     }
 }
 

@@ -31,10 +31,17 @@ final class SessionMedia: @unchecked Sendable {
     private var clients: [ObjectIdentifier: any SessionMediaClient] = [:]
     /// The stream id of this client's publisher, when publishing.
     private var ownStreamIds: Set<String> = []
+    /// Candidates for offers handed to the publisher that it has not answered yet (it answers on its own queue):
+    /// delivered when it registers the answering end, so trickled candidates are not lost.
+    private var awaitingAnswerer: [String: [ServerMessage]] = [:]
 
     /// Registers one end of a peer connection: `answering` for the side that answered a forwarded offer.
     func register(peerId: String, _ peer: any MediaSignalingPeer, answering: Bool = false) {
-        lock.withLock { if answering { answerers[peerId] = peer } else { offerers[peerId] = peer } }
+        let early = lock.withLock { () -> [ServerMessage] in
+            if answering { answerers[peerId] = peer } else { offerers[peerId] = peer }
+            return answering ? awaitingAnswerer.removeValue(forKey: peerId) ?? [] : []
+        }
+        for m in early { peer.mediaSignal(m) }
     }
     func unregister(peerId: String, answering: Bool = false) {
         lock.withLock { _ = answering ? answerers.removeValue(forKey: peerId) : offerers.removeValue(forKey: peerId) }
@@ -121,8 +128,11 @@ final class SessionMedia: @unchecked Sendable {
     func received(_ m: ServerMessage) {
         queue.async { [self] in
             switch m {
-            case .mediaOffer:
-                let h = lock.withLock { offerHandler }
+            case .mediaOffer(let peerId, _, _, _, _):
+                let h = lock.withLock { () -> (@Sendable (ServerMessage) -> Void)? in
+                    if offerHandler != nil, answerers[peerId] == nil, awaitingAnswerer.count < 256 { awaitingAnswerer[peerId] = [] }
+                    return offerHandler
+                }
                 h?(m)
             case .mediaAnswer(let peerId, _), .mediaQuality(let peerId, _):
                 lock.withLock { offerers[peerId] }?.mediaSignal(m)
@@ -130,7 +140,13 @@ final class SessionMedia: @unchecked Sendable {
                 lock.withLock { answerers[peerId] }?.mediaSignal(m)
             case .mediaCandidate(let peerId, _), .mediaClose(let peerId, _):
                 // Either end; both when this client holds both (its own relayed stream).
-                let (o, a) = lock.withLock { (offerers[peerId], answerers[peerId]) }
+                let (o, a) = lock.withLock { () -> ((any MediaSignalingPeer)?, (any MediaSignalingPeer)?) in
+                    if case .mediaClose = m { awaitingAnswerer[peerId] = nil }
+                    if answerers[peerId] == nil, case .mediaCandidate = m, let q = awaitingAnswerer[peerId], q.count < 64 {
+                        awaitingAnswerer[peerId] = q + [m]
+                    }
+                    return (offerers[peerId], answerers[peerId])
+                }
                 o?.mediaSignal(m)
                 a?.mediaSignal(m)
             default:

@@ -248,6 +248,8 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         switch e {
         case .localCandidate(let c):
             session?.sendMedia(.mediaCandidate(peerId: peerId, candidate: c.description))
+        case .localCandidatesComplete:
+            session?.sendMedia(.mediaCandidate(peerId: peerId, candidate: ""))
         case .connected:
             guard !connected else { return }
             connected = true
@@ -417,6 +419,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         var b = RTCStatsReportBuilder()
         if let v = video?.stats { b.addInbound(v, framesPerSecond: frameMeter.framesPerSecond(at: MonotonicClock.now())) }
         if let a = audio?.stats { b.addInbound(a) }
+        link?.addCandidatePair(to: &b, id: String(peerId.prefix(8)))
         return b.json()
     }
 }

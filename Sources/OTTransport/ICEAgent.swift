@@ -4,9 +4,33 @@ import OTWire
 /// Which side decides the nomination (RFC 8445 §6.1.1).
 public enum ICERole: Sendable, Equatable { case controlling, controlled }
 
-/// The connection state users observe.
-public enum ICEConnectionState: Sendable, Equatable {
-    case new, checking, connected, disconnected, failed
+/// The connection state users observe (RTCIceConnectionState).
+public enum ICEConnectionState: String, Sendable, Equatable {
+    case new, checking
+    /// A pair is selected; media can flow. Checks may still go on.
+    case connected
+    /// A full agent is done: a pair is selected, the peer signalled the end of its candidates, our gathering
+    /// ended and no check is pending. New remote candidates bring it back to `connected`.
+    case completed
+    /// Consent checks went unanswered for `disconnectedTimeout` (may come back).
+    case disconnected
+    case failed
+    /// `close()` was called: the agent sends and reports nothing more.
+    case closed
+
+    /// Connected or completed: media can flow.
+    public var isConnected: Bool { self == .connected || self == .completed }
+}
+
+/// The pair media uses, as statistics show it (W3C `candidate-pair` with its local and remote candidates).
+public struct ICESelectedPair: Sendable, Equatable {
+    /// Our candidate as the peer sees it: the host or relayed candidate, or the server-reflexive or
+    /// peer-reflexive one when the checks' XOR-MAPPED-ADDRESS differed from the socket (RFC 8445 §7.2.5.3.1).
+    public var local: SDPCandidate
+    public var remote: SDPCandidate
+    /// The local socket (the base) media leaves from.
+    public var base: TransportAddress
+    public var nominated: Bool
 }
 
 /// A datagram the agent wants sent from the local socket `source` (a candidate's base) to `destination`.
@@ -24,6 +48,8 @@ public enum ICEEvent: Sendable, Equatable {
     case roleChanged(ICERole)
     /// A server-reflexive candidate was gathered: signal it to the peer (it is not paired itself; its base is).
     case localCandidate(SDPCandidate)
+    /// Every STUN server asked by `gatherServerReflexive` answered or timed out.
+    case gatheringComplete
 }
 
 /// Settings of an ICE agent. Durations are the engine's timers; tests may shorten them.
@@ -80,6 +106,8 @@ public final class ICEAgent {
         var nominated = false
         /// A USE-CANDIDATE check was requested for this pair (controlling) or received (controlled).
         var nominateOnSuccess = false
+        /// Our address as the peer saw it in the check's response (XOR-MAPPED-ADDRESS).
+        var mapped: TransportAddress?
     }
 
     struct Transaction {
@@ -123,6 +151,19 @@ public final class ICEAgent {
     private var foundations: [String: String] = [:]
     /// Server-reflexive candidates gathered from STUN servers (signalled, not paired).
     public private(set) var serverReflexiveCandidates: [SDPCandidate] = []
+    /// Local candidates that are paired and answer checks but are not signalled (LAN host candidates under
+    /// `filterOutLanCandidates`: bases of server-reflexive candidates).
+    private var unsignalled: Set<TransportAddress> = []
+    /// The local socket each server-reflexive candidate was learnt on.
+    private var reflexiveBases: [TransportAddress: TransportAddress] = [:]
+
+    /// What a server-reflexive candidate of an unsignalled base says as its related address: the unspecified
+    /// address and port 0 (RFC 8839 §5.1, as browsers do), so the LAN address stays private.
+    static func hiddenBase(_ base: TransportAddress) -> TransportAddress {
+        TransportAddress(ip: base.ip.isIPv6 ? .v6(0, 0) : .v4(0), port: 0)
+    }
+    /// STUN Binding requests for server-reflexive candidates still waiting for an answer.
+    public var isGathering: Bool { transactions.values.contains { $0.gatherBase != nil } }
 
     public init(config: ICEConfig) {
         self.config = config
@@ -135,10 +176,13 @@ public final class ICEAgent {
 
     // MARK: candidates and credentials
 
-    /// Adds a local host (or relayed) candidate bound at `address`; returns it for signalling (trickle).
+    /// Adds a local host (or relayed) candidate bound at `address`; returns it for signalling (trickle), or nil
+    /// when it is not to be signalled (`signal: false`, or not relayed under the relay-only policy).
     @discardableResult
-    public func addLocalCandidate(_ address: TransportAddress, kind: SDPCandidate.Kind = .host, localPreference: UInt16? = nil) -> SDPCandidate? {
+    public func addLocalCandidate(_ address: TransportAddress, kind: SDPCandidate.Kind = .host, localPreference: UInt16? = nil,
+                                  signal: Bool = true) -> SDPCandidate? {
         guard !config.relayOnly || kind == .relay else { return nil }
+        if !signal { unsignalled.insert(address) }
         let key = "\(kind.rawValue) \(address.ip)"
         let foundation = foundations[key] ?? String(foundations.count + 1)
         foundations[key] = foundation
@@ -146,16 +190,23 @@ public final class ICEAgent {
         let pref = localPreference ?? UInt16(max(0, (address.ip.isIPv6 ? 65535 : 32767) - localCandidates.count * 16))
         let c = SDPCandidate(foundation: foundation, priority: SDPCandidate.priority(kind: kind, localPreference: pref),
                              address: address, kind: kind)
-        if let existing = localCandidates.first(where: { $0.address == address }) { return existing }
+        guard state != .closed else { return nil }
+        if let existing = localCandidates.first(where: { $0.address == address }) { return signal ? existing : nil }
         localCandidates.append(c)
         for r in remoteCandidates.indices { formPair(local: localCandidates.count - 1, remote: r) }
-        return c
+        if state == .completed { setState(.connected) }
+        return signal ? c : nil
+    }
+
+    /// The candidates to put in a description: local ones that are signalled, and server-reflexive ones.
+    public var candidatesToSignal: [SDPCandidate] {
+        localCandidates.filter { !unsignalled.contains($0.address) && $0.priority > 0 } + serverReflexiveCandidates
     }
 
     /// Asks the STUN server `server` (RFC 8489 Binding, no credentials) for our address as seen from local socket `base`;
     /// a different mapped address becomes a server-reflexive candidate (`.localCandidate` event).
     public func gatherServerReflexive(server: TransportAddress, base: TransportAddress, now: Instant) {
-        guard !config.relayOnly, server.ip.isIPv6 == base.ip.isIPv6 else { return }
+        guard !config.relayOnly, state != .closed, server.ip.isIPv6 == base.ip.isIPv6 else { return }
         let id = STUNTransactionID.random(using: &rng)
         let bytes = STUNMessage(method: .binding, messageClass: .request, transactionID: id).encode()
         transactions[id] = Transaction(pair: -1, bytes: bytes, source: base, destination: server, transmissions: 1,
@@ -165,7 +216,15 @@ public final class ICEAgent {
     }
 
     private func gathered(_ msg: STUNMessage, base: TransportAddress) {
-        guard msg.messageClass == .success, let mapped = msg.xorMappedAddress, mapped != base,
+        guard msg.messageClass == .success, let mapped = msg.xorMappedAddress else { return }
+        addServerReflexive(mapped, base: base)
+    }
+
+    /// Adds a server-reflexive candidate learnt elsewhere (a TURN allocation's mapped address) for local socket
+    /// `base`. Redundant ones (RFC 8445 §5.1.3: equal to a local candidate or to one already gathered) are dropped.
+    public func addServerReflexive(_ mapped: TransportAddress, base: TransportAddress) {
+        guard !config.relayOnly, mapped.ip.isIPv6 == base.ip.isIPv6,
+              !localCandidates.contains(where: { $0.address == mapped }),
               !serverReflexiveCandidates.contains(where: { $0.address == mapped }),
               let baseCandidate = localCandidates.first(where: { $0.address == base }) else { return }
         let key = "srflx \(mapped.ip)"
@@ -173,7 +232,8 @@ public final class ICEAgent {
         foundations[key] = foundation
         let pref = UInt16((baseCandidate.priority >> 8) & 0xFFFF)
         let c = SDPCandidate(foundation: foundation, priority: SDPCandidate.priority(kind: .srflx, localPreference: pref),
-                             address: mapped, kind: .srflx, relatedAddress: base)
+                             address: mapped, kind: .srflx, relatedAddress: unsignalled.contains(base) ? Self.hiddenBase(base) : base)
+        reflexiveBases[mapped] = base
         serverReflexiveCandidates.append(c)
         events.push(.localCandidate(c))
     }
@@ -186,19 +246,33 @@ public final class ICEAgent {
 
     /// Adds a remote candidate (from SDP or trickled). UDP only; TCP candidates are ignored.
     public func addRemoteCandidate(_ c: SDPCandidate) {
-        guard c.transport == "udp", c.component == 1 else { return }
+        guard c.transport == "udp", c.component == 1, state != .closed else { return }
         if let i = remoteCandidates.firstIndex(where: { $0.address == c.address }) {
             if remoteCandidates[i].kind == .prflx && c.kind != .prflx { remoteCandidates[i] = c }
             return
         }
         remoteCandidates.append(c)
         for l in localCandidates.indices { formPair(local: l, remote: remoteCandidates.count - 1) }
+        if state == .completed { setState(.connected) }
     }
 
     /// The remote side said it has no more candidates: a checklist with every pair failed now fails the agent.
     public func endOfRemoteCandidates(now: Instant) {
         remoteCandidatesComplete = true
         checkFailure()
+        checkCompleted()
+    }
+
+    /// Stops the agent (RTCIceConnectionState closed): no more checks, consent, timers or events after this one.
+    public func close() {
+        guard state != .closed else { return }
+        transactions = [:]
+        triggered = []
+        nextCheckAt = nil
+        nominationAt = nil
+        nextConsentAt = nil
+        lastConsentAt = nil
+        setState(.closed)
     }
 
     /// ICE restart (RFC 8445 §9): new local credentials; remote credentials and candidates must be set again.
@@ -212,7 +286,7 @@ public final class ICEAgent {
         remoteCandidatesComplete = false
         pairs = []
         triggered = []
-        transactions = [:]
+        transactions = transactions.filter { $0.value.gatherBase != nil }  // gathering goes on
         nominationAt = nil
         selectedPairIndex = nil
         nextConsentAt = nil
@@ -226,8 +300,10 @@ public final class ICEAgent {
         guard let i = localCandidates.firstIndex(where: { $0.address == address }) else { return }
         localCandidates[i].priority = 0
         for p in pairs.indices where pairs[p].local == i { pairs[p].state = .failed }
+        let wasGathering = isGathering
         transactions = transactions.filter { $0.value.source != address }
-        serverReflexiveCandidates.removeAll { $0.relatedAddress == address }
+        if wasGathering && !isGathering { events.push(.gatheringComplete) }
+        serverReflexiveCandidates.removeAll { reflexiveBases[$0.address] == address }
     }
 
     private func pairPriority(_ l: SDPCandidate, _ r: SDPCandidate) -> UInt64 {
@@ -257,11 +333,13 @@ public final class ICEAgent {
     public func handleReceive(_ bytes: [UInt8], from: TransportAddress, local: TransportAddress, now: Instant) -> Bool {
         guard STUNMessage.isSTUN(bytes[...]), let msg = try? STUNMessage.parse(bytes),
               msg.method == STUNMethod.binding.rawValue else { return false }
+        guard state != .closed else { return true }
         switch msg.messageClass {
         case .request: handleRequest(msg, from: from, local: local, now: now)
         case .success, .error: handleResponse(msg, from: from, local: local, now: now)
         case .indication: break
         }
+        checkCompleted()
         return true
     }
 
@@ -362,6 +440,7 @@ public final class ICEAgent {
             guard from == t.destination else { return }
             transactions[msg.transactionID] = nil
             gathered(msg, base: base)
+            if !isGathering { events.push(.gatheringComplete) }
             return
         }
         guard let pwd = remotePwd, msg.verifyIntegrity(key: Array(pwd.utf8)) else { return }
@@ -371,7 +450,7 @@ public final class ICEAgent {
         if t.consent {
             if msg.messageClass == .success, from == t.destination {
                 lastConsentAt = now
-                if state == .disconnected { setState(.connected) }
+                if state == .disconnected { setState(.connected); checkCompleted() }
             }
             return
         }
@@ -389,6 +468,7 @@ public final class ICEAgent {
         // Non-symmetric responses fail the pair (RFC 8445 §7.2.5.2.1).
         guard from == t.destination, local == t.source else { pairs[p].state = .failed; checkFailure(); return }
         pairs[p].state = .succeeded
+        pairs[p].mapped = msg.xorMappedAddress
         lastConsentAt = now
         // Unfreeze pairs with the same foundation.
         for i in pairs.indices where pairs[i].state == .frozen && pairs[i].foundation == pairs[p].foundation { pairs[i].state = .waiting }
@@ -422,7 +502,28 @@ public final class ICEAgent {
         lastConsentAt = now
         if nextConsentAt == nil && !config.lite { nextConsentAt = now + jittered(config.consentInterval) }
         if changed { events.push(.selectedPairChanged(local: lc, remote: rc)) }
-        setState(.connected)
+        if !state.isConnected { setState(.connected) }
+    }
+
+    /// Connected → completed once nothing is left to check or gather (full agents only).
+    private func checkCompleted() {
+        guard state == .connected, !config.lite, let sp = selectedPairIndex, pairs[sp].nominated, remoteCandidatesComplete, !isGathering,
+              !pairs.contains(where: { $0.state == .waiting || $0.state == .inProgress || $0.state == .frozen }) else { return }
+        setState(.completed)
+    }
+
+    /// The selected pair as statistics report it, with our candidate as the peer sees it.
+    public var selectedPairInfo: ICESelectedPair? {
+        guard let p = selectedPairIndex, p < pairs.count else { return nil }
+        let base = localCandidates[pairs[p].local], remote = remoteCandidates[pairs[p].remote]
+        var local = base
+        if let mapped = pairs[p].mapped, mapped != base.address {
+            if let s = serverReflexiveCandidates.first(where: { $0.address == mapped }) { local = s } else {
+                local = SDPCandidate(foundation: "prflx", priority: SDPCandidate.priority(kind: .prflx, localPreference: UInt16((base.priority >> 8) & 0xFFFF)),
+                                     address: mapped, kind: .prflx, relatedAddress: base.address)
+            }
+        }
+        return ICESelectedPair(local: local, remote: remote, base: base.address, nominated: pairs[p].nominated)
     }
 
     private func jittered(_ d: Duration) -> Duration {
@@ -445,6 +546,12 @@ public final class ICEAgent {
 
     /// Runs timers due at `now`: retransmissions, new checks, nomination, consent.
     public func handleTimeout(now: Instant) {
+        guard state != .closed else { return }
+        let wasGathering = isGathering
+        defer {
+            if wasGathering && !isGathering { events.push(.gatheringComplete) }
+            checkCompleted()
+        }
         for (id, t) in transactions where t.retransmitAt <= now {
             if t.consent || t.transmissions >= config.maxTransmissions {
                 transactions[id] = nil
@@ -485,7 +592,7 @@ public final class ICEAgent {
         if let last = lastConsentAt, selectedPairIndex != nil {
             if now - last >= config.consentTimeout {
                 setState(.failed)
-            } else if now - last >= config.disconnectedTimeout, state == .connected {
+            } else if now - last >= config.disconnectedTimeout, state.isConnected {
                 setState(.disconnected)
             }
         }
@@ -545,7 +652,7 @@ public final class ICEAgent {
             merge(nextConsentAt)
         }
         if let last = lastConsentAt, selectedPairIndex != nil, state != .failed {
-            merge(state == .connected ? last + config.disconnectedTimeout : last + config.consentTimeout)
+            merge(state.isConnected ? last + config.disconnectedTimeout : last + config.consentTimeout)
         }
         return t
     }

@@ -113,6 +113,8 @@ public final class MediaTransport {
                 case .allocated(let relayed, _):
                     for r in ice.remoteCandidates { t.client.createPermission(r.address.ip, now: now) }
                     if let c = ice.addLocalCandidate(relayed, kind: .relay) { events.push(.localCandidate(c)) }
+                    // The allocation's mapped address is a server-reflexive candidate of the socket (UDP only).
+                    if let mapped = t.client.mappedAddress, t.client.config.transport == .udp { ice.addServerReflexive(mapped, base: t.socket) }
                 case .data(let peer, let bytes):
                     if let relayed = t.client.relayedAddress { demux(bytes, from: peer, local: relayed, now: now) }
                     continue

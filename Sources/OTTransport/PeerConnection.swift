@@ -7,6 +7,11 @@ public struct PeerConnectionConfig: Sendable {
     public var iceLite = false
     /// Use relayed (TURN) candidates only (`transportPolicy` relay).
     public var relayOnly = false
+    /// STUN servers to gather server-reflexive candidates from, for every local socket (trickled as they come).
+    public var stunServers: [TransportAddress] = []
+    /// Do not signal host candidates with private or link-local addresses (`IPAddress.isLAN`); their sockets
+    /// still answer checks and are the bases of server-reflexive and relayed candidates.
+    public var filterOutLanCandidates = false
     /// Negotiate an audio (Opus) and a video (VP8) section.
     public var audio = true
     public var video = true
@@ -32,8 +37,12 @@ public struct PeerConnectionConfig: Sendable {
 
 /// What a `PeerConnection` reports.
 public enum PeerConnectionEvent: Sendable, Equatable {
-    /// A local candidate to signal to the peer (trickle): relayed candidates gathered after the description.
+    /// A local candidate to signal to the peer (trickle): server-reflexive and relayed candidates gathered after
+    /// the description.
     case localCandidate(SDPCandidate)
+    /// Gathering finished (every STUN and TURN server answered or timed out) after the description was made
+    /// without `a=end-of-candidates`: signal the end of candidates to the peer.
+    case localCandidatesComplete
     /// ICE selected a pair and DTLS-SRTP is up: media can flow.
     case connected(local: SDPCandidate, remote: SDPCandidate)
     /// ICE or DTLS failed (fingerprint mismatch: `.connectionRefused`), or consent was lost.
@@ -89,9 +98,12 @@ public struct PeerConnectionStats: Sendable, Equatable {
 public final class PeerConnection {
     public let config: PeerConnectionConfig
     public let certificate: DTLSCertificate
-    /// Our ICE credentials (the shared-socket `MediaEndpoint` demultiplexes STUN by `localUfrag`).
-    public let localUfrag: String
-    public let localPwd: String
+    /// Our ICE credentials (the shared-socket `MediaEndpoint` demultiplexes STUN by `localUfrag`); an ICE
+    /// restart changes them.
+    public private(set) var localUfrag: String
+    public private(set) var localPwd: String
+    /// An ICE restart offer of ours waits for its answer.
+    public private(set) var isRestartingICE = false
     public private(set) var stats = PeerConnectionStats()
     /// What both sides agreed, once the remote description is set.
     public private(set) var negotiated: SDPNegotiated?
@@ -112,10 +124,17 @@ public final class PeerConnection {
     private var events = FIFO<PeerConnectionEvent>()
     private var transmits = FIFO<ICETransmit>()
     private let tieBreaker: UInt64
+    /// The latest time a call gave us (used by calls that take none).
+    private var lastNow: Instant
+    /// The end of our candidates was signalled (in the description or by `.localCandidatesComplete`).
+    private var candidatesCompleteSignalled = false
+    /// Our description was made (candidates after it are trickled).
+    private var describedLocally = false
 
     public init(config: PeerConnectionConfig, certificate: DTLSCertificate? = nil, now: Instant) throws {
         self.config = config
         self.certificate = try certificate ?? DTLSCertificate()
+        lastNow = now
         var rng = SystemRandomNumberGenerator()
         let cred = ICEConfig.randomCredentials(using: &rng)
         localUfrag = cred.ufrag
@@ -132,11 +151,18 @@ public final class PeerConnection {
 
     /// Adds a host candidate for a socket the driver bound (before or after the description).
     /// Returns the candidate to signal, or nil under a relay-only policy.
+    /// Under `filterOutLanCandidates` a LAN address is added but not signalled (nil).
     @discardableResult
     public func addLocalCandidate(_ address: TransportAddress) -> SDPCandidate? {
         if !localAddresses.contains(address) { localAddresses.append(address) }
-        return ice?.addLocalCandidate(address)
+        guard let ice else { return nil }
+        let c = ice.addLocalCandidate(address, signal: signals(address))
+        for server in config.stunServers { ice.gatherServerReflexive(server: server, base: address, now: lastNow) }
+        if let transport { transport.flush(now: lastNow); pump(now: lastNow) } else { drainAgent() }
+        return c
     }
+
+    private func signals(_ address: TransportAddress) -> Bool { !(config.filterOutLanCandidates && address.ip.isLAN) }
 
     /// Allocates a relayed candidate from a TURN server reached from local socket `socket`; the candidate comes
     /// out as `.localCandidate` (signal it). Starts once the remote description is set.
@@ -145,22 +171,34 @@ public final class PeerConnection {
         else { pendingTURN.append((turn, socket)) }
     }
 
-    private func makeAgent(role: ICERole) -> ICEAgent {
+    private func makeAgent(role: ICERole, now: Instant) -> ICEAgent {
         var c = ICEConfig(role: config.iceLite ? .controlled : role, localUfrag: localUfrag, localPwd: localPwd,
                           tieBreaker: tieBreaker, seed: config.seed, lite: config.iceLite)
         config.ice?(&c)
         c.lite = config.iceLite
         c.relayOnly = config.relayOnly
         let agent = ICEAgent(config: c)
-        for a in localAddresses { agent.addLocalCandidate(a) }
+        for a in localAddresses { agent.addLocalCandidate(a, signal: signals(a)) }
+        for a in localAddresses {
+            for server in config.stunServers { agent.gatherServerReflexive(server: server, base: a, now: now) }
+        }
         ice = agent
+        drainAgent()
         return agent
+    }
+
+    /// Whether STUN or TURN servers are still to answer.
+    private var isGathering: Bool {
+        ice?.isGathering == true || !pendingTURN.isEmpty
+            || transport?.turns.contains { $0.client.relayedAddress == nil && !$0.client.isFailed } == true
     }
 
     private func localParameters(_ agent: ICEAgent) -> SDPLocalParameters {
         var p = SDPLocalParameters(iceUfrag: localUfrag, icePwd: localPwd, fingerprint: certificate.fingerprint)
-        p.candidates = agent.localCandidates
-        p.endOfCandidates = config.iceLite || config.relayOnly == false && pendingTURN.isEmpty
+        p.candidates = agent.candidatesToSignal
+        p.endOfCandidates = config.iceLite || !isGathering
+        candidatesCompleteSignalled = p.endOfCandidates
+        describedLocally = true
         p.iceLite = config.iceLite
         p.sessionID = tieBreaker >> 2
         p.audio = config.audio
@@ -171,30 +209,117 @@ public final class PeerConnection {
     }
 
     /// Our offer (SDP text): we become the ICE controlling agent (unless lite) and `a=setup:actpass`.
-    public func createOffer() throws -> String {
+    /// Gathering server-reflexive candidates starts here; they are trickled (`.localCandidate`).
+    public func createOffer() throws -> String { try createOffer(now: lastNow) }
+
+    /// Our offer, gathering from `now`. With `iceRestart` (after the first offer/answer exchange): new ICE
+    /// credentials, the agent restarts (RFC 8445 §9) and the offer keeps the DTLS role and fingerprint, so media
+    /// and SRTP go on over the old pair until the answer's checks select a new one, with no new DTLS handshake.
+    public func createOffer(iceRestart: Bool = false, now: Instant) throws -> String {
+        lastNow = now
+        if iceRestart { return try restartOffer(now: now) }
         guard ice == nil else { throw OTError(.illegalState, "PeerConnection: the description was already created") }
-        let offer = SDPNegotiation.offer(localParameters(makeAgent(role: .controlling)))
+        let offer = SDPNegotiation.offer(localParameters(makeAgent(role: .controlling, now: now)))
         localOffer = offer
         return offer.serialized()
     }
 
-    /// Answers a remote offer (SDP text): negotiates the media and starts connecting.
+    /// Answers a remote offer (SDP text): negotiates the media and starts connecting. Once connected, a new
+    /// offer from the peer with other ICE credentials is an ICE restart: we restart too (new credentials) and
+    /// keep DTLS and SRTP.
     public func createAnswer(toOffer sdp: String, now: Instant) throws -> String {
+        lastNow = now
+        if ice != nil, transport != nil { return try answerReoffer(sdp, now: now) }
         guard ice == nil else { throw OTError(.illegalState, "PeerConnection: the description was already created") }
         let offer = try Self.parse(sdp)
-        let agent = makeAgent(role: .controlled)
+        let agent = makeAgent(role: .controlled, now: now)
         let (answer, neg) = try SDPNegotiation.answer(to: offer, local: localParameters(agent))
         try start(neg, agent: agent, now: now)
         return answer.serialized()
     }
 
-    /// Applies the remote answer to our offer and starts connecting.
+    /// Applies the remote answer to our offer and starts connecting (or, after `createOffer(iceRestart:)`,
+    /// checks the new ICE credentials and candidates).
     public func setRemoteAnswer(_ sdp: String, now: Instant) throws {
+        lastNow = now
+        if isRestartingICE, let offer = localOffer, let agent = ice, let transport {
+            let neg = try SDPNegotiation.accept(answer: try Self.parse(sdp), offer: offer)
+            try checkSameDTLS(neg)
+            isRestartingICE = false
+            applyRemoteICE(neg, agent: agent, transport: transport, now: now)
+            return
+        }
         guard let offer = localOffer, let agent = ice, transport == nil else {
             throw OTError(.illegalState, "PeerConnection: setRemoteAnswer needs our offer first (and only once)")
         }
         let neg = try SDPNegotiation.accept(answer: try Self.parse(sdp), offer: offer)
         try start(neg, agent: agent, now: now)
+    }
+
+    // MARK: ICE restart
+
+    /// New credentials; the agent restarts and gathers again. Media stays on the old pair meanwhile.
+    private func restartICE(_ agent: ICEAgent, now: Instant) {
+        var rng = SystemRandomNumberGenerator()
+        let cred = ICEConfig.randomCredentials(using: &rng)
+        localUfrag = cred.ufrag
+        localPwd = cred.pwd
+        agent.restart(ufrag: cred.ufrag, pwd: cred.pwd, now: now)
+        for a in localAddresses {
+            for server in config.stunServers { agent.gatherServerReflexive(server: server, base: a, now: now) }
+        }
+        isFailed = false
+    }
+
+    private func restartOffer(now: Instant) throws -> String {
+        guard let agent = ice, let transport, let current = negotiated, !config.iceLite else {
+            throw OTError(.illegalState, "PeerConnection: an ICE restart needs a finished offer/answer exchange (and a full agent)")
+        }
+        restartICE(agent, now: now)
+        var offer = SDPNegotiation.offer(localParameters(agent))
+        // Keep the DTLS role we have (RFC 8842 §5.3): a re-offer says active or passive, not actpass.
+        for i in offer.media.indices { offer.media[i].setup = current.localIsDTLSClient ? .active : .passive }
+        localOffer = offer
+        isRestartingICE = true
+        transport.flush(now: now)
+        pump(now: now)
+        return offer.serialized()
+    }
+
+    private func answerReoffer(_ sdp: String, now: Instant) throws -> String {
+        guard let agent = ice, let transport, let current = negotiated else {
+            throw OTError(.illegalState, "PeerConnection: the description was already created")
+        }
+        let offer = try Self.parse(sdp)
+        var (answer, neg) = try SDPNegotiation.answer(to: offer, local: localParameters(agent))
+        try checkSameDTLS(neg)
+        if neg.remoteIceUfrag != current.remoteIceUfrag || neg.remoteIcePwd != current.remoteIcePwd {
+            restartICE(agent, now: now)
+            (answer, neg) = try SDPNegotiation.answer(to: offer, local: localParameters(agent))
+        }
+        applyRemoteICE(neg, agent: agent, transport: transport, now: now)
+        return answer.serialized()
+    }
+
+    /// A renegotiation keeps the DTLS association: same remote certificate, same roles.
+    private func checkSameDTLS(_ neg: SDPNegotiated) throws {
+        guard let current = negotiated else { return }
+        guard neg.remoteFingerprint == current.remoteFingerprint, neg.localIsDTLSClient == current.localIsDTLSClient else {
+            throw OTError(.invalidParameter, "SDP: a renegotiation may not change the DTLS fingerprint or role (a new connection is needed)")
+        }
+    }
+
+    private func applyRemoteICE(_ neg: SDPNegotiated, agent: ICEAgent, transport: MediaTransport, now: Instant) {
+        var kept = neg
+        kept.media = negotiated?.media ?? neg.media  // the media were agreed by the first exchange
+        negotiated = kept
+        if agent.remoteUfrag != neg.remoteIceUfrag {
+            agent.setRemoteCredentials(ufrag: neg.remoteIceUfrag, pwd: neg.remoteIcePwd)
+            for c in neg.remoteCandidates { transport.addRemoteCandidate(c, now: now) }
+            if neg.remoteEndOfCandidates { agent.endOfRemoteCandidates(now: now) }
+        }
+        transport.flush(now: now)
+        pump(now: now)
     }
 
     private static func parse(_ sdp: String) throws -> SessionDescription {
@@ -219,6 +344,7 @@ public final class PeerConnection {
         transport = t
         for c in neg.remoteCandidates + pendingRemoteCandidates { t.addRemoteCandidate(c, now: now) }
         pendingRemoteCandidates = []
+        if neg.remoteEndOfCandidates { agent.endOfRemoteCandidates(now: now) }
         for (turn, socket) in pendingTURN { t.addTURN(TURNClient(config: turn), socket: socket, now: now) }
         pendingTURN = []
         t.flush(now: now)
@@ -276,30 +402,60 @@ public final class PeerConnection {
         pump(now: now)
     }
 
-    /// Sends an RTCP BYE for our SSRCs and closes DTLS (close_notify). The connection sends nothing after this.
+    /// Sends an RTCP BYE for our SSRCs, closes DTLS (close_notify) and ICE (`.iceStateChanged(.closed)`).
+    /// The connection sends nothing after this.
     public func close(now: Instant) {
-        if let srtp, let transport {
-            var bye = RTCP.serialize([.bye(ssrcs: rtpSession.config.localSSRCs, reason: nil)])
-            if (try? srtp.protectRTCP(&bye)) != nil { transport.sendMedia(bye) }
-            transport.dtls.close()
+        if let transport {
+            if let srtp {
+                var bye = RTCP.serialize([.bye(ssrcs: rtpSession.config.localSSRCs, reason: nil)])
+                if (try? srtp.protectRTCP(&bye)) != nil { transport.sendMedia(bye) }
+                transport.dtls.close()
+            }
+            transport.ice.close()
             transport.flush(now: now)
             drainTransport()
+            // Only the closed state is reported: what closing does to DTLS is not a failure.
+            while let e = transport.pollEvent() { if case .ice(.stateChanged(.closed)) = e { events.push(.iceStateChanged(.closed)) } }
+        } else if let ice {
+            ice.close()
+            while ice.pollTransmit() != nil {}
+            while let e = ice.pollEvent() { if e == .stateChanged(.closed) { events.push(.iceStateChanged(.closed)) } }
         }
         self.srtp = nil
         isConnected = false
     }
 
+    /// The ICE state (`.new` before the description).
+    public var iceState: ICEConnectionState { ice?.state ?? .new }
+
+    /// The pair media uses, with our candidate as the peer sees it (for statistics); nil before one is selected.
+    public var selectedCandidatePair: ICESelectedPair? { ice?.selectedPairInfo }
+
     // MARK: IO
 
     /// Feeds a datagram received on local socket `local`.
     public func handleReceive(_ bytes: [UInt8], from: TransportAddress, local: TransportAddress, now: Instant) {
-        guard let transport else { return }
+        lastNow = now
+        guard let transport else {
+            // Before the remote description only STUN servers' answers (gathering) are taken.
+            if let ice, DemuxKind.classify(bytes) == .stun, let m = try? STUNMessage.parse(bytes),
+               m.messageClass == .success || m.messageClass == .error {
+                ice.handleReceive(bytes, from: from, local: local, now: now)
+                drainAgent()
+            }
+            return
+        }
         transport.handleReceive(bytes, from: from, local: local, now: now)
         pump(now: now)
     }
 
     /// Runs the timers that are due (ICE checks and consent, DTLS retransmission, TURN refresh, RTCP reports, NACK retries).
     public func handleTimeout(now: Instant) {
+        lastNow = now
+        if transport == nil, let ice {
+            ice.handleTimeout(now: now)
+            drainAgent()
+        }
         transport?.handleTimeout(now: now)
         if srtp != nil { rtpSession.handleTimeout(now: now) }
         pump(now: now)
@@ -308,10 +464,24 @@ public final class PeerConnection {
     public func pollTransmit() -> ICETransmit? { transmits.pop() }
     public func pollEvent() -> PeerConnectionEvent? { events.pop() }
     public func pollTimeout() -> Instant? {
-        let a = transport?.pollTimeout(), b = srtp != nil ? rtpSession.pollTimeout() : nil
+        let a = transport?.pollTimeout() ?? ice?.pollTimeout(), b = srtp != nil ? rtpSession.pollTimeout() : nil
         guard let a else { return b }
         guard let b else { return a }
         return min(a, b)
+    }
+
+    /// Collects the agent's output before the transport exists (gathering): STUN requests and candidates.
+    private func drainAgent() {
+        guard transport == nil, let ice else { return }
+        while let t = ice.pollTransmit() { transmits.push(t) }
+        while let e = ice.pollEvent() { self.ice(e) }
+        checkCandidatesComplete()
+    }
+
+    private func checkCandidatesComplete() {
+        guard !candidatesCompleteSignalled, describedLocally, !isGathering else { return }
+        candidatesCompleteSignalled = true
+        events.push(.localCandidatesComplete)
     }
 
     private func drainTransport() {
@@ -350,6 +520,7 @@ public final class PeerConnection {
             }
         }
         drainTransport()
+        checkCandidatesComplete()
     }
 
     private func ice(_ e: ICEEvent) {
@@ -361,7 +532,7 @@ public final class PeerConnection {
                 events.push(.failed(OTError(isConnected ? .connectionDropped : .connectionFailed, "ICE failed: no working candidate pair")))
             }
         case .localCandidate(let c): events.push(.localCandidate(c))
-        case .selectedPairChanged, .roleChanged: break
+        case .selectedPairChanged, .roleChanged, .gatheringComplete: break
         }
     }
 

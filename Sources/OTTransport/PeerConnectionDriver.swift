@@ -77,8 +77,20 @@ public final class PeerConnectionDriver: @unchecked Sendable {
         return r
     }
 
-    public func createOffer() throws -> String { try withPeerConnection { pc, _ in try pc.createOffer() } }
-    public func createAnswer(toOffer sdp: String) throws -> String { try withPeerConnection { pc, now in try pc.createAnswer(toOffer: sdp, now: now) } }
+    /// Our offer; with `iceRestart` (once connected) an ICE restart offer that keeps DTLS and SRTP (see
+    /// `PeerConnection.createOffer(iceRestart:now:)`); its answer goes to `setRemoteAnswer`.
+    public func createOffer(iceRestart: Bool = false) throws -> String {
+        try withPeerConnection { pc, now in try pc.createOffer(iceRestart: iceRestart, now: now) }
+    }
+    /// Our answer to the peer's offer, or to its re-offer once connected (an ICE restart when its credentials changed).
+    public func createAnswer(toOffer sdp: String) throws -> String {
+        try withPeerConnection { pc, now in
+            let before = pc.localUfrag
+            let answer = try pc.createAnswer(toOffer: sdp, now: now)
+            if case .shared(let endpoint) = io, pc.localUfrag != before { endpoint.rename(from: before, to: pc.localUfrag, self) }
+            return answer
+        }
+    }
     public func setRemoteAnswer(_ sdp: String) throws { try withPeerConnection { pc, now in try pc.setRemoteAnswer(sdp, now: now) } }
     public func addRemoteCandidate(_ c: SDPCandidate) { withPeerConnection { pc, now in pc.addRemoteCandidate(c, now: now) } }
     public func addTURN(_ turn: TURNClient.Config, socket: TransportAddress) { withPeerConnection { pc, now in pc.addTURN(turn, socket: socket, now: now) } }
@@ -98,6 +110,9 @@ public final class PeerConnectionDriver: @unchecked Sendable {
     public var stats: PeerConnectionStats { withPeerConnection { pc, _ in pc.stats } }
     public var isConnected: Bool { withPeerConnection { pc, _ in pc.isConnected } }
     public var negotiated: SDPNegotiated? { withPeerConnection { pc, _ in pc.negotiated } }
+    /// The ICE state and the pair media uses (see `PeerConnection.selectedCandidatePair`).
+    public var iceState: ICEConnectionState { withPeerConnection { pc, _ in pc.iceState } }
+    public var selectedCandidatePair: ICESelectedPair? { withPeerConnection { pc, _ in pc.selectedCandidatePair } }
 
     /// Sends BYE and close_notify, closes its sockets (own sockets) or leaves the shared endpoint. Idempotent.
     public func close() {
@@ -210,6 +225,14 @@ public final class MediaEndpoint: @unchecked Sendable {
         let d = try PeerConnectionDriver(config: c, endpoint: self, handler: handler)
         state.withLock { $0.byUfrag[d.localUfrag] = d }
         return d
+    }
+
+    /// A connection restarted ICE: its STUN now comes with its new ufrag.
+    func rename(from old: String, to new: String, _ d: PeerConnectionDriver) {
+        state.withLock { s in
+            if s.byUfrag[old] === d { s.byUfrag[old] = nil }
+            s.byUfrag[new] = d
+        }
     }
 
     func remove(_ d: PeerConnectionDriver) {

@@ -33,6 +33,14 @@ public struct SDPCandidate: Hashable, Sendable, CustomStringConvertible {
     }
     public func hash(into h: inout Hasher) { h.combine(foundation); h.combine(address); h.combine(priority) }
 
+    /// Whether a `candidate:` line (with or without `a=`) hides its address behind an mDNS name (`<uuid>.local`,
+    /// what browsers signal for host candidates). Such candidates are not resolved: they are left out, and the
+    /// peer is learnt as peer-reflexive when its checks arrive (RFC 8445 §7.3.1.3).
+    public static func isMDNS(_ line: some StringProtocol) -> Bool {
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        return fields.count > 4 && fields[4].lowercased().hasSuffix(".local")
+    }
+
     /// Parses `candidate:...` (with or without the `a=` prefix).
     public init(parsing line: String) throws {
         var s = Substring(line)

@@ -60,6 +60,8 @@ public struct SDPNegotiated: Equatable, Sendable {
     /// True when the local side is the DTLS client (`a=setup:active` locally).
     public var localIsDTLSClient: Bool
     public var media: [SDPNegotiatedMedia]
+    /// The remote description said `a=end-of-candidates` (no candidates will be trickled).
+    public var remoteEndOfCandidates = false
 }
 
 /// Builds offers and answers for Opus/VP8 over one BUNDLEd, rtcp-muxed DTLS-SRTP transport.
@@ -218,8 +220,9 @@ public enum SDPNegotiation {
             sd.media[i].endOfCandidates = local.endOfCandidates
         }
         sd.groups = [("BUNDLE", agreed.map(\.mid))]
-        let neg = SDPNegotiated(remoteIceUfrag: ufrag, remoteIcePwd: pwd, remoteIceLite: offer.iceLite, remoteFingerprint: fp,
+        var neg = SDPNegotiated(remoteIceUfrag: ufrag, remoteIcePwd: pwd, remoteIceLite: offer.iceLite, remoteFingerprint: fp,
                                 remoteCandidates: candidates, localIsDTLSClient: localSetup == .active, media: agreed)
+        neg.remoteEndOfCandidates = offer.media.contains { $0.endOfCandidates }
         return (sd, neg)
     }
 
@@ -250,7 +253,9 @@ public enum SDPNegotiation {
                 agreed.append(n)
             }
         }
-        return SDPNegotiated(remoteIceUfrag: ufrag, remoteIcePwd: pwd, remoteIceLite: answer.iceLite, remoteFingerprint: fp,
-                             remoteCandidates: candidates, localIsDTLSClient: setup == .passive, media: agreed)
+        var neg = SDPNegotiated(remoteIceUfrag: ufrag, remoteIcePwd: pwd, remoteIceLite: answer.iceLite, remoteFingerprint: fp,
+                                remoteCandidates: candidates, localIsDTLSClient: setup == .passive, media: agreed)
+        neg.remoteEndOfCandidates = answer.media.contains { $0.endOfCandidates }
+        return neg
     }
 }

@@ -198,8 +198,7 @@ extension SessionDescription {
             if sem == "FID" && ssrcs.count != 2 { throw fail("a=ssrc-group:FID needs exactly 2 ssrcs, got \(ssrcs.count)") }
             m.ssrcGroups.append(SDPSSRCGroup(semantics: String(sem), ssrcs: ssrcs))
         case "candidate":
-            let fields = (v ?? "").split(separator: " ")
-            if fields.count > 4, fields[4].hasSuffix(".local") {
+            if SDPCandidate.isMDNS(v ?? "") {
                 // An mDNS-hidden host candidate (browsers): kept as text; the peer is found as peer-reflexive instead.
                 m.attributes.append(SDPAttribute(name, v))
                 return

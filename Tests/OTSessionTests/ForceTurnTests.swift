@@ -8,17 +8,18 @@ import OTWire
 import OTTestSupport
 import XCTest
 
-/// `SessionSettings.forceTurn`: media goes through the TURN server of `iceServers`.
+/// `SessionICEConfig.transportPolicy = .relay`: media goes through the custom TURN server.
 final class ForceTurnTests: XCTestCase {
     func testRelayedMediaThroughTURNOnly() throws {
         let turn = try Coturn()
         let server = try TestServer()
         let sid = try server.session(relayed: true)
-        let ice = [IceServer(urls: ["turn:127.0.0.1:\(turn.port)?transport=udp"], username: Coturn.user, credential: Coturn.password)]
+        let ice = try SessionICEConfig(customServers: [IceServer(urls: ["turn:127.0.0.1:\(turn.port)?transport=udp"], username: Coturn.user,
+                                                                 credential: Coturn.password)], transportPolicy: .relay)
         func client(_ name: String) throws -> (Session, Recorder) {
             let rec = Recorder(name)
             let s = Session(apiKey: server.project.apiKey, sessionId: sid, delegate: rec,
-                            settings: SessionSettings(serverURL: server.server.signalingURL, iceServers: ice, forceTurn: true))
+                            settings: SessionSettings(serverURL: server.server.signalingURL, iceConfig: ice))
             try s.connect(token: server.server.token(sessionId: sid))
             rec.waitFor(.connected)
             return (s, rec)
@@ -41,7 +42,7 @@ final class ForceTurnTests: XCTestCase {
         let sid = try server.session(relayed: true)
         let rec = Recorder("A")
         let s = Session(apiKey: server.project.apiKey, sessionId: sid, delegate: rec,
-                        settings: SessionSettings(serverURL: server.server.signalingURL, forceTurn: true))
+                        settings: SessionSettings(serverURL: server.server.signalingURL, iceConfig: SessionICEConfig(transportPolicy: .relay)))
         try s.connect(token: server.server.token(sessionId: sid))
         rec.waitFor(.connected)
         defer { try? s.disconnect() }

@@ -54,10 +54,24 @@ final class RelayedPublishSubscribeTests: XCTestCase {
         XCTAssertGreaterThan(st.audioPacketsReceived, 20)
         let report = subscriber.rtcStatsReport()
         XCTAssertTrue(report.contains("\"inbound-rtp\""), report)
+        // The ICE pair in use (W3C candidate-pair with its candidates): host to host on loopback.
+        let objects = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(report.utf8)) as? [[String: Any]])
+        let pair = try XCTUnwrap(objects.first { $0["type"] as? String == "candidate-pair" }, report)
+        XCTAssertEqual(pair["nominated"] as? Bool, true)
+        XCTAssertGreaterThan(pair["bytesReceived"] as? Int ?? 0, 0)
+        let local = try XCTUnwrap(objects.first { $0["id"] as? String == pair["localCandidateId"] as? String })
+        let remote = try XCTUnwrap(objects.first { $0["id"] as? String == pair["remoteCandidateId"] as? String })
+        XCTAssertEqual(local["type"] as? String, "local-candidate")
+        XCTAssertEqual(remote["type"] as? String, "remote-candidate")
+        XCTAssertEqual(local["candidateType"] as? String, "host")
+        XCTAssertEqual(local["address"] as? String, "127.0.0.1")
+        XCTAssertEqual(remote["address"] as? String, "127.0.0.1")
+        XCTAssertNotEqual(local["port"] as? Int, remote["port"] as? Int)
         pubRec.wait("publisher stats") { $0.publisherStats.contains { $0.connections == 1 && $0.videoPacketsSent > 0 } }
         XCTAssertGreaterThan(publisher.stats.audioPacketsSent, 20)
         pubRec.wait("RTT from receiver reports") { $0.publisherStats.contains { $0.roundTripTimeMillis != nil } }
         XCTAssertTrue(publisher.rtcStatsReport().contains("\"outbound-rtp\""))
+        XCTAssertTrue(publisher.rtcStatsReport().contains("\"candidate-pair\""))
 
         try b.unsubscribe(subscriber)
         subRec.waitFor(.disconnected)

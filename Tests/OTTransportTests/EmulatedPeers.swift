@@ -16,7 +16,7 @@ final class EmulatedPeer {
 
     init(name: String, agent: ICEAgent) { self.name = name; self.agent = agent }
 
-    var connected: Bool { agent.state == .connected }
+    var connected: Bool { agent.state.isConnected }
     var dtlsConnected: Bool { dtlsEvents.contains { if case .connected = $0 { true } else { false } } }
 
     func nextDeadline() -> Instant? {

@@ -129,11 +129,11 @@ final class ICEAgentTests: XCTestCase {
         let a = pair.a
         guard let route = a.agent.selectedPair else { return XCTFail() }
         // Consent keeps the pair alive for a while.
-        XCTAssertFalse(pair.run(for: .seconds(20)) { a.agent.state != .connected })
+        XCTAssertFalse(pair.run(for: .seconds(20)) { !a.agent.state.isConnected })
         pair.net.block(route.remote.address)
         XCTAssertTrue(pair.run(for: .seconds(10)) { a.agent.state == .disconnected })
         pair.net.unblock(route.remote.address)
-        XCTAssertTrue(pair.run(for: .seconds(10)) { a.agent.state == .connected })
+        XCTAssertTrue(pair.run(for: .seconds(10)) { a.agent.state.isConnected })
         pair.net.block(route.remote.address)
         XCTAssertTrue(pair.run(for: .seconds(30)) { a.agent.state == .failed })
     }
@@ -217,5 +217,25 @@ final class ICEAgentTests: XCTestCase {
         XCTAssertEqual(agent.serverReflexiveCandidates, [c])
         XCTAssertEqual(agent.localCandidates.count, 1, "srflx is signalled, its base is what gets paired")
         XCTAssertNil(agent.pollTimeout())
+    }
+
+    func testCompletedWhenChecksAreDoneAndClosedAfterClose() {
+        let (p, ok) = connect(loss: 0, seed: 60)
+        var pair = p
+        XCTAssertTrue(ok)
+        let a = pair.a, b = pair.b
+        XCTAssertTrue(pair.run(for: .seconds(10)) { a.agent.state == .completed && b.agent.state == .completed })
+        XCTAssertEqual(pair.a.iceEvents.filter { if case .stateChanged = $0 { true } else { false } },
+                       [.stateChanged(.checking), .stateChanged(.connected), .stateChanged(.completed)])
+        // A new remote candidate means checks again: back to connected.
+        pair.a.agent.addRemoteCandidate(SDPCandidate(foundation: "9", priority: 1, address: TransportAddress("10.0.0.9:9")!, kind: .host))
+        XCTAssertEqual(pair.a.agent.state, .connected)
+        pair.a.agent.close()
+        XCTAssertEqual(pair.a.agent.state, .closed)
+        XCTAssertNil(pair.a.agent.pollTimeout())
+        pair.run(for: .seconds(1))
+        XCTAssertEqual(pair.a.iceEvents.last, .stateChanged(.closed))
+        XCTAssertNil(pair.a.agent.pollTransmit())
+        XCTAssertFalse(pair.run(for: .seconds(2)) { a.agent.pollTransmit() != nil })
     }
 }

@@ -76,6 +76,27 @@ final class PeerConnectionDriverTests: XCTestCase {
         XCTAssertEqual(endpoint.connectionCount, 1)
     }
 
+    func testICERestartAgainstICELiteOnSharedEndpoint() throws {
+        let endpoint = try MediaEndpoint()
+        defer { endpoint.stop() }
+        let cl = EventLog(), sl = EventLog()
+        let client = try PeerConnectionDriver(config: PeerConnectionConfig(videoTrack: SDPLocalTrack(ssrc: 0x77, streamID: "c", trackID: "v", cname: "c")),
+                                              handler: cl.handler)
+        let server = try endpoint.makePeerConnection(config: PeerConnectionConfig(), handler: sl.handler)
+        defer { client.close(); server.close() }
+        try client.setRemoteAnswer(try server.createAnswer(toOffer: try client.createOffer()))
+        XCTAssertTrue(LoopbackPeer.wait { cl.connected && sl.connected })
+        let oldUfrag = server.localUfrag
+        // The lite side answers the restart with new credentials; the shared socket routes its STUN by the new ufrag.
+        try client.setRemoteAnswer(try server.createAnswer(toOffer: try client.createOffer(iceRestart: true)))
+        XCTAssertNotEqual(server.localUfrag, oldUfrag)
+        XCTAssertTrue(cl.contains(.iceStateChanged(.checking)))
+        XCTAssertTrue(LoopbackPeer.wait { client.iceState.isConnected && cl.events.withLock { $0.last(where: { if case .iceStateChanged = $0 { true } else { false } }) } != .iceStateChanged(.checking) })
+        sendBurst(client, ssrc: 0x77, count: 10)
+        XCTAssertTrue(LoopbackPeer.wait { sl.rtp(ssrc: 0x77).count == 10 })
+        XCTAssertEqual(cl.events.withLock { $0.filter { if case .connected = $0 { true } else { false } }.count }, 1)
+    }
+
     func testClosedDriversReleaseTheirSockets() throws {
         func openFDs() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0 }
         func cycle() throws {

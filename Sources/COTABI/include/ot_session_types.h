@@ -61,14 +61,46 @@ typedef struct ot_connection_info {
     int64_t creation_time;
 } ot_connection_info;
 
-/** Options for ot_session_new_with_settings; start from ot_session_settings_default(). */
+/** ICE transport policy (OTSessionICETransportPolicy). */
+enum ot_ice_transport_policy {
+    /** Host, server-reflexive and relayed candidates. */
+    OT_ICE_TRANSPORT_ALL = 0,
+    /** Relayed (TURN) candidates only; needs a turn: server. */
+    OT_ICE_TRANSPORT_RELAY = 1
+};
+
+/** Which ICE servers are used (OTSessionICEIncludeServers). */
+enum ot_ice_include_servers {
+    /** The platform's servers and the custom ones (ot-server provides none: the custom ones). */
+    OT_ICE_INCLUDE_SERVERS_ALL = 0,
+    /** Only the custom servers. */
+    OT_ICE_INCLUDE_SERVERS_CUSTOM = 1
+};
+
+/** A custom ICE server. `url`: "stun:HOST[:PORT]" or "turn:HOST[:PORT][?transport=udp]", HOST an IPv4
+ * address, a bracketed IPv6 address or localhost; port 3478 by default. username/credential (TURN) may be NULL. */
+typedef struct ot_ice_server {
+    const char *url;
+    const char *username;
+    const char *credential;
+} ot_ice_server;
+
+/** Options for ot_session_new_with_settings; start from ot_session_settings_default().
+ * Strings and the ice_servers array are read during the call only. */
 typedef struct ot_session_settings {
     /** The session server: "ws://host:port" or "http://host:port". NULL means ws://127.0.0.1:8080. */
     const char *server_url;
     /** When true, no connection created/destroyed callbacks are made for other clients. */
     ot_bool connection_events_suppressed;
-    /** ICE: send media through TURN relays only. */
-    ot_bool ice_relay_only;
+    /** Custom ICE servers (OTSessionICEConfig): `ice_server_count` entries, NULL when the count is 0. */
+    const ot_ice_server *ice_servers;
+    size_t ice_server_count;
+    /** One of ot_ice_transport_policy. */
+    int ice_transport_policy;
+    /** One of ot_ice_include_servers. */
+    int ice_include_servers;
+    /** When true, host candidates with private/link-local addresses are not signalled. */
+    ot_bool ice_filter_out_lan_candidates;
 } ot_session_settings;
 
 /** What the token's role allows (OTSessionCapabilities). */

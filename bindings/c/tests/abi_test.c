@@ -98,6 +98,37 @@ static void test_bad_handles(void) {
     EXPECT(ot_session_settings_default(NULL) == OT_ERR_INVALID_PARAM);
     ot_publisher_settings ps;
     EXPECT(ot_publisher_settings_default(&ps) == OT_OK && ps.audio_fallback_enabled == 1 && ps.publish_video == 1);
+    EXPECT(ot_session_settings_validate(NULL) == OT_ERR_INVALID_PARAM);
+    {
+        /* ICE settings: bad URLs, NULL arrays and unknown enum values are refused, never a crash. */
+        ot_session_settings st;
+        EXPECT(ot_session_settings_default(&st) == OT_OK);
+        EXPECT(ot_session_settings_validate(&st) == OT_OK);
+        ot_ice_server good[2] = {{"stun:127.0.0.1:3478", NULL, NULL}, {"turn:[::1]:3479?transport=udp", "u", "p"}};
+        st.ice_servers = good;
+        st.ice_server_count = 2;
+        st.ice_transport_policy = OT_ICE_TRANSPORT_RELAY;
+        st.ice_filter_out_lan_candidates = 1;
+        EXPECT(ot_session_settings_validate(&st) == OT_OK);
+        ot_session *ok = ot_session_new_with_settings("123", "1_s", &no_callbacks, &st);
+        EXPECT(ok != NULL);
+        EXPECT(ot_session_delete(ok) == OT_OK);
+        ot_ice_server bad[1] = {{"stun://nowhere", NULL, NULL}};
+        st.ice_servers = bad;
+        st.ice_server_count = 1;
+        EXPECT(ot_session_settings_validate(&st) == OT_ERR_INVALID_PARAM);
+        EXPECT(ot_session_new_with_settings("123", "1_s", &no_callbacks, &st) == NULL);
+        bad[0].url = NULL;
+        EXPECT(ot_session_settings_validate(&st) == OT_ERR_INVALID_PARAM);
+        st.ice_servers = NULL;
+        EXPECT(ot_session_settings_validate(&st) == OT_ERR_INVALID_PARAM);
+        st.ice_server_count = 0;
+        st.ice_transport_policy = 7;
+        EXPECT(ot_session_settings_validate(&st) == OT_ERR_INVALID_PARAM);
+        st.ice_transport_policy = OT_ICE_TRANSPORT_ALL;
+        st.ice_include_servers = -1;
+        EXPECT(ot_session_new_with_settings("123", "1_s", &no_callbacks, &st) == NULL);
+    }
 
     /* Streams and connections. */
     ot_stream_info si;

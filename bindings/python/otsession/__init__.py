@@ -16,11 +16,13 @@ from ._errors import ErrorCode, OTError, check, status_message
 from ._lib import LibraryNotFound, lib
 from .media import (AudioSource, PixelFormat, Publisher, Subscriber, VideoFrame, VideoReason, VideoSource,
                     monotonic_us)
-from .session import Capabilities, Connection, Role, Server, Session, SessionStatus, Stream, VideoType, token
+from .session import (Capabilities, Connection, ICEConfig, ICEIncludeServers, ICEServer, ICETransportPolicy, Role, Server,
+                      Session, SessionStatus, Stream, VideoType, token)
 
 __all__ = ["version", "ErrorCode", "OTError", "LibraryNotFound", "LogLevel", "set_log_level",
            "set_log_callback", "status_message", "Server", "Session", "SessionStatus", "Role", "Stream",
-           "Connection", "Capabilities", "VideoType", "token", "Publisher", "Subscriber", "VideoFrame", "VideoSource",
+           "Connection", "Capabilities", "VideoType", "token", "ICEConfig", "ICEServer", "ICETransportPolicy",
+           "ICEIncludeServers", "Publisher", "Subscriber", "VideoFrame", "VideoSource",
            "AudioSource", "PixelFormat", "VideoReason", "monotonic_us"]
 
 

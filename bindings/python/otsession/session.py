@@ -36,6 +36,39 @@ class VideoType(enum.IntEnum):
     CUSTOM = 2
 
 
+class ICETransportPolicy(enum.IntEnum):
+    """Which ICE candidates are used (OTSessionICETransportPolicy)."""
+    ALL = 0
+    RELAY = 1
+
+
+class ICEIncludeServers(enum.IntEnum):
+    """Which ICE servers are used (OTSessionICEIncludeServers)."""
+    ALL = 0
+    CUSTOM = 1
+
+
+@dataclass(frozen=True)
+class ICEServer:
+    """A custom ICE server: "stun:HOST[:PORT]" or "turn:HOST[:PORT][?transport=udp]" (HOST an IP address or
+    localhost); username/credential for TURN."""
+    url: str
+    username: Optional[str] = None
+    credential: Optional[str] = None
+
+
+@dataclass
+class ICEConfig:
+    """ICE settings of a session (OTSessionICEConfig)."""
+    custom_servers: list[ICEServer] = field(default_factory=list)
+    transport_policy: ICETransportPolicy = ICETransportPolicy.ALL
+    include_servers: ICEIncludeServers = ICEIncludeServers.ALL
+    filter_out_lan_candidates: bool = False
+
+    def add_ice_server(self, url: str, username: Optional[str] = None, credential: Optional[str] = None) -> None:
+        self.custom_servers.append(ICEServer(url, username, credential))
+
+
 def _buffer_call(fn, *args, size: int = ID_BUFFER, context: str = "") -> str:
     buf = ctypes.create_string_buffer(size)
     check(fn(*args, buf, size), context)
@@ -164,7 +197,10 @@ class Session:
     library thread, one at a time."""
 
     def __init__(self, api_key: str, session_id: str, server_url: Optional[str] = None,
-                 connection_events_suppressed: bool = False, relay_only: bool = False):
+                 connection_events_suppressed: bool = False, relay_only: bool = False,
+                 ice_config: Optional[ICEConfig] = None):
+        """`ice_config`: custom STUN/TURN servers, transport policy, LAN filter; `relay_only=True` is a shortcut
+        for its RELAY transport policy. Raises OTError(1011) for settings the library refuses (e.g. a bad URL)."""
         l = lib()
         self._listeners: dict[str, list[Callable]] = {e: [] for e in _EVENTS}
         self._cb_struct = l.decl.structs["ot_session_callbacks"]()
@@ -179,7 +215,29 @@ class Session:
         self._url = None if server_url is None else server_url.encode()
         settings.server_url = self._url
         settings.connection_events_suppressed = int(connection_events_suppressed)
-        settings.ice_relay_only = int(relay_only)
+        ice = ice_config or ICEConfig()
+        servers_t = l.decl.structs["ot_ice_server"] * max(1, len(ice.custom_servers))
+        self._ice_strings = []  # kept alive during the call
+
+        def enc(v: Optional[str]):
+            if v is None:
+                return None
+            b = v.encode()
+            self._ice_strings.append(b)
+            return b
+        servers = servers_t()
+        for i, srv in enumerate(ice.custom_servers):
+            servers[i].url = enc(srv.url)
+            servers[i].username = enc(srv.username)
+            servers[i].credential = enc(srv.credential)
+        settings.ice_servers = ctypes.cast(servers, ctypes.POINTER(l.decl.structs["ot_ice_server"])) if ice.custom_servers else None
+        settings.ice_server_count = len(ice.custom_servers)
+        settings.ice_transport_policy = int(ICETransportPolicy.RELAY if relay_only else ice.transport_policy)
+        settings.ice_include_servers = int(ice.include_servers)
+        settings.ice_filter_out_lan_candidates = int(ice.filter_out_lan_candidates)
+        status = l.fn.ot_session_settings_validate(ctypes.byref(settings))
+        if status != 0:
+            raise OTError(status, f"Session: invalid settings (ICE servers: {[s.url for s in ice.custom_servers]})")
         self._h = l.fn.ot_session_new_with_settings(api_key.encode(), session_id.encode(), ctypes.byref(self._cb_struct),
                                                    ctypes.byref(settings))
         if not self._h:

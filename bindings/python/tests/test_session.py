@@ -160,3 +160,15 @@ def test_token_helper_matches_server():
         assert e.value.code == ErrorCode.INVALID_PARAM
     finally:
         sid_server.close()
+
+
+def test_ice_config_is_validated():
+    ice = otsession.ICEConfig(transport_policy=otsession.ICETransportPolicy.RELAY, filter_out_lan_candidates=True)
+    ice.add_ice_server("stun:127.0.0.1:3478")
+    ice.add_ice_server("turn:127.0.0.1:3479?transport=udp", "user", "secret")
+    s = otsession.Session("123", "1_s", ice_config=ice)
+    s.close()
+    for url in ("stun://127.0.0.1", "turns:127.0.0.1", "stun:stun.example.org", "turn:127.0.0.1?transport=tcp"):
+        with pytest.raises(OTError) as e:
+            otsession.Session("123", "1_s", ice_config=otsession.ICEConfig([otsession.ICEServer(url)]))
+        assert e.value.code == ErrorCode.INVALID_PARAM, url
