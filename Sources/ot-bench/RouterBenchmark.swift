@@ -231,10 +231,12 @@ func runRouterBenchmark(_ args: [String]) throws {
     for n in quick ? [1, 4] : [1, 4, 8, 16] {
         let ours = try measureOurs(n: n, seconds: seconds)
         printRow(ours, "ours")
+        try checkEverySubscriber(ours, "ours")
         var theirs: ForwardingResult?
         if let janus {
             let j = try measureJanus(janus, n: n, seconds: seconds)
             printRow(j, "janus")
+            try checkEverySubscriber(j, "janus")
             if let t = j.threadsCPU {
                 print(pad("", 4) + pad("", 7) + "  (janus hloop threads only: \(fmt(t, 2)) s CPU, \(j.perCPUSecond(t)) pkt per CPU-s)")
             }
@@ -251,6 +253,14 @@ func runRouterBenchmark(_ args: [String]) throws {
         let jt = j.threadsCPU.map { Double(j.delivered) / max($0, 1e-9) }
         print(pad("\(o.n)", 4) + pad(whole(op), 10) + pad(whole(jp), 12) + pad(fmt(op / jp, 2), 12)
               + pad(jt.map { whole($0) } ?? "-", 13) + pad(jt.map { fmt(op / $0, 2) } ?? "-", 12))
+    }
+}
+
+/// Figures are only worth reporting when the SFU forwarded to every subscriber: each must have received at
+/// least 90 % of what the publisher sent in the window.
+private func checkEverySubscriber(_ r: ForwardingResult, _ name: String) throws {
+    guard let worst = r.perSubscriber.min(), Double(worst) >= 0.9 * Double(r.sent) else {
+        throw BenchError("\(name), N = \(r.n): a subscriber received \(r.perSubscriber.min() ?? 0) of \(r.sent) packets")
     }
 }
 
