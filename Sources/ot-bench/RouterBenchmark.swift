@@ -6,105 +6,280 @@ import OTTransport
 import OTWire
 import Synchronization
 
-/// CPU seconds (user + system) of this process's threads named `name`, from /proc/self/task/*/stat.
-func threadCPUSeconds(named name: String) -> Double {
-    let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+/// CPU seconds (user + system) of the threads of process `pid` ("self" for this one) whose name passes
+/// `thread`, from /proc/<pid>/task/*/stat.
+func threadCPUSeconds(pid: String = "self", where thread: (String) -> Bool) -> Double {
     var total = 0.0
-    guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") else { return 0 }
+    guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return 0 }
     for t in tasks {
-        guard let comm = try? String(contentsOfFile: "/proc/self/task/\(t)/comm", encoding: .utf8),
-              comm.trimmingCharacters(in: .whitespacesAndNewlines) == name,
-              let stat = try? String(contentsOfFile: "/proc/self/task/\(t)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { continue }
-        // Fields after "(comm)": state is field 3; utime and stime are fields 14 and 15.
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 13, let u = Double(fields[11]), let s = Double(fields[12]) else { continue }
-        total += (u + s) / ticks
+        guard let comm = try? String(contentsOfFile: "/proc/\(pid)/task/\(t)/comm", encoding: .utf8),
+              thread(comm.trimmingCharacters(in: .whitespacesAndNewlines)) else { continue }
+        total += statCPUSeconds("/proc/\(pid)/task/\(t)/stat")
     }
     return total
 }
 
-/// `ot-bench router [--quick]`: the media router's forwarding cost. One publisher and N subscribers, each a
-/// full `PeerConnectionDriver` on 127.0.0.1, connected through a `MediaRouter` (ICE-lite, one UDP socket)
-/// in this process. The publisher sends 1100-byte VP8-shaped RTP packets at a fixed rate; the router
-/// unprotects, copies per subscriber, protects and sends. Its cost is the CPU time of its IO thread
-/// ("otsession-media"), read from /proc; clients run on their own threads and are not counted.
-func runRouterBenchmark(_ args: [String]) throws {
-    let quick = args.contains("--quick")
-    let seconds = quick ? 1.0 : 4.0
-    let rate = 2000  // packets/s from the publisher (about 18 Mbit/s)
-    print("router forwarding: 1 publisher, N subscribers, \(rate) packets/s of 1100-byte payloads in, \(fmt(seconds)) s per N")
-    print(pad("N", 4) + pad("in pkt/s", 10) + pad("out pkt/s", 11) + pad("out Mbit/s", 12) + pad("router CPU", 12)
-          + pad("out pkt per CPU-s", 19) + pad("out Mbit per CPU-s", 20) + pad("recv'd/sent", 13))
-    for n in quick ? [1, 4] : [1, 4, 8, 16] {
-        let router = try MediaRouter()
-        defer { router.stop() }
-        let video: UInt32 = 0x5EED
-        let events = Mutex<[Int: Int]>([:])
-        func client(_ i: Int, track: Bool) throws -> PeerConnectionDriver {
-            try PeerConnectionDriver(config: PeerConnectionConfig(audio: false, video: true,
-                                                                  videoTrack: track ? SDPLocalTrack(ssrc: video, streamID: "b", trackID: "v", cname: "b") : nil)) { e in
-                switch e {
-                case .connected: events.withLock { $0[-1 - i, default: 0] += 1 }
-                case .rtp: events.withLock { $0[i, default: 0] += 1 }
-                default: break
-                }
-            }
-        }
-        func offer(_ d: PeerConnectionDriver, peer: String, _ dir: MediaDirection) throws {
-            let answer = Mutex<Result<String, OTError>?>(nil)
-            router.handleOffer(MediaOfferRequest(sessionId: "bench", connectionId: peer, peerId: peer, streamId: "s", direction: dir,
-                                                 sdp: try d.createOffer())) { r in answer.withLock { $0 = r } }
-            while answer.withLock({ $0 == nil }) { usleep(1000) }
-            try d.setRemoteAnswer(try answer.withLock { $0 }!.get())
-        }
-        let pub = try client(0, track: true)
-        try offer(pub, peer: "pub", .publish)
-        var subs: [PeerConnectionDriver] = []
-        for i in 1...n {
-            let s = try client(i, track: false)
-            try offer(s, peer: "sub\(i)", .subscribe)
-            subs.append(s)
-        }
-        let deadline = monotonicSeconds() + 20
-        while events.withLock({ e in (0...n).contains { e[-1 - $0] == nil } }) && monotonicSeconds() < deadline { usleep(2000) }
-        // Every subscriber waits for a keyframe first: send one.
-        var seq: UInt16 = 0
-        func packet(keyframe: Bool) -> [UInt8] {
-            var payload = [UInt8](repeating: 0x5A, count: 1100)
-            payload[0] = 0x10
-            payload[1] = keyframe ? 0x00 : 0x01
-            defer { seq &+= 1 }
-            return RTPPacket(marker: true, payloadType: 96, sequenceNumber: seq, timestamp: UInt32(seq) * 90, ssrc: video, payload: payload[...]).serialized()
-        }
-        var k = packet(keyframe: true)
-        pub.sendRTP(&k)
-        usleep(200_000)
+/// CPU seconds (user + system) of this process's threads named `name`.
+func threadCPUSeconds(named name: String) -> Double { threadCPUSeconds { $0 == name } }
 
-        let before = router.counters(streamId: "s") ?? RoutedStreamCounters()
-        let cpu0 = threadCPUSeconds(named: "otsession-media")
+/// CPU seconds (user + system, all threads, live ones only) of process `pid`, from /proc/<pid>/stat.
+func processCPUSeconds(pid: pid_t) -> Double { statCPUSeconds("/proc/\(pid)/stat") }
+
+/// utime + stime of a /proc stat file, in seconds (0 when it cannot be read).
+private func statCPUSeconds(_ path: String) -> Double {
+    guard let stat = try? String(contentsOfFile: path, encoding: .utf8), let close = stat.lastIndex(of: ")") else { return 0 }
+    // Fields after "(comm)": state is field 3; utime and stime are fields 14 and 15.
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 13, let u = Double(fields[11]), let s = Double(fields[12]) else { return 0 }
+    return (u + s) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// The load both SFUs get: 2000 RTP packets/s of 1100-byte VP8-shaped payloads (about 18 Mbit/s) from one
+/// publisher for `seconds`. Payloads start with a VP8 payload descriptor (S=1, partition 0) and a payload
+/// header whose P bit marks a keyframe (the first packet) or an interframe (the rest).
+struct ForwardingLoad {
+    static let ssrc: UInt32 = 0x5EED
+    static let payloadBytes = 1100
+    var rate = 2000
+    var seconds: Double
+    var payloadType: UInt8 = 96
+    private var seq: UInt16 = 0
+
+    init(seconds: Double) { self.seconds = seconds }
+
+    mutating func packet(keyframe: Bool) -> [UInt8] {
+        var payload = [UInt8](repeating: 0x5A, count: Self.payloadBytes)
+        payload[0] = 0x10
+        payload[1] = keyframe ? 0x00 : 0x01
+        defer { seq &+= 1 }
+        return RTPPacket(marker: true, payloadType: payloadType, sequenceNumber: seq, timestamp: UInt32(seq) * 90, ssrc: Self.ssrc,
+                         payload: payload[...]).serialized()
+    }
+
+    /// Sends the paced interframes; returns the number sent and the wall time taken.
+    mutating func run(_ publisher: PeerConnectionDriver) -> (sent: Int, wall: Double) {
         let t0 = monotonicSeconds()
         var sent = 0
         while monotonicSeconds() - t0 < seconds {
             let due = Int((monotonicSeconds() - t0) * Double(rate))
             while sent < due {
                 var p = packet(keyframe: false)
-                pub.sendRTP(&p)
+                _ = publisher.sendRTP(&p)
                 sent += 1
             }
             usleep(2000)
         }
-        let wall = monotonicSeconds() - t0
-        usleep(200_000)  // let the router drain what was sent
-        let cpu = threadCPUSeconds(named: "otsession-media") - cpu0
-        let after = router.counters(streamId: "s") ?? RoutedStreamCounters()
-        let outPackets = Double(after.packetsOut - before.packetsOut), outBytes = Double(after.bytesOut - before.bytesOut)
-        let received = events.withLock { e in (1...n).reduce(0) { $0 + (e[$1] ?? 0) } }
-        print(pad("\(n)", 4) + pad(fmt(Double(after.packetsIn - before.packetsIn) / wall, 0), 10) + pad(fmt(outPackets / wall, 0), 11)
-              + pad(fmt(outBytes * 8 / 1e6 / wall), 12) + pad(fmt(cpu, 2) + " s", 12)
-              + pad(cpu > 0 ? fmt(outPackets / cpu, 0) : "-", 19) + pad(cpu > 0 ? fmt(outBytes * 8 / 1e6 / cpu) : "-", 20)
-              + pad(fmt(Double(received) / max(outPackets + Double(n), 1) * 100) + " %", 13))
-        pub.close()
-        for s in subs { s.close() }
+        return (sent, monotonicSeconds() - t0)
     }
+}
+
+/// The clients of one run, the same for both SFUs: a publisher (index 0) and subscribers 1...n, each a
+/// `PeerConnectionDriver` on 127.0.0.1 (video only, AEAD_AES_128_GCM), counting connections and RTP
+/// packets (and their bytes) delivered to each subscriber.
+final class ForwardingClients: Sendable {
+    private let state = Mutex<(connected: Set<Int>, packets: [Int: Int], bytes: Int)>(([], [:], 0))
+
+    /// Client `i` (0 is the publisher), bound at `address` (port 0).
+    func make(_ i: Int, publishing: Bool, address: String = "127.0.0.1") throws -> PeerConnectionDriver {
+        var config = PeerConnectionConfig(audio: false, video: true,
+                                          videoTrack: publishing ? SDPLocalTrack(ssrc: ForwardingLoad.ssrc, streamID: "b", trackID: "v", cname: "b") : nil)
+        config.srtpProfiles = [.aeadAes128Gcm]
+        guard let bind = TransportAddress("\(address):0") else { throw BenchError("bad address \(address)") }
+        return try PeerConnectionDriver(config: config, bind: [bind]) { [self] e in
+            switch e {
+            case .connected: state.withLock { _ = $0.connected.insert(i) }
+            case .rtp(let p): state.withLock { $0.packets[i, default: 0] += 1; $0.bytes += p.count }
+            default: break
+            }
+        }
+    }
+
+    /// Waits until clients 0...n are connected (bounded); returns whether they are.
+    func waitConnected(_ n: Int, seconds: Double = 20) -> Bool {
+        waitUntil(seconds) { state.withLock { s in (0...n).allSatisfy { s.connected.contains($0) } } }
+    }
+
+    /// Packets delivered to each of subscribers 1...n so far, and all their bytes.
+    func delivered(_ n: Int) -> (packets: [Int], bytes: Int) {
+        state.withLock { s in ((1...n).map { s.packets[$0] ?? 0 }, s.bytes) }
+    }
+}
+
+/// One SFU's figures for one N over the measured window.
+struct ForwardingResult {
+    var n: Int
+    var sent: Int
+    var wall: Double
+    /// Packets delivered to each subscriber in the window (plus the drain after it).
+    var perSubscriber: [Int]
+    var bytes: Int
+    /// CPU seconds of what the SFU's row counts (see the caller), and for Janus also of its forwarding threads.
+    var cpu: Double
+    var threadsCPU: Double?
+
+    var delivered: Int { perSubscriber.reduce(0, +) }
+    func perCPUSecond(_ cpu: Double) -> String { cpu > 0 ? whole(Double(delivered) / cpu) : "-" }
+}
+
+/// Sends a keyframe, lets it settle, then runs `load` and reads delivered packets and CPU over the window
+/// (and a 200 ms drain after it).
+private func measure(_ clients: ForwardingClients, _ pub: PeerConnectionDriver, n: Int, load: inout ForwardingLoad,
+                     cpu: () -> Double, threadsCPU: (() -> Double)? = nil) -> ForwardingResult {
+    var k = load.packet(keyframe: true)
+    _ = pub.sendRTP(&k)
+    usleep(200_000)
+    let before = clients.delivered(n)
+    let cpu0 = cpu(), threads0 = threadsCPU?()
+    let (sent, wall) = load.run(pub)
+    usleep(200_000)
+    let cpu1 = cpu(), threads1 = threadsCPU?()
+    let after = clients.delivered(n)
+    return ForwardingResult(n: n, sent: sent, wall: wall, perSubscriber: zip(after.packets, before.packets).map { $0 - $1 },
+                            bytes: after.bytes - before.bytes, cpu: cpu1 - cpu0,
+                            threadsCPU: threads0.flatMap { t0 in threads1.map { $0 - t0 } })
+}
+
+/// Our `MediaRouter` (ICE-lite, one UDP socket) in this process; its cost is its IO thread's CPU time.
+private func measureOurs(n: Int, seconds: Double) throws -> ForwardingResult {
+    let router = try MediaRouter()
+    defer { router.stop() }
+    let clients = ForwardingClients()
+    func offer(_ d: PeerConnectionDriver, peer: String, _ dir: MediaDirection) throws {
+        let answer = Mutex<Result<String, OTError>?>(nil)
+        router.handleOffer(MediaOfferRequest(sessionId: "bench", connectionId: peer, peerId: peer, streamId: "s", direction: dir,
+                                             sdp: try d.createOffer())) { r in answer.withLock { $0 = r } }
+        guard waitUntil(10, { answer.withLock { $0 != nil } }), let r = answer.withLock({ $0 }) else { throw BenchError("router: no answer") }
+        try d.setRemoteAnswer(try r.get())
+    }
+    let pub = try clients.make(0, publishing: true)
+    try offer(pub, peer: "pub", .publish)
+    var subs: [PeerConnectionDriver] = []
+    defer { pub.close(); for s in subs { s.close() } }
+    for i in 1...n {
+        let s = try clients.make(i, publishing: false)
+        try offer(s, peer: "sub\(i)", .subscribe)
+        subs.append(s)
+    }
+    guard clients.waitConnected(n) else { throw BenchError("router: not every client connected") }
+    var load = ForwardingLoad(seconds: seconds)
+    return measure(clients, pub, n: n, load: &load, cpu: { threadCPUSeconds(named: "otsession-media") })
+}
+
+/// Janus's VideoRoom: one room, the publisher joins with our offer, each subscriber answers Janus's offer.
+/// Its cost is the whole janus process's CPU time; `threadsCPU` is its per-handle ICE loop threads ("hloop …"),
+/// which receive, unprotect, relay through the plugin, protect and send.
+private func measureJanus(_ janus: JanusGateway, n: Int, seconds: Double) throws -> ForwardingResult {
+    let session = try JanusSession(janus.api)
+    defer { session.destroy() }
+    let clients = ForwardingClients()
+    let room = JSONValue.int(Int64(4200 + n))
+    let pubHandle = try session.attachVideoRoom()
+    _ = try session.syncMessage(pubHandle, ["request": "create", "room": room, "publishers": 1, "videocodec": "vp8",
+                                            "bitrate": 0, "fir_freq": 0, "notify_joining": false])
+    let pub = try clients.make(0, publishing: true, address: BenchNamespace.clientAddress)
+    var subs: [PeerConnectionDriver] = []
+    defer { pub.close(); for s in subs { s.close() } }
+    let joined = try session.asyncMessage(pubHandle, ["request": "joinandconfigure", "room": room, "ptype": "publisher", "display": "pub"],
+                                          jsep: ["type": "offer", "sdp": .string(try pub.createOffer()), "trickle": false])
+    guard let answer = joined.jsep?["sdp"]?.stringValue, let feed = joined.data["id"] else {
+        throw BenchError("janus: publisher join without an answer: \(String(decoding: joined.data.serialized(), as: UTF8.self))")
+    }
+    try pub.setRemoteAnswer(answer)
+    // Janus lists the feed for subscribers once the publisher's PeerConnection is up.
+    _ = try session.waitEvent { $0["janus"]?.stringValue == "webrtcup" && $0["sender"] == .int(pubHandle) }
+    for i in 1...n {
+        let handle = try session.attachVideoRoom()
+        let attached = try session.asyncMessage(handle, ["request": "join", "room": room, "ptype": "subscriber", "streams": [["feed": feed]]])
+        guard let offer = attached.jsep?["sdp"]?.stringValue else {
+            throw BenchError("janus: subscriber join without an offer: \(String(decoding: attached.data.serialized(), as: UTF8.self))")
+        }
+        let s = try clients.make(i, publishing: false, address: BenchNamespace.clientAddress)
+        subs.append(s)
+        let sdp = try s.createAnswer(toOffer: offer)
+        _ = try session.asyncMessage(handle, ["request": "start"], jsep: ["type": "answer", "sdp": .string(sdp), "trickle": false])
+    }
+    guard clients.waitConnected(n) else { throw BenchError("janus: not every client connected (log: \(janus.logTail()))") }
+    var load = ForwardingLoad(seconds: seconds)
+    if let pt = pub.negotiated?.media.first(where: { $0.kind == "video" })?.codec.payloadType { load.payloadType = pt }
+    let pid = janus.pid
+    return measure(clients, pub, n: n, load: &load, cpu: { processCPUSeconds(pid: pid) },
+                   threadsCPU: { threadCPUSeconds(pid: "\(pid)") { $0.hasPrefix("hloop") } })
+}
+
+/// `ot-bench router [--quick] [--janus]`: the forwarding cost of one publisher to N subscribers, each client a
+/// full `PeerConnectionDriver` on 127.0.0.1. Ours: a `MediaRouter` in this process; its cost is the CPU time
+/// of its IO thread ("otsession-media"), the clients' threads are not counted. With `--janus` (root, Debian
+/// package `janus`), the whole run moves into a private network namespace (`BenchNamespace`) and, for each N,
+/// the same clients and load also go through Janus's VideoRoom plugin in its own process; the table then
+/// compares packets delivered per CPU second.
+func runRouterBenchmark(_ args: [String]) throws {
+    let quick = args.contains("--quick")
+    let seconds = quick ? 1.0 : 4.0
+    let withJanus = args.contains("--janus")
+    if withJanus && !BenchNamespace.isInside {
+        // Both SFUs are measured inside the namespace Janus needs, under the same conditions.
+        exit(try BenchNamespace.runInside(["router", "--janus"] + args.filter { $0 != "--janus" }))
+    }
+    let janus = withJanus ? try JanusGateway() : nil
+    defer { janus?.stop() }
+    let rate = ForwardingLoad(seconds: seconds).rate
+    print("router forwarding: 1 publisher, N subscribers, \(rate) packets/s of \(ForwardingLoad.payloadBytes)-byte payloads in, \(fmt(seconds)) s per N"
+          + (janus != nil ? "; ours and Janus \(janusVersion()) VideoRoom, same clients" : ""))
+    print(pad("N", 4) + pad("SFU", 7) + pad("sent pkt/s", 12) + pad("delivered pkt/s", 17) + pad("min/max per sub", 17)
+          + pad("Mbit/s", 8) + pad("CPU", 9) + pad("pkt per CPU-s", 15) + pad("Mbit per CPU-s", 16))
+    var rows: [(ours: ForwardingResult, janus: ForwardingResult?)] = []
+    for n in quick ? [1, 4] : [1, 4, 8, 16] {
+        let ours = try measureOurs(n: n, seconds: seconds)
+        printRow(ours, "ours")
+        try checkEverySubscriber(ours, "ours")
+        var theirs: ForwardingResult?
+        if let janus {
+            let j = try measureJanus(janus, n: n, seconds: seconds)
+            printRow(j, "janus")
+            try checkEverySubscriber(j, "janus")
+            if let t = j.threadsCPU {
+                print(pad("", 4) + pad("", 7) + "  (janus hloop threads only: \(fmt(t, 2)) s CPU, \(j.perCPUSecond(t)) pkt per CPU-s)")
+            }
+            theirs = j
+        }
+        rows.append((ours, theirs))
+    }
+    guard janus != nil else { return }
+    print("\nours vs Janus, packets delivered per CPU-second (ours: router IO thread; Janus: whole process / hloop threads)")
+    print(pad("N", 4) + pad("ours", 10) + pad("Janus proc", 12) + pad("ours/Janus", 12) + pad("Janus hloop", 13) + pad("ours/hloop", 12))
+    for (o, j) in rows {
+        guard let j else { continue }
+        let op = Double(o.delivered) / max(o.cpu, 1e-9), jp = Double(j.delivered) / max(j.cpu, 1e-9)
+        let jt = j.threadsCPU.map { Double(j.delivered) / max($0, 1e-9) }
+        print(pad("\(o.n)", 4) + pad(whole(op), 10) + pad(whole(jp), 12) + pad(fmt(op / jp, 2), 12)
+              + pad(jt.map { whole($0) } ?? "-", 13) + pad(jt.map { fmt(op / $0, 2) } ?? "-", 12))
+    }
+}
+
+/// Figures are only worth reporting when the SFU forwarded to every subscriber: each must have received at
+/// least 90 % of what the publisher sent in the window.
+private func checkEverySubscriber(_ r: ForwardingResult, _ name: String) throws {
+    guard let worst = r.perSubscriber.min(), Double(worst) >= 0.9 * Double(r.sent) else {
+        throw BenchError("\(name), N = \(r.n): a subscriber received \(r.perSubscriber.min() ?? 0) of \(r.sent) packets")
+    }
+}
+
+private func printRow(_ r: ForwardingResult, _ name: String) {
+    let minSub = r.perSubscriber.min() ?? 0, maxSub = r.perSubscriber.max() ?? 0
+    let share = { (x: Int) in fmt(Double(x) / Double(max(r.sent, 1)) * 100) }
+    print(pad("\(r.n)", 4) + pad(name, 7) + pad(whole(Double(r.sent) / r.wall), 12) + pad(whole(Double(r.delivered) / r.wall), 17)
+          + pad("\(share(minSub))/\(share(maxSub)) %", 17) + pad(fmt(Double(r.bytes) * 8 / 1e6 / r.wall), 8) + pad(fmt(r.cpu, 2) + " s", 9)
+          + pad(r.perCPUSecond(r.cpu), 15) + pad(r.cpu > 0 ? fmt(Double(r.bytes) * 8 / 1e6 / r.cpu) : "-", 16))
+}
+
+/// "1.1.2" from `dpkg-query`, or "?".
+private func janusVersion() -> String {
+    let p = Process(), out = Pipe()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/dpkg-query")
+    p.arguments = ["-W", "-f", "${Version}", "janus"]
+    p.standardOutput = out
+    p.standardError = FileHandle.nullDevice
+    guard (try? p.run()) != nil else { return "?" }
+    p.waitUntilExit()
+    return String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
 }

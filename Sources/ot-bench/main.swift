@@ -1,14 +1,14 @@
 // ot-bench: measurements of libotsession's hot paths. One subcommand per area:
 //   ot-bench codec [--quick]    codecs, payloads and SRTP against raw libvpx/libopus
 //   ot-bench pipeline [--quick] the publisher/subscriber media pipelines in one process
-//   ot-bench router [--quick]   the media router's forwarding cost with N subscribers
+//   ot-bench router [--quick] [--janus]  the media router's forwarding cost with N subscribers (and Janus's)
 // Build for release: swift run -c release ot-bench <subcommand>
 import Glibc
 
 let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)] = [
     ("codec", "VP8/Opus raw codec vs whole media path, SRTP packets/s, allocations per packet", runCodecBenchmark),
     ("pipeline", "frames/s through the send and receive media pipelines vs raw libvpx", runPipelineBenchmark),
-    ("router", "media router forwarding: packets/s and Mbit/s out per CPU second, N subscribers", runRouterBenchmark),
+    ("router", "media router forwarding: packets/s and Mbit/s out per CPU second, N subscribers; --janus: vs Janus", runRouterBenchmark),
     ("meeting", "N clients each publishing and subscribing to all others: fps, order, latency, freezes per pair", runMeetingBenchmark),
     ("cycles", "connect/publish/subscribe/disconnect cycles: fds, threads and RSS against the warm-up level", runCyclesBenchmark),
     ("latency", "capture-to-render latency routed and relayed, subscribe-to-first-frame time", runLatencyBenchmark),
