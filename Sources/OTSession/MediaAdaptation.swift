@@ -1,27 +1,3 @@
-/// The loss-based part of Google Congestion Control (draft-ietf-rmcat-gcc-02 §6) for one receiver:
-/// above 10% loss the target drops by half the loss fraction, below 2% it grows 8%, in between it holds.
-struct LossBasedBitrate: Sendable, Equatable {
-    let minKbps: Int
-    let maxKbps: Int
-    private(set) var targetKbps: Int
-
-    init(minKbps: Int, startKbps: Int, maxKbps: Int) {
-        self.minKbps = minKbps; self.maxKbps = maxKbps
-        targetKbps = min(max(startKbps, minKbps), maxKbps)
-    }
-
-    /// A receiver report's loss fraction (0…1); returns the new target.
-    @discardableResult
-    mutating func report(fractionLost loss: Double) -> Int {
-        if loss > 0.10 {
-            targetKbps = max(minKbps, Int(Double(targetKbps) * (1 - 0.5 * loss)))
-        } else if loss < 0.02 {
-            targetKbps = min(maxKbps, Int(Double(targetKbps) * 1.08) + 1)
-        }
-        return targetKbps
-    }
-}
-
 /// The subscriber's audio fallback: from each second's packet counts, warns when loss exceeds the threshold,
 /// drops video after `windowSeconds` bad seconds in a row, lifts the warning after a good second (loss under
 /// half the threshold) and restores video after `windowSeconds` good seconds.

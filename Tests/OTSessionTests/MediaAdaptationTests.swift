@@ -1,4 +1,5 @@
 import XCTest
+import OTTransport
 @testable import OTSession
 
 /// The publisher's loss-based bitrate rule and the subscriber's audio-fallback monitor.

@@ -1,0 +1,74 @@
+import OTBase
+import OTWire
+@testable import OTTransport
+import XCTest
+
+/// The send-side bandwidth estimator on the seeded emulator (virtual clock): every figure is virtual time.
+final class BandwidthEstimatorTests: XCTestCase {
+    private func config(start: Int, max: Int = 5_000_000, delayBased: Bool = true) -> BandwidthEstimatorConfig {
+        var c = BandwidthEstimatorConfig(startBitrateBps: start, minBitrateBps: 50_000, maxBitrateBps: max)
+        c.delayBased = delayBased
+        return c
+    }
+
+    private func describe(_ r: CongestionScenario.Result) -> String {
+        "convergence \(r.convergenceTime.map { "\($0.seconds) s" } ?? "never"), final \(r.finalTargetBps) bps, mean \(Int(r.meanTargetBps)), "
+            + "utilisation \(r.meanUtilisation ?? -1), queue p95 \(r.queueDelayP95.seconds * 1000) ms, max \(r.queueDelayMax.seconds * 1000) ms, "
+            + "trace \(stride(from: 0, to: r.samples.count, by: 20).map { r.samples[$0].targetBps / 1000 })"
+    }
+
+    /// (a) 1 Mbit/s bottleneck, 2.5 Mbit/s start: the estimate settles under the capacity quickly and keeps the
+    /// queue short, where the loss-only rule keeps the queue full.
+    func testSettlesUnderABottleneckAndKeepsTheQueueShort() {
+        var s = CongestionScenario(name: "1M", estimator: config(start: 2_500_000), capacity: [CapacityStep(at: .zero, bitsPerSecond: 1_000_000)])
+        s.duration = .seconds(40)
+        let r = s.run()
+        print("GCC:", describe(r))
+        let conv = try? XCTUnwrap(r.convergenceTime, describe(r))
+        XCTAssertLessThanOrEqual(conv ?? .seconds(99), .seconds(10), describe(r))
+        XCTAssertLessThan(r.finalTargetBps, 1_100_000, describe(r))
+        XCTAssertGreaterThan(r.meanTargetBps, 600_000, "the link stays in use: \(describe(r))")
+        XCTAssertLessThan(r.queueDelayP95, .milliseconds(150), describe(r))
+        XCTAssertGreaterThan(r.meanUtilisation ?? 0, 0.6, describe(r))
+
+        s.estimator.delayBased = false
+        let baseline = s.run()
+        print("loss only:", describe(baseline))
+        XCTAssertGreaterThan(baseline.queueDelayP95, r.queueDelayP95 * 2, "loss-only keeps the queue full: \(describe(baseline))")
+    }
+
+    /// (b) Capacity rises from 500 kbit/s to 2 Mbit/s: the estimate follows it up.
+    func testRampsUpWhenCapacityRises() {
+        var s = CongestionScenario(name: "up", estimator: config(start: 300_000),
+                                   capacity: [CapacityStep(at: .zero, bitsPerSecond: 500_000), CapacityStep(at: .seconds(20), bitsPerSecond: 2_000_000)])
+        s.duration = .seconds(60)
+        let r = s.run()
+        print("ramp:", describe(r))
+        let before = r.samples.filter { $0.time >= .seconds(15) && $0.time < .seconds(20) }.map(\.targetBps)
+        XCTAssertLessThan(before.max() ?? .max, 560_000, "under the first capacity: \(describe(r))")
+        XCTAssertGreaterThan(r.finalTargetBps, 1_400_000, describe(r))
+        XCTAssertLessThan(r.finalTargetBps, 2_200_000, describe(r))
+        XCTAssertNotNil(r.convergenceTime, describe(r))
+        XCTAssertLessThan(r.queueDelayP95, .milliseconds(150), describe(r))
+    }
+
+    /// (c) 5% random loss and no bottleneck: the delay-based part does not pull the rate under what the loss rule
+    /// allows (it holds between 2% and 10%), with little jitter and with enough jitter to reorder packets.
+    func testRandomLossWithoutABottleneckDoesNotCollapseTheRate() {
+        for (jitter, seed) in [(Duration.milliseconds(2), UInt64(3)), (.milliseconds(10), 4)] {
+            var s = CongestionScenario(name: "loss", estimator: config(start: 1_000_000, max: 2_500_000), capacity: [CapacityStep(at: .zero, bitsPerSecond: nil)])
+            s.loss = 0.05
+            s.jitter = jitter
+            s.seed = seed
+            s.duration = .seconds(30)
+            let r = s.run()
+            s.estimator.delayBased = false
+            let baseline = s.run()
+            print("5% loss, jitter \(jitter): GCC:", describe(r), "\nloss only:", describe(baseline))
+            XCTAssertGreaterThanOrEqual(Double(r.finalTargetBps), 0.9 * Double(baseline.finalTargetBps), describe(r))
+            XCTAssertGreaterThanOrEqual(r.meanTargetBps, 0.9 * baseline.meanTargetBps, describe(r))
+            XCTAssertGreaterThan(r.feedbackHandled, 400, "feedback kept coming")
+            if jitter < .milliseconds(5) { XCTAssertGreaterThan(r.finalTargetBps, 900_000, "5% loss holds the rate: \(describe(r))") }
+        }
+    }
+}
