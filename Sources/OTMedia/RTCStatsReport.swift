@@ -115,6 +115,15 @@ public struct RTCStatsReportBuilder: Sendable {
         if let remote { addRemote(remote, kind: .audio, localId: id) }
     }
 
+    /// Adds a `candidate-pair` for a connection's selected pair: its send-side bandwidth estimate (bits per second)
+    /// and round-trip time when known.
+    public mutating func addCandidatePair(id: String, availableOutgoingBitrate: Int?, currentRoundTripTime: Duration?) {
+        var m: [(name: String, value: RTCStatsValue)] = [("state", .string("succeeded"))]
+        if let availableOutgoingBitrate { m.append(("availableOutgoingBitrate", .double(Double(availableOutgoingBitrate)))) }
+        if let currentRoundTripTime { m.append(("currentRoundTripTime", .double(currentRoundTripTime.seconds))) }
+        add("candidate-pair", "CP\(id)", m)
+    }
+
     /// Adds an `inbound-rtp` for a received video stream.
     public mutating func addInbound(_ s: VideoReceiveStats, mid: String? = nil, framesPerSecond: Double? = nil) {
         var m: [(name: String, value: RTCStatsValue)] = [("ssrc", .int(Int(s.ssrc))), ("kind", .string("video"))]
