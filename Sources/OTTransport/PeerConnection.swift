@@ -85,6 +85,8 @@ public struct PeerConnectionStats: Sendable, Equatable {
     /// Packets given to `sendRTP` that were not RTP, dropped.
     public var malformedSends = 0
     public var roundTripTime: Duration?
+    /// NACKed packets not resent because retransmissions were over their share of the bandwidth estimate.
+    public var retransmissionsSkipped = 0
     /// Transport-wide feedback messages sent (for what we receive) and received (for what we send).
     public var transportFeedbackSent = 0
     public var transportFeedbackReceived = 0
@@ -133,6 +135,8 @@ public final class PeerConnection {
     private var transportCCMediaSSRC: UInt32 = 0
     private var feedbackDue: Instant?
     private var estimator: SendSideBandwidthEstimator?
+    private var retransmitBudget = 0.0
+    private var retransmitBudgetAt: Instant?
     /// The send-side bandwidth estimate, with `bandwidthEstimation` on and feedback received.
     public private(set) var bandwidthEstimate: BandwidthEstimate?
 
@@ -276,13 +280,7 @@ public final class PeerConnection {
         guard let h = Self.header(packet) else { stats.malformedSends += 1; return false }
         // This connection's transport-wide number, over whatever the packet carried (a router forwards packets
         // numbered for the publisher's uplink).
-        var twccSequence: UInt16?
-        if let id = transportCCId, let at = TransportWideSequenceNumber.valueOffset(in: packet, id: id) {
-            let seq = transportSequence
-            transportSequence &+= 1
-            packet[at] = UInt8(seq >> 8); packet[at + 1] = UInt8(truncatingIfNeeded: seq)
-            twccSequence = seq
-        }
+        let twccSequence = stampTransportSequence(&packet)
         rtpSession.sent(ssrc: h.ssrc, sequence: h.seq, rtpTimestamp: h.ts, clockRate: clockRates[h.pt] ?? 90000,
                         payloadBytes: max(0, packet.count - 12), packet: packet, now: now)
         stats.packetsSent += 1
@@ -292,6 +290,31 @@ public final class PeerConnection {
         transport.sendMedia(packet)
         drainTransport()
         return true
+    }
+
+    /// With an estimator, NACK answers may use at most `retransmissionShare` of the estimate (a token bucket holding
+    /// 250 ms of it): under congestion, resending everything that was dropped would only fill the queue further.
+    private func retransmissionAllowed(bytes: Int, now: Instant) -> Bool {
+        guard let target = estimator?.targetBitrateBps else { return true }
+        let rate = Double(target) * Self.retransmissionShare / 8
+        let elapsed = retransmitBudgetAt.map { Double(max(now - $0, .zero).microseconds) / 1_000_000 } ?? 0.25
+        retransmitBudgetAt = now
+        retransmitBudget = min(retransmitBudget + rate * elapsed, max(rate / 4, 2 * 1300))
+        guard retransmitBudget >= Double(bytes) else { return false }
+        retransmitBudget -= Double(bytes)
+        return true
+    }
+
+    static let retransmissionShare = 0.2
+
+    /// Writes this connection's next transport-wide sequence number into a plain RTP packet that carries the
+    /// negotiated extension; returns it (nil: no extension).
+    private func stampTransportSequence(_ packet: inout [UInt8]) -> UInt16? {
+        guard let id = transportCCId, let at = TransportWideSequenceNumber.valueOffset(in: packet, id: id) else { return nil }
+        let seq = transportSequence
+        transportSequence &+= 1
+        packet[at] = UInt8(seq >> 8); packet[at + 1] = UInt8(truncatingIfNeeded: seq)
+        return seq
     }
 
     /// Protects and sends an RTCP compound packet we built (e.g. a receiver's NACK from the media pipeline).
@@ -376,8 +399,16 @@ public final class PeerConnection {
         }
         if let srtp {
             while let r = rtpSession.pollRetransmission() {
+                guard retransmissionAllowed(bytes: r.count, now: now) else { stats.retransmissionsSkipped += 1; continue }
                 var p = r
-                if (try? srtp.protectRTP(&p)) != nil { transport.sendMedia(p); stats.retransmissionsSent += 1 } else { stats.srtpErrors += 1 }
+                // A retransmission is a new packet on the transport: it gets its own transport-wide number, so the
+                // estimator counts it in what the link carries.
+                let twcc = stampTransportSequence(&p)
+                if (try? srtp.protectRTP(&p)) != nil {
+                    if let seq = twcc { estimator?.packetSent(sequence: seq, size: p.count, at: now) }
+                    transport.sendMedia(p)
+                    stats.retransmissionsSent += 1
+                } else { stats.srtpErrors += 1 }
             }
             while let r = rtpSession.pollRTCP() {
                 var p = r
