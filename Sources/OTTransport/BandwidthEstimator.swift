@@ -86,7 +86,7 @@ public struct SendSideBandwidthEstimator: Sendable {
     @discardableResult
     public mutating func handleFeedback(_ fb: TransportCCFeedback, now: Instant) -> BandwidthEstimate {
         adapter.process(fb)
-        guard adapter.reported > 0 else { return estimate }
+        guard adapter.reported > 0 || !adapter.acked.isEmpty else { return estimate }
         feedbackCount += 1
         if !rttFromReports, let newest = adapter.acked.max(by: { $0.sendMicros < $1.sendMicros }) {
             // Feedback RTT (includes the receiver's feedback interval): smoothed.
@@ -112,7 +112,7 @@ public struct SendSideBandwidthEstimator: Sendable {
         let start = lossWindowStart ?? now
         lossWindowStart = start
         if now - start >= config.lossWindow && lossWindowReported >= config.lossWindowPackets {
-            lastFractionLost = Double(lossWindowLost) / Double(lossWindowReported)
+            lastFractionLost = min(max(Double(lossWindowLost) / Double(lossWindowReported), 0), 1)
             loss.report(fractionLost: lastFractionLost)
             lossWindowStart = now
             lossWindowLost = 0

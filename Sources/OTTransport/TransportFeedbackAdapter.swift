@@ -17,8 +17,10 @@ struct TransportFeedbackAdapter: Sendable {
         var sequence: Int64 = -1
         var sendMicros: Int64 = 0
         var size: Int32 = 0
-        var reported = false
+        /// Not yet in feedback, reported missing, reported received.
+        var state = State.unreported
     }
+    private enum State: Sendable { case unreported, missing, received }
 
     private var slots: [Slot]
     private let mask: Int
@@ -28,7 +30,8 @@ struct TransportFeedbackAdapter: Sendable {
     private var referenceMicros: Int64 = 0
     /// The acknowledged packets of the last feedback, by arrival time (storage reused).
     private(set) var acked: [AckedPacket] = []
-    /// Packets of the last feedback reported lost, and reported at all (received or lost), first report only.
+    /// Packets of the last feedback newly reported lost (less those reported missing before that have now
+    /// arrived: it can be negative), and packets reported for the first time.
     private(set) var lost = 0
     private(set) var reported = 0
 
@@ -55,7 +58,7 @@ struct TransportFeedbackAdapter: Sendable {
     }
 
     /// Matches feedback to what we sent; afterwards `acked`, `lost` and `reported` describe it. Packets we do not
-    /// remember (too old, never sent) and packets already reported by an earlier feedback are skipped.
+    /// remember (too old, never sent) and packets an earlier feedback already reported received are skipped.
     mutating func process(_ fb: TransportCCFeedback) {
         acked.removeAll(keepingCapacity: true)
         lost = 0
@@ -78,14 +81,18 @@ struct TransportFeedbackAdapter: Sendable {
             let seq = base + Int64(i)
             guard seq <= last else { break }
             let index = Int(seq & Int64(mask))
-            guard slots[index].sequence == seq, !slots[index].reported else { continue }
-            slots[index].reported = true
-            reported += 1
-            if delta != nil {
-                acked.append(AckedPacket(sendMicros: slots[index].sendMicros, arrivalMicros: arrival, size: Int(slots[index].size)))
-            } else {
-                lost += 1
+            guard slots[index].sequence == seq else { continue }
+            switch (slots[index].state, delta != nil) {
+            case (.received, _), (.missing, false):
+                continue
+            case (.missing, true):
+                lost -= 1  // it was late, not lost
+            case (.unreported, let received):
+                reported += 1
+                if !received { lost += 1; slots[index].state = .missing; continue }
             }
+            slots[index].state = .received
+            acked.append(AckedPacket(sendMicros: slots[index].sendMicros, arrivalMicros: arrival, size: Int(slots[index].size)))
         }
         // Usually in order already: insertion sort by arrival time, then send time (no allocation).
         var i = 1

@@ -96,8 +96,6 @@ func runCongestionBenchmark(_ args: [String]) throws {
           + " [final estimate \(bwe.targetBitrateBps / 1000) kbit/s]")
 }
 
-private func whole(_ x: Double) -> String { String(Int(x.rounded())) }
-
 private func printTable(_ header: [String], _ rows: [[String]]) {
     let all = [header] + rows
     let widths = header.indices.map { c in all.map { $0[c].count }.max() ?? 0 }

@@ -53,7 +53,8 @@ final class BandwidthEstimatorTests: XCTestCase {
     }
 
     /// (c) 5% random loss and no bottleneck: the delay-based part does not pull the rate under what the loss rule
-    /// allows (it holds between 2% and 10%), with little jitter and with enough jitter to reorder packets.
+    /// allows (it holds between 2% and 10%), with little jitter and with enough jitter to reorder packets across
+    /// feedback intervals.
     func testRandomLossWithoutABottleneckDoesNotCollapseTheRate() {
         for (jitter, seed) in [(Duration.milliseconds(2), UInt64(3)), (.milliseconds(10), 4)] {
             var s = CongestionScenario(name: "loss", estimator: config(start: 1_000_000, max: 2_500_000), capacity: [CapacityStep(at: .zero, bitsPerSecond: nil)])
@@ -68,7 +69,8 @@ final class BandwidthEstimatorTests: XCTestCase {
             XCTAssertGreaterThanOrEqual(Double(r.finalTargetBps), 0.9 * Double(baseline.finalTargetBps), describe(r))
             XCTAssertGreaterThanOrEqual(r.meanTargetBps, 0.9 * baseline.meanTargetBps, describe(r))
             XCTAssertGreaterThan(r.feedbackHandled, 400, "feedback kept coming")
-            if jitter < .milliseconds(5) { XCTAssertGreaterThan(r.finalTargetBps, 900_000, "5% loss holds the rate: \(describe(r))") }
+            // Reordered packets are reported again when they arrive late, so jitter is not taken for loss.
+            XCTAssertGreaterThan(r.finalTargetBps, 900_000, "5% loss holds the rate: \(describe(r))")
         }
     }
 }
