@@ -49,8 +49,8 @@ public struct CongestionScenario: Sendable {
     /// What a run measured (virtual-clock figures).
     public struct Result: Sendable {
         public var samples: [Sample]
-        /// Time from the last capacity change until the target entered [0.6, 1.1] × capacity and stayed there to
-        /// the end; nil when it never settled (or the link is unlimited).
+        /// Time from the last capacity change until the target, averaged over 1 s, entered [0.6, 1.1] × capacity
+        /// and stayed there to the end; nil when it never settled (or the link is unlimited).
         public var convergenceTime: Duration?
         /// Bits delivered through the bottleneck ÷ its capacity, after `measureAfter` (nil when unlimited).
         public var meanUtilisation: Double?
@@ -146,9 +146,17 @@ public struct CongestionScenario: Sendable {
         let measured = samples.filter { $0.time >= measureAfter }
         var convergence: Duration?
         if let cap = capacity[step].bitsPerSecond {
+            // The target averaged over the last second (AIMD probes briefly above capacity before each cut).
             let band = Double(cap) * 0.6 ... Double(cap) * 1.1
             let after = samples.filter { $0.time >= lastCapacityChange }
-            if let lastOut = after.lastIndex(where: { !band.contains(Double($0.targetBps)) }) {
+            var averaged: [Double] = []
+            var sum = 0.0
+            for (i, x) in after.enumerated() {
+                sum += Double(x.targetBps)
+                if i >= 10 { sum -= Double(after[i - 10].targetBps) }
+                averaged.append(sum / Double(min(i + 1, 10)))
+            }
+            if let lastOut = averaged.lastIndex(where: { !band.contains($0) }) {
                 if lastOut + 1 < after.count { convergence = after[lastOut + 1].time - lastCapacityChange }
             } else if let first = after.first {
                 convergence = first.time - lastCapacityChange
