@@ -64,7 +64,7 @@ struct AIMDRateControl: Sendable {
                 var cut = Self.beta * acked
                 if cut > bitrateBps, let c = capacityKbps { cut = Self.beta * c * 1000 }
                 if cut < bitrateBps { rate = cut }
-                if let upper = capacityLowerBoundKbps, acked / 1000 < upper { capacityKbps = nil }
+                if let lower = capacityLowerBoundKbps, acked / 1000 < lower { capacityKbps = nil }
                 updateCapacity(sampleKbps: acked / 1000)
             } else {
                 rate = bitrateBps * Self.beta

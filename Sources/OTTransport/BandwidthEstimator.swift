@@ -95,7 +95,7 @@ public struct SendSideBandwidthEstimator: Sendable {
         }
         for p in adapter.acked {
             acked.add(arrivalMicros: p.arrivalMicros, size: p.size)
-            if config.delayBased, let d = grouper.add(send: p.sendMicros, arrival: p.arrivalMicros, size: p.size) {
+            if config.delayBased, let d = grouper.add(send: p.sendMicros, arrival: p.arrivalMicros) {
                 detector.update(arrivalDeltaMillis: Double(d.arrivalDelta) / 1000, sendDeltaMillis: Double(d.sendDelta) / 1000,
                                 arrivalMillis: Double(d.lastArrival) / 1000)
             }

@@ -19,7 +19,6 @@ struct InterArrivalGrouper: Sendable {
         var lastSend: Int64 = 0
         var firstArrival: Int64 = 0
         var lastArrival: Int64 = 0
-        var size = 0
     }
 
     static let burstMicros: Int64 = 5_000
@@ -29,9 +28,9 @@ struct InterArrivalGrouper: Sendable {
     private var reorderedGroups = 0
 
     /// Adds an acknowledged packet (in arrival order); returns deltas (µs) when it completes a group.
-    mutating func add(send: Int64, arrival: Int64, size: Int) -> (sendDelta: Int64, arrivalDelta: Int64, lastArrival: Int64)? {
+    mutating func add(send: Int64, arrival: Int64) -> (sendDelta: Int64, arrivalDelta: Int64, lastArrival: Int64)? {
         guard var cur = current else {
-            current = Group(firstSend: send, lastSend: send, firstArrival: arrival, lastArrival: arrival, size: size)
+            current = Group(firstSend: send, lastSend: send, firstArrival: arrival, lastArrival: arrival)
             return nil
         }
         if send < cur.firstSend { return nil }  // sent before this group started: reordered, ignored
@@ -46,7 +45,7 @@ struct InterArrivalGrouper: Sendable {
                     if reorderedGroups >= 3 {
                         reorderedGroups = 0
                         previous = nil
-                        current = Group(firstSend: send, lastSend: send, firstArrival: arrival, lastArrival: arrival, size: size)
+                        current = Group(firstSend: send, lastSend: send, firstArrival: arrival, lastArrival: arrival)
                     }
                     return nil
                 }
@@ -54,12 +53,11 @@ struct InterArrivalGrouper: Sendable {
                 out = (sendDelta, arrivalDelta, cur.lastArrival)
             }
             previous = cur
-            current = Group(firstSend: send, lastSend: send, firstArrival: arrival, lastArrival: arrival, size: size)
+            current = Group(firstSend: send, lastSend: send, firstArrival: arrival, lastArrival: arrival)
             return out
         }
         cur.lastSend = max(cur.lastSend, send)
         cur.lastArrival = max(cur.lastArrival, arrival)
-        cur.size += size
         current = cur
         return nil
     }
