@@ -74,3 +74,55 @@ final class BandwidthEstimatorTests: XCTestCase {
         }
     }
 }
+
+/// The estimator's rules on synthetic feedback: 1000-byte packets sent every 8 ms (1 Mbit/s), arriving 20 ms
+/// later through a link of `linkBps` (a queue builds when it is slower), fed back every 50 ms.
+final class BandwidthEstimatorRuleTests: XCTestCase {
+    private func run(startBps: Int, linkBps: Int, seconds: Int, observe: (BandwidthEstimate, Instant) -> Void) {
+        var bwe = SendSideBandwidthEstimator(config: BandwidthEstimatorConfig(startBitrateBps: startBps, minBitrateBps: 50_000, maxBitrateBps: 5_000_000))
+        var recorder = TransportCCRecorder()
+        let t0 = Instant(micros: 2_000_000)
+        var pending: [(seq: UInt16, arrival: Instant)] = []
+        var linkFree = t0
+        var nextFeedback = t0 + .milliseconds(50)
+        for i in 0..<(seconds * 125) {
+            let sent = t0 + .milliseconds(Int64(i) * 8)
+            while nextFeedback <= sent {
+                while let p = pending.first, p.arrival <= nextFeedback { recorder.record(sequence: p.seq, arrival: p.arrival); pending.removeFirst() }
+                if let fb = recorder.feedback(senderSSRC: 1, mediaSSRC: 2) {
+                    observe(bwe.handleFeedback(fb, now: nextFeedback + .milliseconds(20)), nextFeedback)
+                }
+                nextFeedback = nextFeedback + .milliseconds(50)
+            }
+            bwe.packetSent(sequence: UInt16(truncatingIfNeeded: i), size: 1000, at: sent)
+            linkFree = max(linkFree, sent + .milliseconds(20)) + .microseconds(Int64(8000 * 1_000_000 / linkBps))
+            pending.append((UInt16(truncatingIfNeeded: i), linkFree))
+        }
+    }
+
+    func testGrowingQueueIsOveruseAndCutsToBetaTimesAcknowledgedRate() {
+        var firstCut: BandwidthEstimate?
+        var overuse = false
+        run(startBps: 1_000_000, linkBps: 800_000, seconds: 4) { e, _ in
+            if e.usage == .overusing { overuse = true }
+            if firstCut == nil, e.delayBasedBitrateBps < 1_000_000 { firstCut = e }
+        }
+        XCTAssertTrue(overuse, "a queue growing by 2 ms every 8 ms is over-use")
+        guard let cut = firstCut, let acked = cut.acknowledgedBitrateBps else { return XCTFail("the delay-based rate was cut") }
+        XCTAssertEqual(Double(acked), 800_000, accuracy: 80_000, "acknowledged rate = the link's")
+        XCTAssertEqual(Double(cut.delayBasedBitrateBps), 0.85 * Double(acked), accuracy: 0.02 * Double(acked), "multiplicative decrease to 0.85 x acknowledged")
+        XCTAssertEqual(cut.targetBitrateBps, min(cut.delayBasedBitrateBps, cut.lossBasedBitrateBps))
+    }
+
+    func testStableDelayIsNormalAndGrowsAboutEightPercentPerSecond() {
+        var usages = Set<BandwidthUsage>()
+        var last: BandwidthEstimate?
+        run(startBps: 500_000, linkBps: 2_000_000, seconds: 6) { e, _ in usages.insert(e.usage); last = e }
+        XCTAssertEqual(usages, [.normal])
+        let target = Double(last?.targetBitrateBps ?? 0)
+        // 500 kbit/s × 1.08^5 ≈ 735 kbit/s (first second: no feedback yet to grow on, then 8 % per second).
+        XCTAssertGreaterThan(target, 650_000)
+        XCTAssertLessThan(target, 820_000)
+        XCTAssertEqual(last?.fractionLost, 0)
+    }
+}
