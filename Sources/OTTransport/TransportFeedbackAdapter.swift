@@ -51,12 +51,6 @@ struct TransportFeedbackAdapter: Sendable {
         if seq > (lastSentSequence ?? .min) { lastSentSequence = seq }
     }
 
-    /// Send time of a remembered packet (tests, RTT).
-    func sendTime(of seq: Int64) -> Int64? {
-        let s = slots[Int(seq & Int64(mask))]
-        return s.sequence == seq ? s.sendMicros : nil
-    }
-
     /// Matches feedback to what we sent; afterwards `acked`, `lost` and `reported` describe it. Packets we do not
     /// remember (too old, never sent) and packets an earlier feedback already reported received are skipped.
     mutating func process(_ fb: TransportCCFeedback) {
@@ -80,6 +74,7 @@ struct TransportFeedbackAdapter: Sendable {
             if let delta { arrival += Int64(delta) * 250 }
             let seq = base + Int64(i)
             guard seq <= last else { break }
+            guard seq >= 0 else { continue }  // before our first packet (an empty slot says -1)
             let index = Int(seq & Int64(mask))
             guard slots[index].sequence == seq else { continue }
             switch (slots[index].state, delta != nil) {

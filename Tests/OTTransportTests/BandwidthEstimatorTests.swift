@@ -126,3 +126,39 @@ final class BandwidthEstimatorRuleTests: XCTestCase {
         XCTAssertEqual(last?.fractionLost, 0)
     }
 }
+
+final class BandwidthEstimatorRobustnessTests: XCTestCase {
+    /// Feedback is network input: random bases, reference times and deltas (missing, negative, huge) never trap
+    /// and never move the target outside the configured bounds.
+    func testArbitraryFeedbackKeepsTheTargetInBounds() {
+        var rng = SeededRandom(seed: 77)
+        var bwe = SendSideBandwidthEstimator(config: BandwidthEstimatorConfig(startBitrateBps: 800_000, minBitrateBps: 100_000, maxBitrateBps: 3_000_000))
+        XCTAssertEqual(bwe.handleFeedback(TransportCCFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequence: 0, referenceTime: 0, feedbackCount: 0,
+                                                              deltas: [1, 2, nil]), now: Instant(micros: 1)).targetBitrateBps, 800_000,
+                       "feedback before anything was sent changes nothing")
+        var now = Instant(micros: 5_000_000)
+        var seq: UInt16 = 65000
+        for round in 0..<3000 {
+            for _ in 0..<Int(rng.next() % 8) {
+                bwe.packetSent(sequence: seq, size: Int(rng.next() % 1500), at: now)
+                seq &+= 1
+            }
+            now = now + .microseconds(Int64(rng.next() % 20_000))
+            let count = Int(rng.next() % 40)
+            let deltas: [Int32?] = (0..<count).map { _ in
+                switch rng.next() % 5 {
+                case 0: nil
+                case 1: Int32(truncatingIfNeeded: Int64(rng.next() % 65536) - 32768)
+                default: Int32(rng.next() % 256)
+                }
+            }
+            let base = round % 3 == 0 ? UInt16(truncatingIfNeeded: rng.next()) : seq &- UInt16(truncatingIfNeeded: rng.next() % 64)
+            let fb = TransportCCFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequence: base,
+                                         referenceTime: Int32(truncatingIfNeeded: rng.next() % 0x100_0000) - 0x80_0000,
+                                         feedbackCount: UInt8(truncatingIfNeeded: round), deltas: deltas)
+            let e = bwe.handleFeedback(fb, now: now)
+            XCTAssertTrue((100_000...3_000_000).contains(e.targetBitrateBps), "\(e)")
+            XCTAssertTrue((0...1).contains(e.fractionLost))
+        }
+    }
+}
