@@ -377,8 +377,12 @@ public final class PeerConnection {
     public func pollTransmit() -> ICETransmit? { transmits.pop() }
     public func pollEvent() -> PeerConnectionEvent? { events.pop() }
     public func pollTimeout() -> Instant? {
-        let a = transport?.pollTimeout(), b = srtp != nil ? rtpSession.pollTimeout() : nil
-        return [a, b, feedbackDue].compactMap { $0 }.min()
+        func earliest(_ a: Instant?, _ b: Instant?) -> Instant? {
+            guard let a else { return b }
+            guard let b else { return a }
+            return min(a, b)
+        }
+        return earliest(earliest(transport?.pollTimeout(), srtp != nil ? rtpSession.pollTimeout() : nil), feedbackDue)
     }
 
     private func drainTransport() {

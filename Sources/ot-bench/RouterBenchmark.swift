@@ -31,9 +31,13 @@ func threadCPUSeconds(named name: String) -> Double {
 /// ("otsession-media"), read from /proc; clients run on their own threads and are not counted.
 func runRouterBenchmark(_ args: [String]) throws {
     let quick = args.contains("--quick")
+    // --twcc: packets carry the transport-wide sequence number as publishers send them, so the router also records
+    // arrivals and sends feedback upstream, renumbers per subscriber, and takes subscribers' feedback.
+    let twcc = args.contains("--twcc")
     let seconds = quick ? 1.0 : 4.0
     let rate = 2000  // packets/s from the publisher (about 18 Mbit/s)
-    print("router forwarding: 1 publisher, N subscribers, \(rate) packets/s of 1100-byte payloads in, \(fmt(seconds)) s per N")
+    print("router forwarding: 1 publisher, N subscribers, \(rate) packets/s of 1100-byte payloads in, \(fmt(seconds)) s per N"
+          + (twcc ? ", transport-wide sequence numbers and feedback" : ""))
     print(pad("N", 4) + pad("in pkt/s", 10) + pad("out pkt/s", 11) + pad("out Mbit/s", 12) + pad("router CPU", 12)
           + pad("out pkt per CPU-s", 19) + pad("out Mbit per CPU-s", 20) + pad("recv'd/sent", 13))
     for n in quick ? [1, 4] : [1, 4, 8, 16] {
@@ -75,7 +79,9 @@ func runRouterBenchmark(_ args: [String]) throws {
             payload[0] = 0x10
             payload[1] = keyframe ? 0x00 : 0x01
             defer { seq &+= 1 }
-            return RTPPacket(marker: true, payloadType: 96, sequenceNumber: seq, timestamp: UInt32(seq) * 90, ssrc: video, payload: payload[...]).serialized()
+            let ext = twcc ? (try? RTPHeaderExtensions([RTPHeaderExtensionElement(id: SDPNegotiation.transportCCExtensionId, value: [0, 0][...])])) : nil
+            return RTPPacket(marker: true, payloadType: 96, sequenceNumber: seq, timestamp: UInt32(seq) * 90, ssrc: video,
+                             extensions: ext ?? RTPHeaderExtensions(), payload: payload[...]).serialized()
         }
         var k = packet(keyframe: true)
         pub.sendRTP(&k)

@@ -1,7 +1,7 @@
 // ot-bench: measurements of libotsession's hot paths. One subcommand per area:
 //   ot-bench codec [--quick]    codecs, payloads and SRTP against raw libvpx/libopus
 //   ot-bench pipeline [--quick] the publisher/subscriber media pipelines in one process
-//   ot-bench router [--quick]   the media router's forwarding cost with N subscribers
+//   ot-bench router [--quick] [--twcc]  the media router's forwarding cost with N subscribers
 //   ot-bench cc [--quick]       bandwidth estimation vs the loss-only rule on emulated bottlenecks
 // Build for release: swift run -c release ot-bench <subcommand>
 import Glibc
