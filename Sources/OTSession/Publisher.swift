@@ -80,6 +80,8 @@ public struct PublisherStats: Sendable, Equatable {
     /// The send-side bandwidth estimate of the weakest connection (bits per second, from transport-wide feedback:
     /// min of the delay-based and loss-based rules), as W3C `availableOutgoingBitrate`; nil before feedback.
     public var availableOutgoingBitrate: Int?
+    /// That connection's delay-based detector state: "normal", "overusing" (queues grow) or "underusing".
+    public var bandwidthUsage: String?
     /// Keyframe requests (PLI/FIR) and NACKed packets received.
     public var pliCount = 0
     public var nackCount = 0

@@ -430,7 +430,9 @@ final class PublisherEngine: @unchecked Sendable {
             s.framesEncoded = v.framesEncoded; s.keyFramesEncoded = v.keyFramesEncoded
             s.targetBitrateKbps = v.targetBitrateKbps
         }
-        s.availableOutgoingBitrate = peers.values.filter(\.connected).compactMap { $0.estimate?.targetBitrateBps }.min()
+        let weakest = peers.values.filter(\.connected).compactMap(\.estimate).min { $0.targetBitrateBps < $1.targetBitrateBps }
+        s.availableOutgoingBitrate = weakest?.targetBitrateBps
+        s.bandwidthUsage = weakest?.usage.rawValue
         if let a = audio?.stats { s.audioPacketsSent = a.packetsSent; s.audioBytesSent = a.bytesSent }
         s.videoBitrateBps = videoRate.bitsPerSecond(at: MonotonicClock.now())
         s.pliCount = pliCount

@@ -92,6 +92,8 @@ public struct PeerConnectionStats: Sendable, Equatable {
     public var transportFeedbackReceived = 0
     /// The send-side estimate (bits per second), as W3C `RTCIceCandidatePairStats.availableOutgoingBitrate`.
     public var availableOutgoingBitrate: Int?
+    /// The delay-based detector's state behind that estimate.
+    public var bandwidthUsage: BandwidthUsage?
     public init() {}
 }
 
@@ -440,6 +442,7 @@ public final class PeerConnection {
     private func estimate(_ f: TransportCCFeedback, now: Instant) {
         guard let e = estimator?.handleFeedback(f, now: now) else { return }
         stats.availableOutgoingBitrate = e.targetBitrateBps
+        stats.bandwidthUsage = e.usage
         let changed = bandwidthEstimate.map { $0.targetBitrateBps != e.targetBitrateBps || $0.usage != e.usage } ?? true
         bandwidthEstimate = e
         if changed { events.push(.bandwidthEstimate(e)) }

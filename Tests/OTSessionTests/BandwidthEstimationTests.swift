@@ -44,6 +44,7 @@ final class BandwidthEstimationTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(estimate, 100_000, "\(label): within the publisher's bounds")
         XCTAssertLessThanOrEqual(estimate, 2_000_000, label)
         XCTAssertEqual(stats.targetBitrateKbps, estimate / 1000, "\(label): the encoder follows the estimate")
+        XCTAssertTrue(["normal", "overusing", "underusing"].contains(stats.bandwidthUsage ?? ""), "\(label): \(stats)")
         XCTAssertTrue(report.contains("\"candidate-pair\""), report)
         XCTAssertTrue(report.contains("\"availableOutgoingBitrate\""), report)
     }

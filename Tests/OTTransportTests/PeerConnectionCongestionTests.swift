@@ -65,6 +65,9 @@ final class PeerConnectionCongestionTests: XCTestCase {
         XCTAssertLessThan(last5s.max() ?? .max, 1_150_000, "the estimate settled under the 1 Mbit/s bottleneck: \(trace)")
         XCTAssertGreaterThan(last5s.min() ?? 0, 500_000, "and keeps using it: \(trace)")
         XCTAssertEqual(a.stats.availableOutgoingBitrate, estimate.targetBitrateBps)
+        XCTAssertEqual(a.stats.bandwidthUsage, estimate.usage)
+        XCTAssertTrue(env.events[0].contains { if case .bandwidthEstimate(let e) = $0 { e.usage == .overusing } else { false } },
+                      "the 2.5 Mbit/s start was detected as over-use")
         XCTAssertTrue(env.events[0].contains { if case .bandwidthEstimate = $0 { true } else { false } })
         XCTAssertLessThan(env.net.queueDelay(from: TransportAddress("10.0.0.1:5000")!.ip, now: env.clock.now()), .milliseconds(200))
     }
