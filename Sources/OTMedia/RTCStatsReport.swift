@@ -87,9 +87,11 @@ public struct RTCStatsReportBuilder: Sendable {
     }
 
     /// Adds the ICE pair media uses: a `candidate-pair` (id `CP<id>`) and its `local-candidate` (`LC<id>`) and
-    /// `remote-candidate` (`RC<id>`). `local` is our candidate as the peer sees it (srflx/prflx behind a NAT).
+    /// `remote-candidate` (`RC<id>`). `local` is our candidate as the peer sees it (srflx/prflx behind a NAT);
+    /// `availableOutgoingBitrate` is the send-side bandwidth estimate (bits per second) when there is one.
     public mutating func addCandidatePair(id: String, local: SDPCandidate, remote: SDPCandidate, nominated: Bool,
-                                          bytesSent: Int, bytesReceived: Int, currentRoundTripTime: Duration?) {
+                                          bytesSent: Int, bytesReceived: Int, currentRoundTripTime: Duration?,
+                                          availableOutgoingBitrate: Int? = nil) {
         for (type, prefix, c) in [("local-candidate", "LC", local), ("remote-candidate", "RC", remote)] {
             var m: [(name: String, value: RTCStatsValue)] = [
                 ("address", .string(c.address.ip.description)), ("port", .int(Int(c.address.port))),
@@ -104,6 +106,7 @@ public struct RTCStatsReportBuilder: Sendable {
             ("nominated", .bool(nominated)), ("bytesSent", .int(bytesSent)), ("bytesReceived", .int(bytesReceived)),
         ]
         if let rtt = currentRoundTripTime { m.append(("currentRoundTripTime", .double(rtt.seconds))) }
+        if let availableOutgoingBitrate { m.append(("availableOutgoingBitrate", .double(Double(availableOutgoingBitrate)))) }
         add("candidate-pair", "CP" + id, m)
     }
 
@@ -137,6 +140,7 @@ public struct RTCStatsReportBuilder: Sendable {
         add("outbound-rtp", id, m)
         if let remote { addRemote(remote, kind: .audio, localId: id) }
     }
+
 
     /// Adds an `inbound-rtp` for a received video stream.
     public mutating func addInbound(_ s: VideoReceiveStats, mid: String? = nil, framesPerSecond: Double? = nil) {

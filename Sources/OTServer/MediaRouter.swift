@@ -476,6 +476,11 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     public func peerStats(peerId: String) -> PeerConnectionStats? {
         state.withLock { $0.peers[peerId]?.driver }?.stats
     }
+    /// Transport counters of a stream's uplink (the publisher's connection): e.g. the transport-wide feedback the
+    /// router sends, which is what the publisher's bandwidth estimate runs on.
+    public func publisherStats(streamId: String) -> PeerConnectionStats? {
+        state.withLock { $0.streams[streamId]?.publisher?.driver }?.stats
+    }
     /// Peer connections the router holds.
     public var peerCount: Int { state.withLock { $0.peers.count } }
 

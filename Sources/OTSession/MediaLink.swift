@@ -61,11 +61,12 @@ final class MediaLink: @unchecked Sendable {
     var stats: PeerConnectionStats { driver.stats }
 
     /// Adds the selected pair to a stats report (`candidate-pair`, `local-candidate`, `remote-candidate`).
-    func addCandidatePair(to b: inout RTCStatsReportBuilder, id: String) {
+    func addCandidatePair(to b: inout RTCStatsReportBuilder, id: String, availableOutgoingBitrate: Int? = nil) {
         guard let pair = selectedCandidatePair else { return }
         let s = stats
         b.addCandidatePair(id: id, local: pair.local, remote: pair.remote, nominated: pair.nominated,
-                           bytesSent: s.bytesSent, bytesReceived: s.bytesReceived, currentRoundTripTime: s.roundTripTime)
+                           bytesSent: s.bytesSent, bytesReceived: s.bytesReceived, currentRoundTripTime: s.roundTripTime,
+                           availableOutgoingBitrate: availableOutgoingBitrate)
     }
 
     /// A trickled candidate from signaling (`""` ends the candidates); malformed and mDNS ones are ignored.

@@ -84,6 +84,11 @@ public struct PublisherStats: Sendable, Equatable {
     public var videoBitrateBps = 0.0
     /// The encoder's current target (kbit/s), adapted to receiver feedback.
     public var targetBitrateKbps = 0
+    /// The send-side bandwidth estimate of the weakest connection (bits per second, from transport-wide feedback:
+    /// min of the delay-based and loss-based rules), as W3C `availableOutgoingBitrate`; nil before feedback.
+    public var availableOutgoingBitrate: Int?
+    /// That connection's delay-based detector state: "normal", "overusing" (queues grow) or "underusing".
+    public var bandwidthUsage: String?
     /// Keyframe requests (PLI/FIR) and NACKed packets received.
     public var pliCount = 0
     public var nackCount = 0

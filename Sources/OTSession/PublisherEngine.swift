@@ -23,7 +23,12 @@ final class PublisherEngine: @unchecked Sendable {
         var wantsVideo = true
         var fractionLost = 0.0
         var rtt: Duration?
+        /// Loss-based rule on RTCP receiver reports: the fallback while no transport-wide feedback arrives.
         var rate: LossBasedBitrate
+        /// The connection's send-side estimate (delay- and loss-based, from transport-wide feedback).
+        var estimate: BandwidthEstimate?
+        /// What this receiver allows (kbit/s): the estimate when there is one, else the receiver-report rule.
+        var allowedKbps: Int { estimate.map { $0.targetBitrateBps / 1000 } ?? rate.targetKbps }
         var videoReport: RemoteInboundReport?
         var audioReport: RemoteInboundReport?
         var rttTotal = Duration.zero
@@ -116,7 +121,9 @@ final class PublisherEngine: @unchecked Sendable {
         if let capturer {
             var enc = VP8EncoderConfig(width: videoWidth, height: videoHeight, bitrateKbps: targetKbps, framerate: fps)
             enc.keyframeInterval = max(enc.keyframeInterval, fps * 10)
-            video = try VideoSendPipeline(config: VideoSendConfig(ssrc: videoSSRC, encoder: enc), transform: settings.frameTransform)
+            // Packets carry a transport-wide sequence number (each connection renumbers it) for bandwidth estimation.
+            video = try VideoSendPipeline(config: VideoSendConfig(ssrc: videoSSRC, encoder: enc, extensionIds: Self.extensionIds),
+                                          transform: settings.frameTransform, transportSequence: TransportSequenceCounter())
             let sink = CaptureSink(converter: PixelFormatConverter()) { [weak self] frame in self?.frameCaptured(frame) }
             do {
                 try capturer.initCapture(consumer: sink)
@@ -130,7 +137,8 @@ final class PublisherEngine: @unchecked Sendable {
         if let audioDevice {
             var opus = OpusEncoderConfig(sampleRate: audioDevice.captureSettings.sampleRate, channels: audioDevice.captureSettings.channels)
             opus.bitrateBps = settings.audioBitrateBps
-            audio = try AudioSendPipeline(config: AudioSendConfig(ssrc: audioSSRC, opus: opus), transform: settings.frameTransform)
+            audio = try AudioSendPipeline(config: AudioSendConfig(ssrc: audioSSRC, opus: opus, extensionIds: Self.extensionIds),
+                                          transform: settings.frameTransform, transportSequence: TransportSequenceCounter())
             let sink = PublisherAudioSink(engine: self)
             audioDevice.setCaptureSink(sink)
             do { try audioDevice.startCapture() } catch {
@@ -194,11 +202,19 @@ final class PublisherEngine: @unchecked Sendable {
 
     // MARK: peers (on queue)
 
+    static let extensionIds = RTPHeaderExtensionIds(transportSequenceNumber: SDPNegotiation.transportCCExtensionId)
+
     private func linkConfig() -> PeerConnectionConfig {
         let sid = stream?.id ?? "ot"
-        return PeerConnectionConfig(
+        var c = PeerConnectionConfig(
             audioTrack: audio != nil ? SDPLocalTrack(ssrc: audioSSRC, streamID: sid, trackID: "audio-\(audioSSRC)", cname: "ot-\(sid)") : nil,
             videoTrack: video != nil ? SDPLocalTrack(ssrc: videoSSRC, streamID: sid, trackID: "video-\(videoSSRC)", cname: "ot-\(sid)") : nil)
+        if video != nil {
+            c.bandwidthEstimation = BandwidthEstimatorConfig(startBitrateBps: settings.startBitrateKbps * 1000,
+                                                             minBitrateBps: settings.minBitrateKbps * 1000,
+                                                             maxBitrateBps: settings.maxBitrateKbps * 1000)
+        }
+        return c
     }
 
     private func currentSettings() throws -> SessionSettings {
@@ -365,15 +381,24 @@ final class PublisherEngine: @unchecked Sendable {
             } else if b.ssrc == audioSSRC {
                 p.audioReport = report
             }
+        case .bandwidthEstimate(let e):
+            p.estimate = e
+            retarget(p)
         case .iceStateChanged, .rtp, .transportFeedback, .bye:
             break
         }
     }
 
-    /// GCC's loss-based rule per receiver; the encoder follows the weakest one.
+    /// GCC's loss-based rule on receiver reports, for a receiver that sends no transport-wide feedback.
     private func adaptBitrate(_ p: Peer, loss: Double) {
         p.rate.report(fractionLost: loss)
-        let target = videoTargets.map(\.rate.targetKbps).min() ?? p.rate.targetKbps
+        retarget(p)
+    }
+
+    /// The encoder follows the weakest receiver: each allows min(delay-based, loss-based) from its connection's
+    /// send-side estimate (or the receiver-report rule without one).
+    private func retarget(_ p: Peer) {
+        let target = videoTargets.map(\.allowedKbps).min() ?? p.allowedKbps
         if target != targetKbps, let video {
             targetKbps = target
             do { try video.setTargetBitrate(kbps: target) } catch { Log.warn("publisher", "bitrate change refused: \(error)") }
@@ -456,6 +481,9 @@ final class PublisherEngine: @unchecked Sendable {
             s.framesEncoded = v.framesEncoded; s.keyFramesEncoded = v.keyFramesEncoded
             s.targetBitrateKbps = v.targetBitrateKbps
         }
+        let weakest = peers.values.filter(\.connected).compactMap(\.estimate).min { $0.targetBitrateBps < $1.targetBitrateBps }
+        s.availableOutgoingBitrate = weakest?.targetBitrateBps
+        s.bandwidthUsage = weakest?.usage.rawValue
         if let a = audio?.stats { s.audioPacketsSent = a.packetsSent; s.audioBytesSent = a.bytesSent }
         s.videoBitrateBps = videoRate.bitsPerSecond(at: MonotonicClock.now())
         s.pliCount = pliCount
@@ -472,7 +500,9 @@ final class PublisherEngine: @unchecked Sendable {
             b.addOutbound(v, framesPerSecond: nil, remote: worst?.videoReport)
         }
         if let a = audio?.stats { b.addOutbound(a, remote: worst?.audioReport) }
-        for p in peers.values.sorted(by: { $0.id < $1.id }) where p.connected { p.link.addCandidatePair(to: &b, id: String(p.id.prefix(8))) }
+        for p in peers.values.sorted(by: { $0.id < $1.id }) where p.connected {
+            p.link.addCandidatePair(to: &b, id: String(p.id.prefix(8)), availableOutgoingBitrate: p.estimate?.targetBitrateBps)
+        }
         return b.json()
     }
 }

@@ -269,7 +269,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         case .roundTripTime(let d):
             rtt = d
             video?.setRoundTripTime(d)
-        case .keyframeRequested, .nackRequested, .receiverReport, .transportFeedback, .bye, .iceStateChanged:
+        case .keyframeRequested, .nackRequested, .receiverReport, .transportFeedback, .bandwidthEstimate, .bye, .iceStateChanged:
             break
         }
     }

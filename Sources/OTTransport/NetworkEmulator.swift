@@ -14,7 +14,8 @@ public struct LinkConditions: Sendable {
     /// Probability a datagram is held back by `reorderDelay` (so later ones overtake it).
     public var reorder: Double = 0
     public var reorderDelay: Duration = .milliseconds(30)
-    /// Bottleneck rate in bits per second (nil: unlimited), with a drop-tail queue of `queueLimit` bytes.
+    /// Bottleneck rate in bits per second (nil: unlimited): each direction (source IP) is a rate-limited FIFO whose
+    /// backlog delays what follows, dropping at the tail beyond `queueLimit` bytes.
     public var rateBitsPerSecond: Int?
     public var queueLimit = 64 * 1024
     public init() {}
@@ -77,6 +78,13 @@ public struct NetworkEmulator: Sendable {
             order += 1
             inFlight.append((order, EmulatedDatagram(from: from, to: to, bytes: bytes, deliverAt: at)))
         }
+    }
+
+    /// How long a datagram from `ip` sent at `now` would wait in the bottleneck queue before its turn on the link
+    /// (zero without a rate limit or with the queue empty).
+    public func queueDelay(from ip: IPAddress, now: Instant) -> Duration {
+        guard conditions.rateBitsPerSecond != nil, let free = linkFreeAt[ip], free > now else { return .zero }
+        return free - now
     }
 
     /// When the next datagram arrives, if any is in flight.

@@ -29,6 +29,12 @@ public struct PeerConnectionConfig: Sendable {
     public var nack = true
     /// Overrides of the ICE timers (consent, pacing); role, lite and credentials are set by the connection.
     public var ice: (@Sendable (inout ICEConfig) -> Void)?
+    /// Run a send-side bandwidth estimator on transport-wide feedback for what we send (nil: none). Stamping
+    /// transport-wide sequence numbers and sending feedback for what we receive happen whenever the extension
+    /// is negotiated.
+    public var bandwidthEstimation: BandwidthEstimatorConfig?
+    /// How often transport-wide feedback goes out while packets carrying the extension arrive.
+    public var transportFeedbackInterval: Duration = .milliseconds(50)
 
     public init(audio: Bool = true, video: Bool = true, audioTrack: SDPLocalTrack? = nil, videoTrack: SDPLocalTrack? = nil, iceLite: Bool = false) {
         self.audio = audio; self.video = video; self.audioTrack = audioTrack; self.videoTrack = videoTrack; self.iceLite = iceLite
@@ -60,6 +66,8 @@ public enum PeerConnectionEvent: Sendable, Equatable {
     case receiverReport(RTCPReportBlock)
     /// Transport-wide congestion control feedback from the peer.
     case transportFeedback(TransportCCFeedback)
+    /// The send-side bandwidth estimate changed (target or detector state), with `bandwidthEstimation` on.
+    case bandwidthEstimate(BandwidthEstimate)
     /// The peer said goodbye for an SSRC.
     case bye(ssrc: UInt32)
 }
@@ -86,6 +94,15 @@ public struct PeerConnectionStats: Sendable, Equatable {
     /// Packets given to `sendRTP` that were not RTP, dropped.
     public var malformedSends = 0
     public var roundTripTime: Duration?
+    /// NACKed packets not resent because retransmissions were over their share of the bandwidth estimate.
+    public var retransmissionsSkipped = 0
+    /// Transport-wide feedback messages sent (for what we receive) and received (for what we send).
+    public var transportFeedbackSent = 0
+    public var transportFeedbackReceived = 0
+    /// The send-side estimate (bits per second), as W3C `RTCIceCandidatePairStats.availableOutgoingBitrate`.
+    public var availableOutgoingBitrate: Int?
+    /// The delay-based detector's state behind that estimate.
+    public var bandwidthUsage: BandwidthUsage?
     public init() {}
 }
 
@@ -130,6 +147,18 @@ public final class PeerConnection {
     private var candidatesCompleteSignalled = false
     /// Our description was made (candidates after it are trickled).
     private var describedLocally = false
+    /// Transport-wide congestion control: the negotiated extension id, our numbering of what we send, the
+    /// recorder of what we receive (and the remote SSRC its feedback names), when feedback is next due.
+    private var transportCCId: UInt8?
+    private var transportSequence: UInt16 = 1
+    private var transportCC = TransportCCRecorder()
+    private var transportCCMediaSSRC: UInt32 = 0
+    private var feedbackDue: Instant?
+    private var estimator: SendSideBandwidthEstimator?
+    private var retransmitBudget = 0.0
+    private var retransmitBudgetAt: Instant?
+    /// The send-side bandwidth estimate, with `bandwidthEstimation` on and feedback received.
+    public private(set) var bandwidthEstimate: BandwidthEstimate?
 
     public init(config: PeerConnectionConfig, certificate: DTLSCertificate? = nil, now: Instant) throws {
         self.config = config
@@ -145,6 +174,7 @@ public final class PeerConnection {
         rc.nack = config.nack
         rc.seed = config.seed
         rtpSession = RTPSession(config: rc, now: now)
+        estimator = config.bandwidthEstimation.map { SendSideBandwidthEstimator(config: $0) }
     }
 
     // MARK: candidates and descriptions
@@ -331,6 +361,8 @@ public final class PeerConnection {
     private func start(_ neg: SDPNegotiated, agent: ICEAgent, now: Instant) throws {
         guard !neg.media.isEmpty else { throw OTError(.invalidParameter, "SDP: no media section was agreed") }
         negotiated = neg
+        let twcc = neg.media.lazy.flatMap(\.extmaps).first { $0.uri == SDPNegotiation.transportCCExtension }
+        if let id = twcc?.id, (1...255).contains(id) { transportCCId = UInt8(id) }
         for m in neg.media {
             clockRates[m.codec.payloadType] = m.codec.clockRate
             if let rtx = m.rtxPayloadType { clockRates[rtx] = m.codec.clockRate }
@@ -374,14 +406,43 @@ public final class PeerConnection {
     public func sendRTP(_ packet: inout [UInt8], now: Instant) -> Bool {
         guard let srtp, let transport else { stats.sendsBeforeConnected += 1; return false }
         guard let h = Self.header(packet) else { stats.malformedSends += 1; return false }
+        // This connection's transport-wide number, over whatever the packet carried (a router forwards packets
+        // numbered for the publisher's uplink).
+        let twccSequence = stampTransportSequence(&packet)
         rtpSession.sent(ssrc: h.ssrc, sequence: h.seq, rtpTimestamp: h.ts, clockRate: clockRates[h.pt] ?? 90000,
                         payloadBytes: max(0, packet.count - 12), packet: packet, now: now)
         stats.packetsSent += 1
         stats.bytesSent += packet.count
         do { try srtp.protectRTP(&packet) } catch { stats.srtpErrors += 1; return false }
+        if let seq = twccSequence { estimator?.packetSent(sequence: seq, size: packet.count, at: now) }
         transport.sendMedia(packet)
         drainTransport()
         return true
+    }
+
+    /// With an estimator, NACK answers may use at most `retransmissionShare` of the estimate (a token bucket holding
+    /// 250 ms of it): under congestion, resending everything that was dropped would only fill the queue further.
+    private func retransmissionAllowed(bytes: Int, now: Instant) -> Bool {
+        guard let target = estimator?.targetBitrateBps else { return true }
+        let rate = Double(target) * Self.retransmissionShare / 8
+        let elapsed = retransmitBudgetAt.map { Double(max(now - $0, .zero).microseconds) / 1_000_000 } ?? 0.25
+        retransmitBudgetAt = now
+        retransmitBudget = min(retransmitBudget + rate * elapsed, max(rate / 4, 2 * 1300))
+        guard retransmitBudget >= Double(bytes) else { return false }
+        retransmitBudget -= Double(bytes)
+        return true
+    }
+
+    static let retransmissionShare = 0.2
+
+    /// Writes this connection's next transport-wide sequence number into a plain RTP packet that carries the
+    /// negotiated extension; returns it (nil: no extension).
+    private func stampTransportSequence(_ packet: inout [UInt8]) -> UInt16? {
+        guard let id = transportCCId, let at = TransportWideSequenceNumber.valueOffset(in: packet, id: id) else { return nil }
+        let seq = transportSequence
+        transportSequence &+= 1
+        packet[at] = UInt8(seq >> 8); packet[at + 1] = UInt8(truncatingIfNeeded: seq)
+        return seq
     }
 
     /// Protects and sends an RTCP compound packet we built (e.g. a receiver's NACK from the media pipeline).
@@ -458,16 +519,28 @@ public final class PeerConnection {
         }
         transport?.handleTimeout(now: now)
         if srtp != nil { rtpSession.handleTimeout(now: now) }
+        if let due = feedbackDue, due <= now { sendTransportFeedback() }
         pump(now: now)
+    }
+
+    /// Queues transport-wide feedback for what arrived since the last one (sent by the next `pump`).
+    private func sendTransportFeedback() {
+        feedbackDue = nil
+        guard srtp != nil, let fb = transportCC.feedback(senderSSRC: rtpSession.config.localSSRCs.first ?? 0,
+                                                          mediaSSRC: transportCCMediaSSRC) else { return }
+        rtpSession.sendTransportFeedback(fb)
+        stats.transportFeedbackSent += 1
     }
 
     public func pollTransmit() -> ICETransmit? { transmits.pop() }
     public func pollEvent() -> PeerConnectionEvent? { events.pop() }
     public func pollTimeout() -> Instant? {
-        let a = transport?.pollTimeout() ?? ice?.pollTimeout(), b = srtp != nil ? rtpSession.pollTimeout() : nil
-        guard let a else { return b }
-        guard let b else { return a }
-        return min(a, b)
+        func earliest(_ a: Instant?, _ b: Instant?) -> Instant? {
+            guard let a else { return b }
+            guard let b else { return a }
+            return min(a, b)
+        }
+        return earliest(earliest(transport?.pollTimeout(), srtp != nil ? rtpSession.pollTimeout() : nil), feedbackDue)
     }
 
     /// Collects the agent's output before the transport exists (gathering): STUN requests and candidates.
@@ -502,8 +575,16 @@ public final class PeerConnection {
         }
         if let srtp {
             while let r = rtpSession.pollRetransmission() {
+                guard retransmissionAllowed(bytes: r.count, now: now) else { stats.retransmissionsSkipped += 1; continue }
                 var p = r
-                if (try? srtp.protectRTP(&p)) != nil { transport.sendMedia(p); stats.retransmissionsSent += 1 } else { stats.srtpErrors += 1 }
+                // A retransmission is a new packet on the transport: it gets its own transport-wide number, so the
+                // estimator counts it in what the link carries.
+                let twcc = stampTransportSequence(&p)
+                if (try? srtp.protectRTP(&p)) != nil {
+                    if let seq = twcc { estimator?.packetSent(sequence: seq, size: p.count, at: now) }
+                    transport.sendMedia(p)
+                    stats.retransmissionsSent += 1
+                } else { stats.srtpErrors += 1 }
             }
             while let r = rtpSession.pollRTCP() {
                 var p = r
@@ -513,14 +594,29 @@ public final class PeerConnection {
         while let e = rtpSession.pollEvent() {
             switch e {
             case .keyframeRequested(let s): stats.keyframeRequestsReceived += 1; events.push(.keyframeRequested(ssrc: s))
-            case .roundTripTime(let d): stats.roundTripTime = d; events.push(.roundTripTime(d))
+            case .roundTripTime(let d):
+                stats.roundTripTime = d
+                estimator?.updateRoundTripTime(d)
+                events.push(.roundTripTime(d))
             case .receiverReport(let b): events.push(.receiverReport(b))
             case .bye(let s): events.push(.bye(ssrc: s))
-            case .transportFeedback(let f): events.push(.transportFeedback(f))
+            case .transportFeedback(let f):
+                stats.transportFeedbackReceived += 1
+                events.push(.transportFeedback(f))
+                if estimator != nil { estimate(f, now: now) }
             }
         }
         drainTransport()
         checkCandidatesComplete()
+    }
+
+    private func estimate(_ f: TransportCCFeedback, now: Instant) {
+        guard let e = estimator?.handleFeedback(f, now: now) else { return }
+        stats.availableOutgoingBitrate = e.targetBitrateBps
+        stats.bandwidthUsage = e.usage
+        let changed = bandwidthEstimate.map { $0.targetBitrateBps != e.targetBitrateBps || $0.usage != e.usage } ?? true
+        bandwidthEstimate = e
+        if changed { events.push(.bandwidthEstimate(e)) }
     }
 
     private func ice(_ e: ICEEvent) {
@@ -568,6 +664,11 @@ public final class PeerConnection {
         stats.packetsReceived += 1
         stats.bytesReceived += p.count
         rtpSession.received(ssrc: h.ssrc, sequence: h.seq, rtpTimestamp: h.ts, clockRate: clockRates[h.pt] ?? 90000, now: now)
+        if let id = transportCCId, let at = TransportWideSequenceNumber.valueOffset(in: p, id: id) {
+            transportCC.record(sequence: UInt16(p[at]) << 8 | UInt16(p[at + 1]), arrival: now)
+            if transportCCMediaSSRC == 0 { transportCCMediaSSRC = h.ssrc }
+            if feedbackDue == nil { feedbackDue = now + config.transportFeedbackInterval }
+        }
         events.push(.rtp(p))
     }
 

@@ -1,42 +1,73 @@
 import OTBase
 import OTWire
 
-/// Receiver side of transport-wide congestion control: records the transport-wide sequence number
-/// (from the RTP header extension) and arrival time of each packet, and builds the RTCP feedback.
+/// Receiver side of transport-wide congestion control: records the transport-wide sequence number (from the RTP
+/// header extension) and arrival time of each packet in a fixed ring (nothing allocated per packet), and builds
+/// the RTCP feedback. A packet that arrives after a feedback reported it missing (reordered by more than the
+/// feedback interval) reopens reporting from it, so the sender learns it was not lost.
 public struct TransportCCRecorder: Sendable {
+    private var sequences: [Int64]
+    private var arrivals: [Int64]
+    private let mask: Int
     private var unwrapper = SequenceUnwrapper()
-    private var arrivals: [Int64: Instant] = [:]
-    /// First sequence number not yet reported.
+    private var highest: Int64 = .min
+    /// First sequence number the next feedback covers.
     private var nextToReport: Int64?
     private var feedbackCount: UInt8 = 0
     /// Most packets one feedback covers.
     public var maxPacketsPerFeedback = 1000
+    /// How many sequence numbers back a late arrival may reopen reporting.
+    public var lateWindow = 512
 
-    public init() {}
+    /// Keeps the latest `capacity` arrivals (rounded up to a power of two, at least 2048).
+    public init(capacity: Int = 4096) {
+        var cap = 2048
+        while cap < capacity { cap <<= 1 }
+        sequences = Array(repeating: -1, count: cap)
+        arrivals = Array(repeating: 0, count: cap)
+        mask = cap - 1
+    }
 
-    /// Records a packet's transport-wide sequence number and arrival time.
+    /// Records a packet's transport-wide sequence number and arrival time (a duplicate keeps the first arrival).
     public mutating func record(sequence: UInt16, arrival: Instant) {
         let ext = unwrapper.unwrap(sequence)
-        if let n = nextToReport, ext < n { return }  // already reported
-        if nextToReport == nil { nextToReport = ext }
-        arrivals[ext] = arrival
-        if arrivals.count > 4 * maxPacketsPerFeedback, let lo = arrivals.keys.min() { arrivals[lo] = nil }
+        if highest != .min, ext <= highest - Int64(sequences.count) { return }  // older than the ring holds
+        let i = Int(ext & Int64(mask))
+        if sequences[i] == ext { return }
+        if let n = nextToReport {
+            if ext < n {
+                guard n - ext <= Int64(lateWindow) else { return }
+                nextToReport = ext  // reported missing: report again from here
+            }
+        } else {
+            nextToReport = ext
+        }
+        sequences[i] = ext
+        arrivals[i] = arrival.micros
+        highest = max(highest, ext)
+    }
+
+    private func arrival(_ seq: Int64) -> Int64? {
+        let i = Int(seq & Int64(mask))
+        return sequences[i] == seq ? arrivals[i] : nil
     }
 
     /// Feedback for everything recorded since the last call (nil when nothing new arrived).
     public mutating func feedback(senderSSRC: UInt32, mediaSSRC: UInt32) -> TransportCCFeedback? {
-        guard let start = nextToReport, let end = arrivals.keys.max(), end >= start,
-              let firstArrival = arrivals[start] ?? arrivals.filter({ $0.key >= start }).min(by: { $0.key < $1.key })?.value else { return nil }
-        let last = min(end, start + Int64(maxPacketsPerFeedback) - 1)
-        // Reference time: multiples of 64 ms; deltas in 250 µs ticks from it.
-        let refTicks = firstArrival.micros / 64_000
+        guard let start = nextToReport, highest >= start else { return nil }
+        let last = min(highest, start + Int64(max(1, maxPacketsPerFeedback)) - 1)
+        var firstArrival: Int64?
+        var s = start
+        while s <= last, firstArrival == nil { firstArrival = arrival(s); s += 1 }
+        // Reference time: multiples of 64 ms; deltas in 250 µs ticks from it, then from each previous arrival.
+        let refTicks = (firstArrival ?? arrival(highest) ?? 0) / 64_000
         var previous = refTicks * 64_000
         var deltas: [Int32?] = []
         deltas.reserveCapacity(Int(last - start + 1))
         var seq = start
         while seq <= last {
-            if let at = arrivals.removeValue(forKey: seq) {
-                let d = (at.micros - previous) / 250
+            if let at = arrival(seq) {
+                let d = (at - previous) / 250
                 deltas.append(Int32(clamping: d))
                 previous += d * 250
             } else {

@@ -260,6 +260,37 @@ public enum TransportWideSequenceNumber {
         guard value.count == 2 else { throw WireError("transport-wide sequence number is \(value.count) bytes, expected 2") }
         return UInt16(value[value.startIndex]) << 8 | UInt16(value[value.startIndex + 1])
     }
+
+    /// Where the 2-byte value of extension `id` sits in a serialized RTP packet (RFC 8285 one- or two-byte
+    /// form), without parsing or copying: the transport reads or stamps it in place. Nil when absent or malformed.
+    public static func valueOffset(in p: [UInt8], id: UInt8) -> Int? {
+        guard p.count >= 12, p[0] >> 6 == 2, p[0] & 0x10 != 0, id != 0 else { return nil }
+        let start = 12 + 4 * Int(p[0] & 0x0F)
+        guard p.count >= start + 4 else { return nil }
+        let profile = UInt16(p[start]) << 8 | UInt16(p[start + 1])
+        let end = start + 4 + 4 * (Int(p[start + 2]) << 8 | Int(p[start + 3]))
+        guard end <= p.count else { return nil }
+        var i = start + 4
+        if profile == RTPHeaderExtensions.oneByteProfile {
+            while i < end {
+                let b = p[i]
+                if b == 0 { i += 1; continue }
+                let elementID = b >> 4, length = Int(b & 0x0F) + 1
+                if elementID == 15 { return nil }
+                if elementID == id { return length == 2 && i + 3 <= end ? i + 1 : nil }
+                i += 1 + length
+            }
+        } else if profile & 0xFFF0 == 0x1000 {
+            while i + 1 < end {
+                let elementID = p[i]
+                if elementID == 0 { i += 1; continue }
+                let length = Int(p[i + 1])
+                if elementID == id { return length == 2 && i + 4 <= end ? i + 2 : nil }
+                i += 2 + length
+            }
+        }
+        return nil
+    }
 }
 
 /// Client-to-mixer audio level (RFC 6464): voice-activity flag and level in -dBov (0...127).

@@ -69,6 +69,8 @@ public enum SDPNegotiation {
     public static let midExtension = "urn:ietf:params:rtp-hdrext:sdes:mid"
     public static let transportCCExtension = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
     static let supportedExtensions = [midExtension, transportCCExtension]
+    /// The id our offers give the transport-wide sequence number (answers to them keep it): senders write it there.
+    public static let transportCCExtensionId = UInt8(truncatingIfNeeded: (supportedExtensions.firstIndex(of: transportCCExtension) ?? 0) + 1)
     static let videoFeedback = ["nack", "nack pli", "ccm fir", "transport-cc"]
     static let audioFeedback = ["transport-cc"]
 

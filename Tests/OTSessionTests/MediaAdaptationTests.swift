@@ -1,5 +1,6 @@
 import OTTransport
 import XCTest
+import OTTransport
 @testable import OTSession
 
 /// The publisher's loss-based bitrate rule and the relayed subscriber's audio-fallback settings.

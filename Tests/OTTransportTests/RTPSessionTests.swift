@@ -196,6 +196,45 @@ final class TransportCCRecorderTests: XCTestCase {
         XCTAssertEqual(next.baseSequence, 3)
         XCTAssertEqual(next.feedbackCount, 1)
     }
+
+    func testAPacketReportedMissingThatArrivesLateIsReportedAgain() throws {
+        var r = TransportCCRecorder()
+        let t0 = Instant(micros: 6_400_000)
+        r.record(sequence: 10, arrival: t0)
+        r.record(sequence: 12, arrival: t0 + .milliseconds(2))
+        let first = try XCTUnwrap(r.feedback(senderSSRC: 1, mediaSSRC: 2))
+        XCTAssertEqual(first.deltas.map { $0 != nil }, [true, false, true], "11 is missing so far")
+        r.record(sequence: 11, arrival: t0 + .milliseconds(30))  // reordered by more than the feedback interval
+        r.record(sequence: 13, arrival: t0 + .milliseconds(31))
+        let second = try XCTUnwrap(r.feedback(senderSSRC: 1, mediaSSRC: 2))
+        XCTAssertEqual(second.baseSequence, 11, "reporting reopens at the late packet")
+        XCTAssertEqual(second.deltas.map { $0 != nil }, [true, true, true])
+        XCTAssertEqual(try RTCP.parse(RTCP.serialize([.transportCC(second)])), [.transportCC(second)])
+
+        // The sender's side counts 11 as lost after the first feedback and takes it back after the second.
+        var adapter = TransportFeedbackAdapter()
+        for s in UInt16(10)...13 { adapter.sent(sequence: s, size: 1000, at: t0 - .milliseconds(20) + .milliseconds(Int64(s))) }
+        adapter.process(first)
+        XCTAssertEqual(adapter.lost, 1)
+        XCTAssertEqual(adapter.acked.count, 2)
+        adapter.process(second)
+        XCTAssertEqual(adapter.lost, -1, "the packet thought lost arrived")
+        XCTAssertEqual(adapter.acked.count, 2, "11 and 13; 12 was acknowledged already")
+        XCTAssertEqual(adapter.acked.map(\.sendMicros), [t0.micros - 9_000, t0.micros - 7_000])
+        XCTAssertEqual(adapter.acked.map(\.arrivalMicros), [t0.micros + 30_000, t0.micros + 31_000])
+    }
+
+    func testOldAndDuplicateArrivalsDoNotReopenReporting() throws {
+        var r = TransportCCRecorder()
+        let t0 = Instant(micros: 1_000_000)
+        for s in UInt16(0)..<2000 { r.record(sequence: s, arrival: t0 + .microseconds(Int64(s) * 100)) }
+        _ = try XCTUnwrap(r.feedback(senderSSRC: 1, mediaSSRC: 2))
+        _ = try XCTUnwrap(r.feedback(senderSSRC: 1, mediaSSRC: 2))  // 1000 per feedback
+        XCTAssertNil(r.feedback(senderSSRC: 1, mediaSSRC: 2))
+        r.record(sequence: 5, arrival: t0 + .seconds(1))      // far behind: ignored
+        r.record(sequence: 1999, arrival: t0 + .seconds(1))   // duplicate: ignored
+        XCTAssertNil(r.feedback(senderSSRC: 1, mediaSSRC: 2))
+    }
 }
 
 final class FIFOTests: XCTestCase {

@@ -1,0 +1,61 @@
+import Foundation
+import OTBase
+import OTMedia
+import OTServer
+import OTSession
+import OTWire
+import OTTestSupport
+import XCTest
+
+/// Transport-wide feedback through the real session stack (loopback sockets, real time): the receiving side of the
+/// publisher's connection (the media router, or the relayed subscriber) sends feedback, the publisher's estimate
+/// appears in its stats and drives the encoder's target. Nothing here is a timing assertion; the estimator's
+/// behaviour under a bottleneck is tested on the emulator (BandwidthEstimatorTests, PeerConnectionCongestionTests).
+final class BandwidthEstimationTests: XCTestCase {
+    private func subscribeAndWaitForEstimate(relayed: Bool) throws -> (PublisherStats, String, MediaRouter?, String) {
+        let server = try TestServer()
+        let router = relayed ? nil : try MediaRouter()
+        server.server.mediaRouting = router
+        defer { router?.stop() }
+        let sid = try server.session(relayed: relayed)
+        let (a, _) = try server.client(sid, name: "A")
+        let (b, bRec) = try server.client(sid, name: "B")
+        defer { try? a.disconnect(); try? b.disconnect() }
+        let pubRec = MediaRecorder("publisher")
+        let publisher = try tonePublisher(pubRec)
+        try a.publish(publisher)
+        pubRec.wait("streamCreated") { $0.events.contains { if case .streamCreated = $0 { true } else { false } } }
+        let stream = try XCTUnwrap(publisher.stream)
+        bRec.wait("stream at B") { $0.contains(.streamCreated(stream)) }
+        let subRec = MediaRecorder("subscriber")
+        try b.subscribe(Subscriber(stream: stream, delegate: subRec))
+        subRec.waitForFrames(10)
+        pubRec.wait("a bandwidth estimate in the publisher's stats") { $0.publisherStats.last?.availableOutgoingBitrate != nil }
+        let stats = publisher.stats
+        if let router {
+            let uplink = try XCTUnwrap(router.publisherStats(streamId: stream.id))
+            XCTAssertGreaterThan(uplink.transportFeedbackSent, 0, "the router sends transport-wide feedback for the uplink")
+        }
+        return (stats, publisher.rtcStatsReport(), router, stream.id)
+    }
+
+    private func check(_ stats: PublisherStats, _ report: String, label: String) throws {
+        let estimate = try XCTUnwrap(stats.availableOutgoingBitrate, label)
+        XCTAssertGreaterThanOrEqual(estimate, 100_000, "\(label): within the publisher's bounds")
+        XCTAssertLessThanOrEqual(estimate, 2_000_000, label)
+        XCTAssertEqual(stats.targetBitrateKbps, estimate / 1000, "\(label): the encoder follows the estimate")
+        XCTAssertTrue(["normal", "overusing", "underusing"].contains(stats.bandwidthUsage ?? ""), "\(label): \(stats)")
+        XCTAssertTrue(report.contains("\"candidate-pair\""), report)
+        XCTAssertTrue(report.contains("\"availableOutgoingBitrate\""), report)
+    }
+
+    func testRoutedPublisherEstimatesFromTheRoutersFeedback() throws {
+        let (stats, report, _, _) = try subscribeAndWaitForEstimate(relayed: false)
+        try check(stats, report, label: "routed")
+    }
+
+    func testRelayedPublisherEstimatesFromTheSubscribersFeedback() throws {
+        let (stats, report, _, _) = try subscribeAndWaitForEstimate(relayed: true)
+        try check(stats, report, label: "relayed")
+    }
+}
