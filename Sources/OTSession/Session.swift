@@ -89,6 +89,8 @@ public final class Session: @unchecked Sendable {
     private var socket: WebSocketClient?
     private var generation = 0
     private var completions: [Int: @Sendable (Result<RequestReply, OTError>) -> Void] = [:]
+    /// Fires at the signaling machine's next deadline (connect or disconnect timeout); cancelled when none is left.
+    private var tickTimer: (any DispatchSourceTimer)?
     /// The publisher, subscribers and their media signaling (SessionMedia.swift).
     let media = SessionMedia()
 
@@ -104,6 +106,7 @@ public final class Session: @unchecked Sendable {
     deinit {
         if machine.status == .connected { socket?.send(SignalingCodec.encode(ClientMessage.disconnect)) }
         socket?.close()
+        tickTimer?.cancel()
     }
 
     public var delegate: SessionDelegate? {
@@ -138,14 +141,16 @@ public final class Session: @unchecked Sendable {
             let ws = WebSocketClient(endpoint: endpoint, pingInterval: settings.pingInterval) { [weak self] ev in self?.socketEvent(ev, gen) }
             socket = ws
             ws.start()
+            scheduleTick()
         }
-        scheduleTick(after: settings.connectTimeout)
     }
 
     /// Disconnects; `sessionDidDisconnect` follows. Throws 1010 when not connected or connecting.
     public func disconnect() throws {
-        try lock.withLock { apply(try machine.disconnect(now: MonotonicClock.now())) }
-        scheduleTick(after: .seconds(3))
+        try lock.withLock {
+            apply(try machine.disconnect(now: MonotonicClock.now()))
+            scheduleTick()
+        }
     }
 
     /// Sends a signal to every connection (the sender included) or to one. The type (at most 128 of
@@ -275,12 +280,35 @@ public final class Session: @unchecked Sendable {
         }
     }
 
-    private func scheduleTick(after d: Duration) {
-        let ns = max(0, d.microseconds) * 1000 + 1_000_000
-        delegateQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(ns))) { [weak self] in
-            guard let self else { return }
-            lock.withLock { apply(machine.tick(now: MonotonicClock.now())) }
+    /// Arms the timeout timer for the machine's next deadline (lock held). One timer per session, re-armed rather than
+    /// queued again, and cancelled once no deadline is left, so a closed session leaves nothing pending on a queue.
+    private func scheduleTick() {
+        guard let deadline = machine.nextDeadline else { cancelTickIfIdle(); return }
+        let wait = max(0, (deadline - MonotonicClock.now()).microseconds) + 1000
+        if let t = tickTimer {
+            t.schedule(deadline: .now() + .microseconds(Int(wait)), leeway: .milliseconds(1))
+            return
         }
+        let timer = DispatchSource.makeTimerSource(queue: delegateQueue)
+        timer.schedule(deadline: .now() + .microseconds(Int(wait)), leeway: .milliseconds(1))
+        timer.setEventHandler { [weak self] in
+            guard let self else { return }
+            lock.withLock {
+                let now = MonotonicClock.now()
+                apply(machine.tick(now: now))
+                // Fired early (timer leeway): wait for the rest; a deadline already past was handled by `tick`.
+                if let d = machine.nextDeadline, d > now { scheduleTick() } else { tickTimer?.cancel(); tickTimer = nil }
+            }
+        }
+        timer.resume()
+        tickTimer = timer
+    }
+
+    /// Cancels the timeout timer when the machine has no deadline left (lock held).
+    private func cancelTickIfIdle() {
+        guard machine.nextDeadline == nil, let t = tickTimer else { return }
+        t.cancel()
+        tickTimer = nil
     }
 
     /// Socket events are decoded and applied on the session's queue, keeping the shared IO
@@ -323,6 +351,7 @@ public final class Session: @unchecked Sendable {
                 media.received(m)
             }
         }
+        cancelTickIfIdle()
     }
 
     private func deliver(_ e: SessionEvent) {
