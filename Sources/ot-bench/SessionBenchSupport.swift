@@ -1,4 +1,4 @@
-import COTAllocCounter
+import COTHeapUsage
 import Foundation
 import Glibc
 import OTBase
