@@ -1,3 +1,4 @@
+import COTHeapUsage
 import Foundation
 import Glibc
 import OTBase
@@ -55,7 +56,7 @@ func publishSubscribeCycle(_ server: BenchServer, _ sid: String, frames: Int = 3
     try disconnect()
 }
 
-/// `ot-bench cycles [--count 100] [--relayed] [--phase connect|publish|subscribe]`: repeated publish/subscribe
+/// `ot-bench cycles [--count 100] [--relayed] [--phase connect|publish|subscribe] [--idle 6] [--trim]`: repeated publish/subscribe
 /// cycles; open fds, threads, RSS and heap in use after a warm-up and at the end. Passes when fds and threads return to their warm-up level (fds ± 2,
 /// threads ± 4: lazily made runtime threads) and RSS grows by at most 64 KiB per cycle on average.
 func runCyclesBenchmark(_ args: [String]) throws {
@@ -63,31 +64,40 @@ func runCyclesBenchmark(_ args: [String]) throws {
     let relayed = args.contains("--relayed")
     guard let phase = CyclePhase(rawValue: option(args, "--phase", "subscribe")) else { throw BenchError("--phase wants connect, publish or subscribe") }
     let warmup = 10  // allocator arenas and runtime threads are made over the first cycles
-    // Idle time before the warm-up and end samples: Dispatch ends worker threads idle for a few seconds, and what a
-    // thread holds (its malloc tcache, runtime caches) goes with it; sampling both ends idle compares like with like.
+    // Two samples at each end. Busy: right after the cycles, with Dispatch's worker threads still alive (RSS is
+    // compared there: threads that end and come back take and give back their stacks and arenas' pages). Idle: after
+    // `--idle` seconds, when Dispatch has ended its idle workers and what a thread held (its malloc cache, runtime
+    // caches) went with it (the heap in use is compared there).
     let idleSeconds = try intOption(args, "--idle", 6)
+    // --trim: malloc_trim(0) before the idle samples, to tell memory malloc keeps free from memory in use.
+    let trim = args.contains("--trim")
     let rssBoundPerCycle = 64 * 1024
     let steps = ["connect": "connect/disconnect", "publish": "connect/publish/unpublish/disconnect",
                  "subscribe": "connect/publish/subscribe/3 frames/unsubscribe/unpublish/disconnect"][phase.rawValue] ?? ""
-    print("cycles: \(warmup) warm-up + \(count) \(steps) cycles, \(relayed ? "relayed" : "routed")")
+    print("cycles: \(warmup) warm-up + \(count) \(steps) cycles, \(relayed ? "relayed" : "routed")"
+          + (trim ? "; malloc_trim(0) before the idle samples" : ""))
     let server = try BenchServer()
     defer { server.stop() }
     let sid = try server.session(relayed: relayed)
-    func settle(to base: ProcessResources?) {
+    func settle(to base: ProcessResources?) -> (busy: ProcessResources, idle: ProcessResources) {
         // Released resources go away asynchronously (IO threads join, the router drops peers): wait for them.
         waitUntil(5) {
             let r = ProcessResources.sample()
             return server.router.peerCount == 0 && server.server.mediaPeerCount == 0
                 && (base.map { r.fds <= $0.fds && r.threads <= $0.threads } ?? true)
         }
+        usleep(200_000)
+        let busy = ProcessResources.sample()
         usleep(UInt32(idleSeconds) * 1_000_000)
+        if trim { _ = ot_heap_trim() }
+        return (busy, ProcessResources.sample())
     }
     let start = ProcessResources.sample()
     print("start:                    \(start)")
     for _ in 0..<warmup { try publishSubscribeCycle(server, sid, phase: phase) }
-    settle(to: nil)
-    let base = ProcessResources.sample()
-    print("after \(warmup) warm-up cycles, \(idleSeconds) s idle:  \(base)")
+    let (base, baseIdle) = settle(to: nil)
+    print("after \(warmup) warm-up cycles:  \(base)")
+    print("  then \(idleSeconds) s idle:          \(baseIdle)")
     let t0 = monotonicSeconds()
     var samples: [(Int, ProcessResources)] = []
     var objects: [CycleObjects] = []
@@ -101,17 +111,19 @@ func runCyclesBenchmark(_ args: [String]) throws {
             print("after \(pad("\(i)", 4)) cycles:         \(r)  (\(fmt((monotonicSeconds() - t0) / Double(i), 2)) s/cycle)")
         }
     }
-    settle(to: base)
-    let end = ProcessResources.sample()
+    let (end, endIdle) = settle(to: base)
     let growth = end.rssBytes - base.rssBytes
-    print("end (\(idleSeconds) s idle):          \(end)")
+    print("end (settled):            \(end)")
+    print("  then \(idleSeconds) s idle:          \(endIdle)")
     let survivors = objects.flatMap(\.alive)
     let tracked = [CyclePhase.connect: 2, .publish: 3, .subscribe: 4][phase] ?? 4
     print("objects still alive after their cycle: \(survivors.count) of \(tracked * count)"
           + (survivors.isEmpty ? "" : " (\(Dictionary(grouping: survivors, by: { $0 }).map { "\($0.key) \($0.value.count)" }.sorted().joined(separator: ", ")))"))
     print("router peers \(server.router.peerCount), server media peers \(server.server.mediaPeerCount)")
-    print("heap in use growth over \(count) cycles: \(whole(Double(end.heapInUse - base.heapInUse) / 1024)) KiB = "
-          + "\(fmt(Double(end.heapInUse - base.heapInUse) / 1024 / Double(count))) KiB per cycle")
+    let heapGrowth = Double(endIdle.heapInUse - baseIdle.heapInUse) / 1024
+    print("heap in use growth over \(count) cycles (idle samples): \(whole(heapGrowth)) KiB = \(fmt(heapGrowth / Double(count))) KiB per cycle")
+    let idleRSS = Double(endIdle.rssBytes - baseIdle.rssBytes) / 1024
+    print("RSS growth between the idle samples: \(whole(idleRSS)) KiB = \(fmt(idleRSS / Double(count))) KiB per cycle")
     print("RSS growth over \(count) cycles: \(whole(Double(growth) / 1024)) KiB = \(fmt(Double(growth) / 1024 / Double(count))) KiB per cycle "
           + "(bound \(rssBoundPerCycle / 1024) KiB per cycle)")
     if samples.count >= 4 {
