@@ -79,11 +79,11 @@ final class CyclesTests: XCTestCase {
         XCTAssertEqual(server.server.mediaPeerCount, 0, "the server forgot every media peer")
 
         // Heap in use: the median of cycles 11-15 against that of cycles 1-5, ten cycles apart. Threads' malloc
-        // caches and runtime caches still fill over these cycles (a few KiB per cycle, back when the threads end);
-        // what one cycle's publisher and subscriber hold (codecs, buffers, peer connections) is far above the bound.
+        // caches and runtime caches still fill over these cycles (24-34 KiB per cycle in debug builds, given back
+        // when Dispatch ends its idle threads); what one cycle's publisher holds (codecs, buffers) is about 4 MiB.
         let early = median(Array(heap[0..<5])) ?? 0, late = median(Array(heap[10..<15])) ?? 0
         let perCycle = Double(late - early) / 10 / 1024
-        let boundKiB = 64.0
+        let boundKiB = 128.0
         let figures = "heap in use, KiB after each cycle: \(heap.map { "\($0 / 1024)" }.joined(separator: " ")); "
             + "median of cycles 1-5 \(early / 1024), of 11-15 \(late / 1024): \(String(format: "%.1f", perCycle)) KiB per cycle"
         print("[figures] \(figures)")
