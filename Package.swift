@@ -50,7 +50,8 @@ let package = Package(
         .executableTarget(name: "ot-server", dependencies: ["OTServer"]),
         .executableTarget(name: "ot-demo", dependencies: ["OTSession", "OTServer", "OTMedia", "OTWire", "OTBase"]),
         .target(name: "COTAllocCounter"),
-        .executableTarget(name: "ot-bench", dependencies: ["OTMedia", "OTTransport", "OTWire", "OTServer", "OTSession", "COTShims", "CVPX", "COpus", "CSRTP", "COTAllocCounter"]),
+        .target(name: "COTHeapUsage"),
+        .executableTarget(name: "ot-bench", dependencies: ["OTMedia", "OTTransport", "OTWire", "OTServer", "OTSession", "COTShims", "CVPX", "COpus", "CSRTP", "COTAllocCounter", "COTHeapUsage"]),
         .executableTarget(name: "ot-fuzz-rtp-vp8", dependencies: ["OTWire"], path: "Fuzz/rtp_vp8"),
         .executableTarget(name: "ot-loadtest", dependencies: ["OTSession", "OTServer"]),
         .executableTarget(name: "ot-fuzz-wire", dependencies: ["OTWire"], path: "Fuzz/wire"),
@@ -60,7 +61,7 @@ let package = Package(
         .testTarget(name: "OTTransportTests", dependencies: ["OTTransport", "OTMedia", "OTTestSupport"]),
         .testTarget(name: "OTMediaTests", dependencies: ["OTMedia", "OTTransport"]),
         // Test support shared by test targets: session recorders and waits, a coturn launcher, a TCP proxy that cuts connections.
-        .target(name: "OTTestSupport", dependencies: ["OTSession"], path: "Tests/OTTestSupport"),
+        .target(name: "OTTestSupport", dependencies: ["OTSession", "COTHeapUsage"], path: "Tests/OTTestSupport"),
         .testTarget(name: "OTServerTests", dependencies: ["OTServer", "OTSession", "OTTestSupport"]),
         .testTarget(name: "OTSessionTests", dependencies: ["OTSession", "OTServer", "OTTestSupport"]),
         .testTarget(name: "OTCABITests", dependencies: ["OTCABI", "COTABI"]),

@@ -41,7 +41,8 @@ public struct RoutedStreamCounters: Sendable, Equatable {
 /// socket (`MediaEndpoint`). RTP from a publisher goes to each subscriber of its stream without decoding; SSRCs
 /// are kept (a subscriber's answer declares the publisher's SSRCs); sequence numbers are rewritten per subscriber
 /// only across a pause (subscribe-to-audio/video off then on), so the subscriber sees no gap. Subscribers' NACKs
-/// are answered from their connection's cache; their PLIs reach the publisher at most once per `pliInterval`.
+/// are answered from their connection's cache; keyframe requests to a publisher are aggregated per `pliInterval`
+/// (`KeyframeRequestAggregator`: the first goes at once, later ones fold into it or into one sent at the window's end).
 ///
 /// Audio fallback: every `qualityInterval` the router samples each subscriber's downlink (NACKed share of the
 /// packets it forwarded, receiver reports' loss and jitter, RTT) into a `QualityFallbackMonitor`; sustained poor
@@ -52,7 +53,7 @@ public struct RoutedStreamCounters: Sendable, Equatable {
 public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Sendable {
     /// The shared media socket.
     public let endpoint: MediaEndpoint
-    /// Minimum time between keyframe requests sent to one publisher.
+    /// The keyframe-request aggregation window of one publisher.
     public let pliInterval: Duration
     /// Thresholds and hold times of the audio fallback.
     public let qualityConfig: QualityFallbackConfig
@@ -73,6 +74,8 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         var rewriters: [UInt32: SequenceRewriter] = [:]
         /// Video is held until a keyframe starts (new subscriber, or video resumed).
         var waitingForKeyframe = true
+        /// The subscriber's connection is up (it can receive the keyframe it waits for).
+        var connected = false
         /// Payload types this subscriber negotiated (rewritten when they differ from the publisher's).
         var audioPT: UInt8?
         var videoPT: UInt8?
@@ -97,12 +100,16 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         var videoPT: UInt8?
         var subscribers: [Peer] = []
         var counters = RoutedStreamCounters()
-        var lastPLI: Instant?
-        var trailingPLI = false
         var audioFallbackEnabled = true
+        var keyframes: KeyframeRequestAggregator
+        /// Fires when `keyframes` asks for a check at a window's end; cancelled when the stream goes.
+        var keyframeTimer: (any DispatchSourceTimer)?
         /// Subscribe offers that arrived before the publisher's.
         var pending: [(MediaOfferRequest, @Sendable (Result<String, OTError>) -> Void)] = []
-        init(id: String, sessionId: String) { self.id = id; self.sessionId = sessionId }
+        init(id: String, sessionId: String, pliInterval: Duration) {
+            self.id = id; self.sessionId = sessionId; keyframes = KeyframeRequestAggregator(interval: pliInterval)
+        }
+        deinit { keyframeTimer?.cancel() }
     }
 
     private struct State {
@@ -143,6 +150,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     public func stop() {
         qualityTimer?.cancel()
         let drivers = state.withLock { s -> [PeerConnectionDriver] in
+            for stream in s.streams.values { stream.keyframeTimer?.cancel() }
             defer { s.peers = [:]; s.streams = [:] }
             return s.peers.values.compactMap(\.driver)
         }
@@ -173,7 +181,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         do { answer = try driver.createAnswer(toOffer: offer.sdp) } catch { driver.close(); throw error }
         let neg = driver.negotiated
         let pending = state.withLock { s -> [(MediaOfferRequest, @Sendable (Result<String, OTError>) -> Void)] in
-            let stream = s.streams[offer.streamId] ?? Stream(id: offer.streamId, sessionId: offer.sessionId)
+            let stream = s.streams[offer.streamId] ?? Stream(id: offer.streamId, sessionId: offer.sessionId, pliInterval: pliInterval)
             s.streams[offer.streamId] = stream
             if let old = stream.publisher { s.peers[old.id] = nil; old.driver.map { d in queue.async { d.close() } } }
             stream.publisher = peer
@@ -195,7 +203,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         // The publisher's SSRCs, or wait for its offer.
         let source = state.withLock { s -> (audio: UInt32?, video: UInt32?)? in
             guard let stream = s.streams[offer.streamId], stream.publisher != nil else {
-                let stream = s.streams[offer.streamId] ?? Stream(id: offer.streamId, sessionId: offer.sessionId)
+                let stream = s.streams[offer.streamId] ?? Stream(id: offer.streamId, sessionId: offer.sessionId, pliInterval: pliInterval)
                 s.streams[offer.streamId] = stream
                 stream.pending.append((offer, completion))
                 return nil
@@ -235,12 +243,14 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             if let stream = s.streams[peer.streamId] {
                 if stream.publisher === peer {
                     stream.publisher = nil
-                    if stream.subscribers.isEmpty { s.streams[stream.id] = nil }
                 } else {
                     stream.subscribers.removeAll { $0 === peer }
                     stream.counters.subscribers = stream.subscribers.count
                     if peer.qualityOff { stream.counters.subscribersVideoDisabled -= 1 }
-                    if stream.publisher == nil && stream.subscribers.isEmpty { s.streams[stream.id] = nil }
+                }
+                if stream.publisher == nil && stream.subscribers.isEmpty {
+                    stream.keyframeTimer?.cancel()
+                    s.streams[stream.id] = nil
                 }
             }
             return peer.driver
@@ -258,7 +268,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             peer.video = video
             return Self.gateVideo(peer, stream) ? stream.id : nil
         }
-        if let wantKeyframe { queue.async { [self] in requestKeyframe(streamId: wantKeyframe) } }
+        if let wantKeyframe { queue.async { [self] in requestKeyframe(streamId: wantKeyframe, .firstKeyframe) } }
     }
 
     /// Under the lock: applies `video && !qualityOff` to forwarding (pausing or resuming the video sequence
@@ -292,8 +302,11 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
 
     private func subscriberEvent(_ e: PeerConnectionEvent, _ subscriber: Peer) {
         switch e {
-        case .keyframeRequested, .connected:
-            queue.async { [self] in requestKeyframe(streamId: subscriber.streamId) }
+        case .connected:
+            state.withLock { _ in subscriber.connected = true }
+            queue.async { [self] in requestKeyframe(streamId: subscriber.streamId, .firstKeyframe) }
+        case .keyframeRequested:
+            queue.async { [self] in requestKeyframe(streamId: subscriber.streamId, .repair) }
         case .receiverReport(let b):
             state.withLock { s in
                 guard subscriber.quality != nil else { return }
@@ -354,7 +367,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                 }
             }
         }
-        for id in keyframes { requestKeyframe(streamId: id) }
+        for id in keyframes { requestKeyframe(streamId: id, .firstKeyframe) }
         guard !told.isEmpty, let handler = qualityHandler.withLock({ $0 }) else { return }
         for (peerId, event) in told {
             Log.info("router", "audio fallback: \(event.rawValue) for peer \(peerId)")
@@ -375,6 +388,10 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             let isVideo = ssrc == stream.videoSSRC
             guard isVideo || ssrc == stream.audioSSRC else { return stream }
             var startsKeyframe: Bool?
+            if isVideo && stream.keyframes.awaitingKeyframe {
+                startsKeyframe = Self.startsVP8Keyframe(packet)
+                if startsKeyframe == true { stream.keyframes.keyframeForwarded() }
+            }
             for sub in stream.subscribers {
                 guard let driver = sub.driver, isVideo ? sub.forwardingVideo : sub.audio else { stream.counters.packetsHeld += 1; continue }
                 if isVideo && sub.waitingForKeyframe {
@@ -434,38 +451,61 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         return d.startsFrame && VP8FrameHeader.isKeyframe(data)
     }
 
-    /// On `queue`: one PLI per publisher per `pliInterval`; requests inside the window fold into one sent at its end.
-    private func requestKeyframe(streamId: String) {
+    /// On `queue`: a keyframe request for a stream's publisher, sent or folded by the stream's aggregator.
+    private func requestKeyframe(streamId: String, _ kind: KeyframeRequestAggregator.Kind) {
         let now = MonotonicClock.now()
-        enum Action { case send(PeerConnectionDriver, UInt32), later(Duration), none }
-        let action = state.withLock { s -> Action in
-            guard let stream = s.streams[streamId], let pub = stream.publisher?.driver, let ssrc = stream.videoSSRC else { return .none }
-            if let last = stream.lastPLI, now - last < pliInterval {
+        let send = state.withLock { s -> (PeerConnectionDriver, UInt32)? in
+            guard let stream = s.streams[streamId], let pub = stream.publisher?.driver, let ssrc = stream.videoSSRC else { return nil }
+            switch stream.keyframes.request(kind, now: now) {
+            case .send:
+                stream.counters.keyframeRequestsSent += 1
+                return (pub, ssrc)
+            case .folded:
                 stream.counters.keyframeRequestsAggregated += 1
-                if stream.trailingPLI { return .none }
-                stream.trailingPLI = true
-                return .later(pliInterval - (now - last))
+            case .checkAt(let t):
+                stream.counters.keyframeRequestsAggregated += 1
+                armKeyframeTimer(stream, at: t, now: now)
             }
-            stream.lastPLI = now
-            stream.counters.keyframeRequestsSent += 1
-            return .send(pub, ssrc)
+            return nil
         }
-        switch action {
-        case .send(let d, let ssrc): d.requestKeyframe(ssrc: ssrc)
-        case .later(let wait):
-            queue.asyncAfter(deadline: .now() + .microseconds(Int(wait.microseconds))) { [self] in
-                let send = state.withLock { s -> (PeerConnectionDriver, UInt32)? in
-                    guard let stream = s.streams[streamId] else { return nil }
-                    stream.trailingPLI = false
-                    guard let pub = stream.publisher?.driver, let ssrc = stream.videoSSRC else { return nil }
-                    stream.lastPLI = MonotonicClock.now()
-                    stream.counters.keyframeRequestsSent += 1
-                    return (pub, ssrc)
-                }
-                if let (d, ssrc) = send { d.requestKeyframe(ssrc: ssrc) }
+        if let (d, ssrc) = send { d.requestKeyframe(ssrc: ssrc) }
+    }
+
+    /// On `queue`, at the end of an aggregation window that folded requests.
+    private func keyframeWindowEnded(_ stream: Stream) {
+        let now = MonotonicClock.now()
+        let send = state.withLock { s -> (PeerConnectionDriver, UInt32)? in
+            guard s.streams[stream.id] === stream, let pub = stream.publisher?.driver, let ssrc = stream.videoSSRC else { return nil }
+            let waiting = stream.subscribers.contains { $0.connected && $0.video && $0.waitingForKeyframe }
+            switch stream.keyframes.windowEnded(now: now, receiversWaiting: waiting) {
+            case .send:
+                stream.counters.keyframeRequestsSent += 1
+                return (pub, ssrc)
+            case .checkAt(let t):
+                armKeyframeTimer(stream, at: t, now: now)
+            case .folded:
+                break
             }
-        case .none: break
+            return nil
         }
+        if let (d, ssrc) = send { d.requestKeyframe(ssrc: ssrc) }
+    }
+
+    /// Under the lock: (re)arms the stream's one-shot window timer.
+    private func armKeyframeTimer(_ stream: Stream, at t: Instant, now: Instant) {
+        let deadline = DispatchTime.now() + .microseconds(Int(max(0, (t - now).microseconds)))
+        if let timer = stream.keyframeTimer {
+            timer.schedule(deadline: deadline)
+            return
+        }
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: deadline)
+        timer.setEventHandler { [weak self, weak stream] in
+            guard let self, let stream else { return }
+            keyframeWindowEnded(stream)
+        }
+        timer.resume()
+        stream.keyframeTimer = timer
     }
 
     // MARK: stats

@@ -291,7 +291,8 @@ public final class SessionServer: @unchecked Sendable {
         _ = try authenticate(req, apiKey: key)
         guard router.project(forSession: sid)?.apiKey == key else { throw RESTError(404, "session not found") }
         switch (req.method, rest.count, rest.first) {
-        case ("POST", 1, "signal"), ("POST", 3, "connection") where rest.last == "signal":
+        case ("POST", 1, "signal"),
+             ("POST", 3, "connection") where rest.last == "signal":
             let body = try jsonBody(req)
             let type = body["type"]?.stringValue ?? "", data = body["data"]?.stringValue ?? ""
             apply(try router.restSignal(sessionId: sid, connectionId: rest.count == 3 ? rest[1] : nil, type: type, data: data))

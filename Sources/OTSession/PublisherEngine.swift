@@ -33,9 +33,18 @@ final class PublisherEngine: @unchecked Sendable {
         var audioReport: RemoteInboundReport?
         var rttTotal = Duration.zero
         var rttCount = 0
+        /// Fails the connection to the router if it does not connect in time; cancelled once connected or dropped.
+        var connectTimer: (any DispatchSourceTimer)?
 
         init(id: String, link: MediaLink, subscriber: String?, rate: LossBasedBitrate) {
             self.id = id; self.link = link; self.subscriber = subscriber; self.rate = rate
+        }
+
+        deinit { connectTimer?.cancel() }
+
+        func stopConnectTimer() {
+            connectTimer?.cancel()
+            connectTimer = nil
         }
 
         func mediaSignal(_ message: ServerMessage) {
@@ -182,6 +191,7 @@ final class PublisherEngine: @unchecked Sendable {
         audioSink = nil
         audioDevice = nil
         for p in peers.values {
+            p.stopConnectTimer()
             session?.media.unregister(peerId: p.id, answering: p.subscriber != nil)
             session?.sendMedia(.mediaClose(peerId: p.id))
             p.link.close()
@@ -244,11 +254,15 @@ final class PublisherEngine: @unchecked Sendable {
             peers[peerId] = p
             session.media.register(peerId: peerId, p)
             let offer = try p.link.createOffer()
-            queue.asyncAfter(deadline: .now() + .seconds(15)) { [weak self, weak p] in
+            let timer = DispatchSource.makeTimerSource(queue: queue)
+            timer.schedule(deadline: .now() + .seconds(15))
+            timer.setEventHandler { [weak self, weak p] in
                 guard let self, let p, peers[p.id] === p, !p.connected else { return }
                 dropPeer(p.id, tellOtherSide: true)
                 onFailure?(OTError(.publisherTimedOut, "media to the router did not connect within 15 s"))
             }
+            timer.resume()
+            p.connectTimer = timer
             try session.sendMediaOffer(peerId: peerId, streamId: stream.id, direction: .publish, sdp: offer) { [weak self] err in
                 guard let err, let self else { return }
                 if err.code == .connectionDropped {
@@ -309,6 +323,7 @@ final class PublisherEngine: @unchecked Sendable {
 
     private func dropPeer(_ id: String, tellOtherSide: Bool) {
         guard let p = peers.removeValue(forKey: id) else { return }
+        p.stopConnectTimer()
         session?.media.unregister(peerId: id, answering: p.subscriber != nil)
         if tellOtherSide { session?.sendMedia(.mediaClose(peerId: id)) }
         p.link.close()
@@ -350,6 +365,7 @@ final class PublisherEngine: @unchecked Sendable {
         case .connected:
             p.connected = true
             if p.subscriber == nil { republishDeadline = nil }
+            p.stopConnectTimer()
             rebuildTargets()
             video?.requestKeyframe()
         case .failed(let err):

@@ -85,9 +85,11 @@ public final class Session: @unchecked Sendable {
     private var socket: WebSocketClient?
     private var endpoint: ServerEndpoint?
     private var generation = 0
-    /// When the tick timer is armed for (the earliest deadline of the signaling client).
+    /// The deadline `tickTimer` is armed for.
     private var tickArmedFor: Instant?
     private var completions: [Int: @Sendable (Result<RequestReply, OTError>) -> Void] = [:]
+    /// Fires at the signaling machine's next deadline (connect or disconnect timeout); cancelled when none is left.
+    private var tickTimer: (any DispatchSourceTimer)?
     /// The publisher, subscribers and their media signaling (SessionMedia.swift).
     let media = SessionMedia()
 
@@ -103,6 +105,7 @@ public final class Session: @unchecked Sendable {
     deinit {
         if machine.status == .connected { socket?.send(SignalingCodec.encode(ClientMessage.disconnect)) }
         socket?.close()
+        tickTimer?.cancel()
     }
 
     public var delegate: SessionDelegate? {
@@ -137,7 +140,7 @@ public final class Session: @unchecked Sendable {
             try machine.connect(token: token, now: MonotonicClock.now())
             self.endpoint = endpoint
             openSocket()
-            armTick()
+            scheduleTick()
         }
     }
 
@@ -276,19 +279,36 @@ public final class Session: @unchecked Sendable {
         }
     }
 
-    /// Called with the lock held: arms a timer for the signaling client's next deadline unless one fires earlier.
-    private func armTick() {
-        guard let d = machine.nextDeadline else { return }
-        if let armed = tickArmedFor, armed <= d { return }
-        tickArmedFor = d
-        let ns = max(0, (d - MonotonicClock.now()).microseconds) * 1000 + 1_000_000
-        delegateQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(ns))) { [weak self] in
+    /// Arms the timeout timer for the machine's next deadline (lock held). One timer per session, re-armed rather than
+    /// queued again, and cancelled once no deadline is left, so a closed session leaves nothing pending on a queue.
+    private func scheduleTick() {
+        guard let deadline = machine.nextDeadline else { cancelTick(); return }
+        if tickTimer != nil && tickArmedFor == deadline { return }
+        tickArmedFor = deadline
+        let wait = max(0, (deadline - MonotonicClock.now()).microseconds) + 1000
+        if let t = tickTimer {
+            t.schedule(deadline: .now() + .microseconds(Int(wait)), leeway: .milliseconds(1))
+            return
+        }
+        let timer = DispatchSource.makeTimerSource(queue: delegateQueue)
+        timer.schedule(deadline: .now() + .microseconds(Int(wait)), leeway: .milliseconds(1))
+        timer.setEventHandler { [weak self] in
             guard let self else { return }
             lock.withLock {
-                if tickArmedFor == d { tickArmedFor = nil }
+                // Fired: nothing is armed until `apply` re-arms for the next deadline (or cancels when none is left).
+                tickArmedFor = nil
                 apply(machine.tick(now: MonotonicClock.now()))
             }
         }
+        timer.resume()
+        tickTimer = timer
+    }
+
+    /// Cancels the timeout timer (lock held).
+    private func cancelTick() {
+        tickTimer?.cancel()
+        tickTimer = nil
+        tickArmedFor = nil
     }
 
     /// Called with the lock held: a new WebSocket for the current endpoint; events of earlier ones are ignored.
@@ -353,7 +373,7 @@ public final class Session: @unchecked Sendable {
                 media.received(m)
             }
         }
-        armTick()
+        scheduleTick()
     }
 
     private func deliver(_ e: SessionEvent) {

@@ -1,3 +1,4 @@
+import COTHeapUsage
 import Foundation
 import Glibc
 import OTBase
@@ -16,16 +17,34 @@ final class CycleObjects: @unchecked Sendable {
     }
 }
 
-func publishSubscribeCycle(_ server: BenchServer, _ sid: String, frames: Int = 3, objects: CycleObjects? = nil) throws {
+/// How much of the cycle runs (`--phase`), to tell which part holds memory: both clients connect and disconnect;
+/// A also publishes and unpublishes; or the whole cycle with B subscribing.
+enum CyclePhase: String { case connect, publish, subscribe }
+
+func publishSubscribeCycle(_ server: BenchServer, _ sid: String, frames: Int = 3, phase: CyclePhase = .subscribe,
+                           objects: CycleObjects? = nil) throws {
     let (a, aDelegate) = try server.connect(sid)
     let (b, bDelegate) = try server.connect(sid)
+    objects?.a = a; objects?.b = b
+    func disconnect() throws {
+        try b.disconnect()
+        try a.disconnect()
+        guard waitUntil(15, { aDelegate.disconnected && bDelegate.disconnected }) else { throw BenchError("no sessionDidDisconnect") }
+    }
+    if phase == .connect { return try disconnect() }
     let pubRec = StreamRecorder("publisher")
     let publisher = try testPatternPublisher(pubRec, name: "cam", width: 320, height: 240, fps: 15, kbps: 300)
     let stream = try publishAndWait(a, publisher, pubRec)
     guard waitUntil(15, { bDelegate.streams[stream.id] != nil }) else { throw BenchError("B did not see the stream") }
+    objects?.publisher = publisher
+    if phase == .publish {
+        try a.unpublish(publisher)
+        guard waitUntil(15, { pubRec.streamDestroyed }) else { throw BenchError("no streamDestroyed after unpublish") }
+        return try disconnect()
+    }
     let subRec = StreamRecorder("subscriber")
     let subscriber = Subscriber(stream: stream, delegate: subRec)
-    objects?.a = a; objects?.b = b; objects?.publisher = publisher; objects?.subscriber = subscriber
+    objects?.subscriber = subscriber
     try b.subscribe(subscriber)
     guard waitUntil(15, { subRec.frames >= frames || subRec.failure != nil }), subRec.failure == nil else {
         throw BenchError("subscriber rendered \(subRec.frames) frames (\(subRec.failure.map { "\($0)" } ?? "timed out"))")
@@ -34,25 +53,33 @@ func publishSubscribeCycle(_ server: BenchServer, _ sid: String, frames: Int = 3
     guard waitUntil(15, { subRec.disconnected }) else { throw BenchError("no subscriberDidDisconnect after unsubscribe") }
     try a.unpublish(publisher)
     guard waitUntil(15, { pubRec.streamDestroyed }) else { throw BenchError("no streamDestroyed after unpublish") }
-    try b.disconnect()
-    try a.disconnect()
-    guard waitUntil(15, { aDelegate.disconnected && bDelegate.disconnected }) else { throw BenchError("no sessionDidDisconnect") }
+    try disconnect()
 }
 
-/// `ot-bench cycles [--count 100] [--relayed]`: repeated publish/subscribe cycles; open fds, threads and RSS
-/// after a warm-up and at the end. Passes when fds and threads return to their warm-up level (fds ± 2,
+/// `ot-bench cycles [--count 100] [--relayed] [--phase connect|publish|subscribe] [--idle 6] [--trim]`: repeated publish/subscribe
+/// cycles; open fds, threads, RSS and heap in use after a warm-up and at the end. Passes when fds and threads return to their warm-up level (fds ± 2,
 /// threads ± 4: lazily made runtime threads) and RSS grows by at most 64 KiB per cycle on average.
 func runCyclesBenchmark(_ args: [String]) throws {
     let count = try intOption(args, "--count", 100)
     let relayed = args.contains("--relayed")
+    guard let phase = CyclePhase(rawValue: option(args, "--phase", "subscribe")) else { throw BenchError("--phase wants connect, publish or subscribe") }
     let warmup = 10  // allocator arenas and runtime threads are made over the first cycles
+    // Two samples at each end. Busy: right after the cycles, with Dispatch's worker threads still alive (RSS is
+    // compared there: threads that end and come back take and give back their stacks and arenas' pages). Idle: after
+    // `--idle` seconds, when Dispatch has ended its idle workers and what a thread held (its malloc cache, runtime
+    // caches) went with it (the heap in use is compared there).
+    let idleSeconds = try intOption(args, "--idle", 6)
+    // --trim: malloc_trim(0) before the idle samples, to tell memory malloc keeps free from memory in use.
+    let trim = args.contains("--trim")
     let rssBoundPerCycle = 64 * 1024
-    print("cycles: \(warmup) warm-up + \(count) connect/publish/subscribe/3 frames/unsubscribe/unpublish/disconnect cycles, "
-          + "\(relayed ? "relayed" : "routed")")
+    let steps = ["connect": "connect/disconnect", "publish": "connect/publish/unpublish/disconnect",
+                 "subscribe": "connect/publish/subscribe/3 frames/unsubscribe/unpublish/disconnect"][phase.rawValue] ?? ""
+    print("cycles: \(warmup) warm-up + \(count) \(steps) cycles, \(relayed ? "relayed" : "routed")"
+          + (trim ? "; malloc_trim(0) before the idle samples" : ""))
     let server = try BenchServer()
     defer { server.stop() }
     let sid = try server.session(relayed: relayed)
-    func settle(to base: ProcessResources?) {
+    func settle(to base: ProcessResources?) -> (busy: ProcessResources, idle: ProcessResources) {
         // Released resources go away asynchronously (IO threads join, the router drops peers): wait for them.
         waitUntil(5) {
             let r = ProcessResources.sample()
@@ -60,36 +87,43 @@ func runCyclesBenchmark(_ args: [String]) throws {
                 && (base.map { r.fds <= $0.fds && r.threads <= $0.threads } ?? true)
         }
         usleep(200_000)
+        let busy = ProcessResources.sample()
+        usleep(UInt32(idleSeconds) * 1_000_000)
+        if trim { _ = ot_heap_trim() }
+        return (busy, ProcessResources.sample())
     }
     let start = ProcessResources.sample()
     print("start:                    \(start)")
-    for _ in 0..<warmup { try publishSubscribeCycle(server, sid) }
-    settle(to: nil)
-    let base = ProcessResources.sample()
+    for _ in 0..<warmup { try publishSubscribeCycle(server, sid, phase: phase) }
+    let (base, baseIdle) = settle(to: nil)
     print("after \(warmup) warm-up cycles:  \(base)")
+    print("  then \(idleSeconds) s idle:          \(baseIdle)")
     let t0 = monotonicSeconds()
     var samples: [(Int, ProcessResources)] = []
     var objects: [CycleObjects] = []
     for i in 1...count {
         let o = CycleObjects()
         objects.append(o)
-        try publishSubscribeCycle(server, sid, objects: o)
+        try publishSubscribeCycle(server, sid, phase: phase, objects: o)
         if i % max(1, count / 10) == 0 {
             let r = ProcessResources.sample()
             samples.append((i, r))
             print("after \(pad("\(i)", 4)) cycles:         \(r)  (\(fmt((monotonicSeconds() - t0) / Double(i), 2)) s/cycle)")
         }
     }
-    settle(to: base)
-    let end = ProcessResources.sample()
+    let (end, endIdle) = settle(to: base)
     let growth = end.rssBytes - base.rssBytes
     print("end (settled):            \(end)")
+    print("  then \(idleSeconds) s idle:          \(endIdle)")
     let survivors = objects.flatMap(\.alive)
-    print("objects still alive after their cycle: \(survivors.count) of \(4 * count)"
+    let tracked = [CyclePhase.connect: 2, .publish: 3, .subscribe: 4][phase] ?? 4
+    print("objects still alive after their cycle: \(survivors.count) of \(tracked * count)"
           + (survivors.isEmpty ? "" : " (\(Dictionary(grouping: survivors, by: { $0 }).map { "\($0.key) \($0.value.count)" }.sorted().joined(separator: ", ")))"))
     print("router peers \(server.router.peerCount), server media peers \(server.server.mediaPeerCount)")
-    print("heap in use growth over \(count) cycles: \(whole(Double(end.heapInUse - base.heapInUse) / 1024)) KiB = "
-          + "\(fmt(Double(end.heapInUse - base.heapInUse) / 1024 / Double(count))) KiB per cycle")
+    let heapGrowth = Double(endIdle.heapInUse - baseIdle.heapInUse) / 1024
+    print("heap in use growth over \(count) cycles (idle samples): \(whole(heapGrowth)) KiB = \(fmt(heapGrowth / Double(count))) KiB per cycle")
+    let idleRSS = Double(endIdle.rssBytes - baseIdle.rssBytes) / 1024
+    print("RSS growth between the idle samples: \(whole(idleRSS)) KiB = \(fmt(idleRSS / Double(count))) KiB per cycle")
     print("RSS growth over \(count) cycles: \(whole(Double(growth) / 1024)) KiB = \(fmt(Double(growth) / 1024 / Double(count))) KiB per cycle "
           + "(bound \(rssBoundPerCycle / 1024) KiB per cycle)")
     if samples.count >= 4 {

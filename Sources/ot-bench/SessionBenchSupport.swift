@@ -1,4 +1,4 @@
-import COTAllocCounter
+import COTHeapUsage
 import Foundation
 import Glibc
 import OTBase
@@ -35,9 +35,10 @@ func intOption(_ args: [String], _ name: String, _ fallback: Int) throws -> Int 
 }
 
 /// Open file descriptors, threads and resident memory (bytes) of this process, from /proc, and the bytes
-/// glibc's malloc has handed out and not had back (all arenas, `mallinfo2`: in-use chunks + mmapped blocks).
+/// glibc's malloc has handed out and not had back (all arenas, `mallinfo2`: in-use chunks + mmapped blocks) and
+/// holds free in its arenas.
 struct ProcessResources: CustomStringConvertible {
-    var fds: Int, threads: Int, rssBytes: Int, heapInUse: Int
+    var fds: Int, threads: Int, rssBytes: Int, heapInUse: Int, heapFree: Int
     static func sample() -> ProcessResources {
         let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
         let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1
@@ -46,10 +47,12 @@ struct ProcessResources: CustomStringConvertible {
             let f = statm.split(separator: " ")
             if f.count > 1, let pages = Int(f[1]) { rss = pages * Int(sysconf(Int32(_SC_PAGESIZE))) }
         }
-        return ProcessResources(fds: fds, threads: threads, rssBytes: rss, heapInUse: Int(ot_heap_in_use()))
+        return ProcessResources(fds: fds, threads: threads, rssBytes: rss, heapInUse: Int(ot_heap_in_use()),
+                                heapFree: Int(ot_heap_free_held()))
     }
     var description: String {
-        "fds \(fds), threads \(threads), RSS \(fmt(Double(rssBytes) / 1_048_576)) MiB, heap in use \(fmt(Double(heapInUse) / 1_048_576, 2)) MiB"
+        "fds \(fds), threads \(threads), RSS \(fmt(Double(rssBytes) / 1_048_576)) MiB, heap in use \(fmt(Double(heapInUse) / 1_048_576, 2)) MiB, "
+            + "free in arenas \(fmt(Double(heapFree) / 1_048_576, 2)) MiB"
     }
 }
 

@@ -244,3 +244,88 @@ final class MediaRouterTests: XCTestCase {
         XCTAssertEqual(router.endpoint.connectionCount, 0)
     }
 }
+
+/// Keyframe-request aggregation, on explicit instants (`KeyframeRequestAggregator`), then through a router.
+extension MediaRouterTests {
+    private func at(_ ms: Int64) -> Instant { Instant(micros: 1_000_000 + ms * 1000) }
+
+    func testKeyframeAggregationSendsTheFirstRequestOfAWindowAtOnce() {
+        var agg = KeyframeRequestAggregator(interval: .milliseconds(300))
+        XCTAssertEqual(agg.request(.repair, now: at(0)), .send, "no window open: straight to the publisher")
+        XCTAssertTrue(agg.awaitingKeyframe)
+        // While the requested keyframe has not passed, later requests are folded into it.
+        XCTAssertEqual(agg.request(.repair, now: at(10)), .checkAt(at(300)))
+        XCTAssertEqual(agg.request(.firstKeyframe, now: at(20)), .folded)
+        agg.keyframeForwarded()
+        XCTAssertFalse(agg.awaitingKeyframe)
+        // The keyframe served them: nothing is sent at the window's end unless a receiver still waits.
+        XCTAssertEqual(agg.windowEnded(now: at(300), receiversWaiting: false), .folded)
+        XCTAssertEqual(agg.request(.repair, now: at(301)), .send, "a new window opens with the next request")
+    }
+
+    func testKeyframeAggregationFoldsARepairBurstIntoOneTrailingRequest() {
+        var agg = KeyframeRequestAggregator(interval: .milliseconds(300))
+        var sent: [Int64] = []
+        var check: Instant?
+        // Requests every 10 ms for 1 s; the publisher answers each request with a keyframe 40 ms later.
+        for ms in stride(from: Int64(0), to: 1000, by: 10) {
+            if let c = check, at(ms) >= c {
+                check = nil
+                switch agg.windowEnded(now: at(ms), receiversWaiting: false) {
+                case .send: sent.append(ms)
+                case .checkAt(let t): check = t
+                case .folded: break
+                }
+            }
+            if let last = sent.last, ms == last + 40 { agg.keyframeForwarded() }
+            switch agg.request(.repair, now: at(ms)) {
+            case .send: sent.append(ms)
+            case .checkAt(let t): check = t
+            case .folded: break
+            }
+        }
+        XCTAssertEqual(sent, [0, 300, 600, 900], "one request per window: the first at once, then one at each window's end")
+    }
+
+    func testKeyframeAggregationSendsANewReceiversRequestAtOnceOnceTheKeyframeHasPassed() {
+        var agg = KeyframeRequestAggregator(interval: .milliseconds(300))
+        XCTAssertEqual(agg.request(.firstKeyframe, now: at(0)), .send)
+        agg.keyframeForwarded()
+        // A subscriber that connects 100 ms later cannot use the keyframe that went by: its request is not held.
+        XCTAssertEqual(agg.request(.firstKeyframe, now: at(100)), .send)
+        // A second new receiver while that keyframe is on its way is folded into it...
+        XCTAssertEqual(agg.request(.firstKeyframe, now: at(110)), .checkAt(at(400)))
+        // ...and if it still waits at the window's end (the keyframe was lost), a request goes then.
+        XCTAssertEqual(agg.windowEnded(now: at(400), receiversWaiting: true), .send)
+    }
+
+    func testKeyframeAggregationCheckMovesWithALaterWindow() {
+        var agg = KeyframeRequestAggregator(interval: .milliseconds(300))
+        XCTAssertEqual(agg.request(.repair, now: at(0)), .send)
+        XCTAssertEqual(agg.request(.repair, now: at(10)), .checkAt(at(300)))
+        agg.keyframeForwarded()
+        XCTAssertEqual(agg.request(.firstKeyframe, now: at(200)), .send, "opens a window ending at 500 ms")
+        XCTAssertEqual(agg.windowEnded(now: at(300), receiversWaiting: true), .checkAt(at(500)), "not before the new window ends")
+        XCTAssertEqual(agg.windowEnded(now: at(500), receiversWaiting: false), .folded)
+    }
+
+    /// A subscriber that joins just after another one got its keyframe asks the publisher at once, not at the end
+    /// of the aggregation window (10 s here, so the window's end cannot be what delivers it).
+    func testNewSubscriberKeyframeRequestIsNotHeldByTheWindow() throws {
+        router = try MediaRouter(pliInterval: .seconds(10))
+        let pub = try RouterClient(audioSSRC: Self.audio, videoSSRC: Self.video)
+        let s1 = try RouterClient(), s2 = try RouterClient()
+        clients = [pub, s1, s2]
+        _ = try negotiate(pub, peer: "pub", .publish)
+        _ = try negotiate(s1, peer: "sub1", .subscribe)
+        XCTAssertTrue(waitFor { pub.connected && s1.connected })
+        XCTAssertTrue(waitFor { pub.keyframeRequests == 1 }, "the first subscriber's request went at once")
+        send(pub, video: 0..<3, keyframeEvery: 100)  // the keyframe it asked for, then deltas
+        XCTAssertTrue(waitFor { s1.received(ssrc: Self.video).count == 3 })
+        _ = try negotiate(s2, peer: "sub2", .subscribe)
+        XCTAssertTrue(waitFor(seconds: 5) { pub.keyframeRequests == 2 }, "the second subscriber's request was held")
+        let c = try XCTUnwrap(router.counters(streamId: "st1"))
+        XCTAssertEqual(c.keyframeRequestsSent, 2)
+        XCTAssertEqual(c.keyframeRequestsAggregated, 0)
+    }
+}
