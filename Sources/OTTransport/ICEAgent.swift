@@ -123,6 +123,9 @@ public final class ICEAgent {
         var role: ICERole
         /// For a Binding request to a STUN server: the local socket whose reflexive address we ask for.
         var gatherBase: TransportAddress?
+        /// Replaced by a triggered check (RFC 8445 §7.3.1.4): not retransmitted, and its silence fails nothing;
+        /// a response that still comes counts.
+        var cancelled = false
     }
 
     public private(set) var config: ICEConfig
@@ -419,7 +422,13 @@ public final class ICEAgent {
         switch pairs[p].state {
         case .succeeded: break
         case .inProgress:
-            break  // the outstanding check will complete
+            // RFC 8445 §7.3.1.4: cancel the outstanding check and trigger a new one. The peer can hear us now, so the
+            // new check goes at the next tick instead of after the old one's retransmission timeout (our first
+            // check may have reached the peer before it could answer it, or been lost).
+            for (id, t) in transactions where t.pair == p && !t.consent && !t.cancelled { transactions[id]?.cancelled = true }
+            pairs[p].state = .waiting
+            if !triggered.contains(p) { triggered.append(p) }
+            if nextCheckAt == nil { nextCheckAt = now }
         default:
             pairs[p].state = .waiting
             if !triggered.contains(p) { triggered.append(p) }
@@ -553,6 +562,10 @@ public final class ICEAgent {
             checkCompleted()
         }
         for (id, t) in transactions where t.retransmitAt <= now {
+            if t.cancelled {
+                transactions[id] = nil
+                continue
+            }
             if t.consent || t.transmissions >= config.maxTransmissions {
                 transactions[id] = nil
                 if !t.consent, t.pair >= 0, t.pair < pairs.count, pairs[t.pair].state == .inProgress {
@@ -649,7 +662,8 @@ public final class ICEAgent {
         if !config.lite {
             if remotePwd != nil { merge(nextCheckAt) }
             if selectedPairIndex == nil { merge(nominationAt) }
-            merge(nextConsentAt)
+            // A failed agent sends no consent check (`handleTimeout`): its deadline is not one.
+            if state != .failed { merge(nextConsentAt) }
         }
         if let last = lastConsentAt, selectedPairIndex != nil, state != .failed {
             merge(state.isConnected ? last + config.disconnectedTimeout : last + config.consentTimeout)

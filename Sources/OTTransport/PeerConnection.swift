@@ -498,9 +498,11 @@ public final class PeerConnection {
     public func handleReceive(_ bytes: [UInt8], from: TransportAddress, local: TransportAddress, now: Instant) {
         lastNow = now
         guard let transport else {
-            // Before the remote description only STUN servers' answers (gathering) are taken.
-            if let ice, DemuxKind.classify(bytes) == .stun, let m = try? STUNMessage.parse(bytes),
-               m.messageClass == .success || m.messageClass == .error {
+            // Before the remote description only STUN goes on: STUN servers' answers (gathering), and the peer's
+            // checks, which reach an offerer before the answer does. They are answered at once (RFC 8445 §7.3:
+            // answering needs only our own credentials) and queue a triggered check, sent once the answer gives the
+            // peer's credentials; otherwise the answerer would wait for its check's retransmission.
+            if let ice, DemuxKind.classify(bytes) == .stun {
                 ice.handleReceive(bytes, from: from, local: local, now: now)
                 drainAgent()
             }

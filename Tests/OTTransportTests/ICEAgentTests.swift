@@ -112,6 +112,30 @@ final class ICEAgentTests: XCTestCase {
         XCTAssertEqual(b.agent.selectedPair?.remote.address, TransportAddress("10.0.0.1:5000"))
     }
 
+    /// RFC 8445 §7.3.1.4: a check from the peer on a pair whose own check is still outstanding (here lost) cancels
+    /// it and triggers a new one at once, instead of waiting for its retransmission timeout.
+    func testACheckOnAPairInProgressTriggersANewCheckWithoutWaitingForTheRetransmission() {
+        let a = makePeer("a", role: .controlling, ["10.0.0.1:5000"], seed: 70)
+        let b = makePeer("b", role: .controlled, ["10.0.0.2:6000"], seed: 71)
+        var pair = EmulatedPair(seed: 70, conditions: LinkConditions(delay: .milliseconds(20), loss: 1), a: a, b: b)
+        let start = pair.clock.now()
+        // b answered: it knows a and checks at once; that check is lost.
+        b.agent.setRemoteCredentials(ufrag: a.agent.config.localUfrag, pwd: a.agent.config.localPwd)
+        for c in a.agent.localCandidates { b.agent.addRemoteCandidate(c) }
+        XCTAssertFalse(pair.run(for: .milliseconds(10)) { b.connected })
+        XCTAssertEqual(pair.net.dropped, 1)
+        XCTAssertEqual(b.agent.pairStates.map(\.state), [.inProgress])
+        // Then a learns b (the answer) and the path works.
+        pair.net.conditions.loss = 0
+        a.agent.setRemoteCredentials(ufrag: b.agent.config.localUfrag, pwd: b.agent.config.localPwd)
+        for c in b.agent.localCandidates { a.agent.addRemoteCandidate(c) }
+        XCTAssertTrue(pair.run(for: .seconds(5)) { a.connected && b.connected })
+        XCTAssertLessThan(pair.clock.now() - start, b.agent.config.initialRTO,
+                          "b connects on a triggered check, before its lost check's first retransmission")
+        assertSamePair(pair)
+        XCTAssertEqual(pair.net.dropped, 1, "nothing retransmitted into the loss")
+    }
+
     func testWrongPasswordNeverConnectsAndFails() {
         let a = makePeer("a", role: .controlling, ["10.0.0.1:5000"], seed: 7)
         let b = makePeer("b", role: .controlled, ["10.0.0.2:6000"], seed: 8)
@@ -136,6 +160,11 @@ final class ICEAgentTests: XCTestCase {
         XCTAssertTrue(pair.run(for: .seconds(10)) { a.agent.state.isConnected })
         pair.net.block(route.remote.address)
         XCTAssertTrue(pair.run(for: .seconds(30)) { a.agent.state == .failed })
+        // Both sides failed; neither leaves a deadline it will not act on (a driver would spin on it).
+        let failedAt = pair.clock.now()
+        pair.run(for: .seconds(20))
+        XCTAssertEqual(pair.b.agent.state, .failed)
+        XCTAssertEqual(pair.clock.now(), failedAt + .seconds(20), "virtual time went on")
     }
 
     func testICERestartRecoversAStoppedPath() {

@@ -112,6 +112,34 @@ final class PeerConnectionTests: XCTestCase {
         return (a, b, env.net.dropped)
     }
 
+    /// The answerer checks as soon as it answers, so its first check reaches the offerer before the answer does
+    /// (signaling is slower than the media path). The offerer answers it at once and checks back once the answer
+    /// comes: both connect without waiting for a retransmission (was: the answerer's ICE waited its 250 ms RTO).
+    func testChecksThatReachTheOffererBeforeTheAnswerAreAnswered() throws {
+        let env = EmulatedPeerConnections(seed: 800, conditions: LinkConditions(delay: .milliseconds(5)))
+        let start = env.clock.now()
+        let a = try PeerConnection(config: peerConfig(audioSSRC: nil, videoSSRC: 0xA2, seed: 800), now: start)
+        let b = try PeerConnection(config: peerConfig(audioSSRC: nil, videoSSRC: 0xB2, seed: 801), now: start)
+        env.add(a, "10.0.0.1:5000")
+        env.add(b, "10.0.0.2:6000")
+        let answer = try b.createAnswer(toOffer: try a.createOffer(), now: start)
+        // The answer takes 30 ms through signaling; b's check arrives after 5.
+        XCTAssertFalse(env.run(for: .milliseconds(30)) { env.connected(1) })
+        XCTAssertEqual(b.transport?.ice.pairStates.map(\.state), [.succeeded], "the offerer answered the early check")
+        XCTAssertNil(a.transport, "no remote description yet")
+        let answered = env.clock.now()
+        try a.setRemoteAnswer(answer, now: answered)
+        XCTAssertTrue(env.run(for: .seconds(5)) { env.connected(0) && env.connected(1) }, "events: \(env.events)")
+        XCTAssertLessThan(env.clock.now() - answered, .milliseconds(100), "ICE and DTLS up within a few round trips of the answer")
+        XCTAssertEqual(a.selectedCandidatePair?.remote.address, TransportAddress("10.0.0.2:6000"))
+        XCTAssertEqual(a.selectedCandidatePair?.remote.kind, .host, "the answer's candidate replaced the peer-reflexive one")
+        XCTAssertEqual(b.selectedCandidatePair?.remote.address, TransportAddress("10.0.0.1:5000"))
+        var p = testRTP(ssrc: 0xB2, seq: 1, ts: 0, payload: [1, 2, 3])
+        XCTAssertTrue(b.sendRTP(&p, now: env.clock.now()))
+        env.run(for: .milliseconds(20))
+        XCTAssertEqual(env.takeRTP(0).count, 1)
+    }
+
     func testTwoPeerConnectionsExchangeRTPWithoutLoss() throws {
         let r = try exchange(loss: 0, seed: 500)
         XCTAssertEqual(r.a.stats.retransmissionsSent + r.b.stats.retransmissionsSent, 0)
