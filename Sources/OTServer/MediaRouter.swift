@@ -238,7 +238,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
 
     public func close(peerId: String) {
         let driver = state.withLock { s -> PeerConnectionDriver? in
-            for stream in s.streams.values { stream.pending.removeAll { $0.0.peerId == peerId } }
+            Self.dropPending(&s) { $0.peerId == peerId }
             guard let peer = s.peers.removeValue(forKey: peerId) else { return nil }
             if let stream = s.streams[peer.streamId] {
                 if stream.publisher === peer {
@@ -248,14 +248,27 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                     stream.counters.subscribers = stream.subscribers.count
                     if peer.qualityOff { stream.counters.subscribersVideoDisabled -= 1 }
                 }
-                if stream.publisher == nil && stream.subscribers.isEmpty {
-                    stream.keyframeTimer?.cancel()
-                    s.streams[stream.id] = nil
-                }
+                Self.removeIfUnused(stream, &s)
             }
             return peer.driver
         }
         driver?.close()
+    }
+
+    /// Under the lock: forgets the subscribe offers still waiting for their publisher that match, and the streams
+    /// that only those offers had made.
+    private static func dropPending(_ s: inout State, where match: (MediaOfferRequest) -> Bool) {
+        for stream in Array(s.streams.values) where !stream.pending.isEmpty {
+            stream.pending.removeAll { match($0.0) }
+            removeIfUnused(stream, &s)
+        }
+    }
+
+    /// Under the lock: a stream with no publisher, no subscriber and no waiting offer is removed.
+    private static func removeIfUnused(_ stream: Stream, _ s: inout State) {
+        guard stream.publisher == nil, stream.subscribers.isEmpty, stream.pending.isEmpty, s.streams[stream.id] === stream else { return }
+        stream.keyframeTimer?.cancel()
+        s.streams[stream.id] = nil
     }
 
     public func setSubscription(peerId: String, audio: Bool, video: Bool) {
@@ -289,7 +302,10 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     }
 
     public func connectionGone(connectionId: String) {
-        let ids = state.withLock { s in s.peers.values.filter { $0.connectionId == connectionId }.map(\.id) }
+        let ids = state.withLock { s in
+            Self.dropPending(&s) { $0.connectionId == connectionId }
+            return s.peers.values.filter { $0.connectionId == connectionId }.map(\.id)
+        }
         for id in ids { close(peerId: id) }
     }
 
@@ -523,6 +539,8 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     }
     /// Peer connections the router holds.
     public var peerCount: Int { state.withLock { $0.peers.count } }
+    /// Streams the router keeps: with a publisher, subscribers, or subscribe offers waiting for the publisher.
+    public var streamCount: Int { state.withLock { $0.streams.count } }
 
     public func statsJSON(apiKey: String?) -> [UInt8] {
         let (snapshot, peers) = state.withLock { s in

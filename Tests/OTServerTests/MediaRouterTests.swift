@@ -39,6 +39,13 @@ final class RouterClient: Sendable {
     var keyframeRequests: Int { events.withLock { $0.filter { if case .keyframeRequested = $0 { true } else { false } }.count } }
 }
 
+/// A flag set from another thread.
+final class Flag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
+}
+
 /// The handler's reference to its client: weak, so client and driver do not keep each other alive.
 final class WeakClient: @unchecked Sendable {
     private let lock = NSLock()
@@ -242,6 +249,76 @@ final class MediaRouterTests: XCTestCase {
         XCTAssertEqual(router.peerCount, 0)
         XCTAssertNil(router.counters(streamId: "st1"))
         XCTAssertEqual(router.endpoint.connectionCount, 0)
+    }
+
+    /// Sends a subscribe offer that must wait for the publisher's; returns whether it was answered.
+    private func offerBeforePublisher(_ client: RouterClient, peer: String, stream: String) throws -> Flag {
+        let answered = Flag()
+        router.handleOffer(MediaOfferRequest(sessionId: "sess", connectionId: "c-\(peer)", peerId: peer, streamId: stream,
+                                             direction: .subscribe, sdp: try client.driver.createOffer())) { _ in answered.set() }
+        return answered
+    }
+
+    private func statsSessions() throws -> [String: Any] {
+        let json = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(router.statsJSON(apiKey: nil))) as? [String: Any])
+        return try XCTUnwrap(json["sessions"] as? [String: Any])
+    }
+
+    func testASubscriberClosedBeforeItsPublisherLeavesNoStream() throws {
+        router = try MediaRouter()
+        let early = try RouterClient(), gone = try RouterClient()
+        clients = [early, gone]
+        let answeredEarly = try offerBeforePublisher(early, peer: "early", stream: "st-late")
+        let answeredGone = try offerBeforePublisher(gone, peer: "gone", stream: "st-other")
+        XCTAssertEqual(router.streamCount, 2, "each waiting offer holds its stream")
+        XCTAssertNotNil(router.counters(streamId: "st-late"))
+        XCTAssertEqual(try statsSessions().count, 1)
+
+        router.close(peerId: "early")
+        XCTAssertEqual(router.streamCount, 1, "the closed subscriber's stream goes with its offer")
+        XCTAssertNil(router.counters(streamId: "st-late"))
+        router.connectionGone(connectionId: "c-gone")
+        XCTAssertEqual(router.streamCount, 0)
+        XCTAssertEqual(router.peerCount, 0)
+        XCTAssertEqual(try statsSessions().count, 0, "the stats endpoint lists no session")
+
+        // A publisher arriving afterwards answers nobody from before.
+        let pub = try RouterClient(audioSSRC: Self.audio, videoSSRC: Self.video)
+        clients.append(pub)
+        _ = try negotiate(pub, peer: "pub", stream: "st-late", .publish)
+        XCTAssertTrue(waitFor { pub.connected })
+        XCTAssertFalse(answeredEarly.isSet)
+        XCTAssertFalse(answeredGone.isSet)
+        XCTAssertEqual(router.peerCount, 1)
+        XCTAssertEqual(router.counters(streamId: "st-late")?.subscribers, 0)
+        router.close(peerId: "pub")
+        XCTAssertEqual(router.streamCount, 0)
+    }
+
+    func testAWaitingSubscriberIsAnsweredWhenItsPublisherArrives() throws {
+        router = try MediaRouter()
+        let sub = try RouterClient(), other = try RouterClient()
+        clients = [sub, other]
+        let offer = try sub.driver.createOffer()
+        let result = Mutex<Result<String, OTError>?>(nil)
+        router.handleOffer(MediaOfferRequest(sessionId: "sess", connectionId: "c-sub", peerId: "sub", streamId: "st1", direction: .subscribe, sdp: offer)) { r in
+            result.withLock { $0 = r }
+        }
+        // Another waiting subscriber of the same stream leaves; the stream stays for the first.
+        _ = try offerBeforePublisher(other, peer: "other", stream: "st1")
+        router.close(peerId: "other")
+        XCTAssertEqual(router.streamCount, 1)
+        let pub = try RouterClient(audioSSRC: Self.audio, videoSSRC: Self.video)
+        clients.append(pub)
+        _ = try negotiate(pub, peer: "pub", .publish)
+        XCTAssertTrue(waitFor { result.withLock { $0 != nil } })
+        try sub.driver.setRemoteAnswer(try XCTUnwrap(result.withLock { $0 }).get())
+        XCTAssertTrue(waitFor { pub.connected && sub.connected })
+        XCTAssertEqual(router.counters(streamId: "st1")?.subscribers, 1)
+        router.close(peerId: "sub")
+        router.close(peerId: "pub")
+        XCTAssertEqual(router.streamCount, 0)
+        XCTAssertEqual(router.peerCount, 0)
     }
 }
 
