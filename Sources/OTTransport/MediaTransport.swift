@@ -40,6 +40,12 @@ public final class MediaTransport {
         pump(now: now)
     }
 
+    /// The TCP connection from local `socket` to a TURN server closed (or could not be made): its client fails.
+    public func turnConnectionClosed(socket: TransportAddress, now: Instant) {
+        for t in turns where t.socket == socket && t.client.config.transport == .tcp { t.client.connectionClosed(now: now) }
+        pump(now: now)
+    }
+
     /// Adds a remote candidate to ICE and installs TURN permissions for its address.
     public func addRemoteCandidate(_ c: SDPCandidate, now: Instant) {
         ice.addRemoteCandidate(c)

@@ -133,7 +133,7 @@ public final class PeerConnection {
 
     private var ice: ICEAgent?
     private var localAddresses: [TransportAddress] = []
-    private var pendingTURN: [(TURNClient.Config, TransportAddress)] = []
+    private var pendingTURN: [(client: TURNClient, socket: TransportAddress)] = []
     private var pendingRemoteCandidates: [SDPCandidate] = []
     private var localOffer: SessionDescription?
     private var srtp: SRTPContext?
@@ -196,9 +196,38 @@ public final class PeerConnection {
 
     /// Allocates a relayed candidate from a TURN server reached from local socket `socket`; the candidate comes
     /// out as `.localCandidate` (signal it). Starts once the remote description is set.
+    /// Over TCP, `socket` names the connection to the server (`UDPDriver.connectTCP`); tell
+    /// `turnConnectionClosed(socket:now:)` when it closes.
     public func addTURN(_ turn: TURNClient.Config, socket: TransportAddress, now: Instant) {
         if let transport { transport.addTURN(TURNClient(config: turn), socket: socket, now: now); pump(now: now) }
-        else { pendingTURN.append((turn, socket)) }
+        else { pendingTURN.append((TURNClient(config: turn), socket)) }
+    }
+
+    /// The TCP connection from `socket` to a TURN server closed or could not be made: that server's relayed
+    /// candidate is gone (under the relay-only policy, losing the last one fails the connection).
+    public func turnConnectionClosed(socket: TransportAddress, now: Instant) {
+        lastNow = now
+        if let transport { transport.turnConnectionClosed(socket: socket, now: now); pump(now: now); return }
+        for t in pendingTURN where t.socket == socket && t.client.config.transport == .tcp { t.client.connectionClosed(now: now) }
+        for t in pendingTURN {
+            while let e = t.client.pollEvent() { if case .failed(let err) = e { turnFailed(err) } }
+        }
+        checkCandidatesComplete()
+    }
+
+    /// The transport of the relayed local candidate at `address` (its TURN client's connection to the server).
+    public func relayProtocol(of address: TransportAddress) -> TURNClient.ServerTransport? {
+        transport?.turns.first { $0.client.relayedAddress == address }?.client.config.transport
+    }
+
+    /// A TURN client failed. Under the relay-only policy with no TURN server left, nothing can connect: fail
+    /// now with the server's error rather than waiting for ICE (which has no pair to fail).
+    private func turnFailed(_ err: OTError) {
+        Log.warn("ice", "\(err.message)")
+        guard config.relayOnly else { return }
+        let live = (transport?.turns.map(\.client) ?? []) + pendingTURN.map(\.client)
+        guard live.allSatisfy(\.isFailed) else { return }
+        fail(OTError(err.code, "no relayed candidate (\(err.message))"))
     }
 
     private func makeAgent(role: ICERole, now: Instant) -> ICEAgent {
@@ -219,7 +248,7 @@ public final class PeerConnection {
 
     /// Whether STUN or TURN servers are still to answer.
     private var isGathering: Bool {
-        ice?.isGathering == true || !pendingTURN.isEmpty
+        ice?.isGathering == true || pendingTURN.contains { !$0.client.isFailed }
             || transport?.turns.contains { $0.client.relayedAddress == nil && !$0.client.isFailed } == true
     }
 
@@ -377,7 +406,7 @@ public final class PeerConnection {
         for c in neg.remoteCandidates + pendingRemoteCandidates { t.addRemoteCandidate(c, now: now) }
         pendingRemoteCandidates = []
         if neg.remoteEndOfCandidates { agent.endOfRemoteCandidates(now: now) }
-        for (turn, socket) in pendingTURN { t.addTURN(TURNClient(config: turn), socket: socket, now: now) }
+        for (client, socket) in pendingTURN { t.addTURN(client, socket: socket, now: now) }
         pendingTURN = []
         t.flush(now: now)
         pump(now: now)
@@ -570,6 +599,7 @@ public final class PeerConnection {
             case .ice(let ie): ice(ie)
             case .dtls(let de): dtls(de, transport: transport)
             case .localCandidate(let c): events.push(.localCandidate(c))
+            case .turn(.failed(let err)): turnFailed(err)
             case .turn: break
             }
         }

@@ -38,8 +38,8 @@ final class SharedUDPIO: Sendable {
             switch event {
             case .datagram(let bytes, let from, let local, let now): io.owner(of: local)?.receive(bytes, from: from, local: local, now: now)
             case .timer(let now): io.deadlines.fire(now: now)
-            // Only TURN uses TCP; a TURN connection that closes shows up as lost consent on its pairs.
-            case .closed(let local, let now): io.owner(of: local)?.timeout(now: now)
+            // Only TURN uses TCP: the connection's TURN client fails (its relayed candidate is gone).
+            case .closed(let local, let now): io.owner(of: local)?.turnConnectionClosed(local: local, now: now)
             }
         }
         deadlines = ConnectionDeadlines(udp: udp)
@@ -51,12 +51,33 @@ final class SharedUDPIO: Sendable {
 
     /// Binds a UDP socket for `d` (port 0 picks one) and returns its address.
     func bind(_ address: TransportAddress, for d: PeerConnectionDriver) throws -> TransportAddress {
-        let bound = try udp.bind(address)
-        owners.withLock { $0[bound] = WeakDriver(driver: d) }
-        return bound
+        try register(for: d, tcp: false) { try udp.bind(address) }
     }
 
-    /// Closes the sockets bound at `locals` and forgets the deadline of the connection known by `id`.
+    /// Opens a TCP connection for `d` (to a TURN server) and returns its local address, which names it.
+    func connectTCP(to server: TransportAddress, for d: PeerConnectionDriver) throws -> TransportAddress {
+        try register(for: d, tcp: true) { try udp.connectTCP(to: server) }
+    }
+
+    /// Records `d` as the owner of what `open` opens. UDP sockets and TCP connections share the local port
+    /// range, so one may get the address another connection's socket has: that one is closed and opened again.
+    private func register(for d: PeerConnectionDriver, tcp: Bool, _ open: () throws -> TransportAddress) throws -> TransportAddress {
+        var taken: [TransportAddress] = []
+        defer { for a in taken { udp.unbind(a, tcp: tcp) } }
+        for _ in 0..<8 {
+            let local = try open()
+            let added = owners.withLock { o -> Bool in
+                guard o[local] == nil else { return false }
+                o[local] = WeakDriver(driver: d)
+                return true
+            }
+            if added { return local }
+            taken.append(local)
+        }
+        throw OTError(.internalError, "no free local address that another connection does not use")
+    }
+
+    /// Closes the sockets bound at `locals` (UDP sockets and TCP connections) and forgets the deadline of the connection known by `id`.
     func release(_ locals: [TransportAddress], of id: ObjectIdentifier) {
         owners.withLock { o in for a in locals { o[a] = nil } }
         for a in locals { udp.unbind(a) }

@@ -131,12 +131,15 @@ public final class UDPDriver: Sendable {
     /// Closes the UDP socket bound at `local` and the TCP connection named by `local` (from `connectTCP`), if
     /// any, without stopping the IO thread; nothing more is delivered from them. Returns whether one was found.
     /// The descriptors are closed by the IO thread before its next poll (or when the driver is released).
+    /// With `tcp` set, only the TCP connection (true) or only the UDP socket (false) is closed.
     @discardableResult
-    public func unbind(_ local: TransportAddress) -> Bool {
+    public func unbind(_ local: TransportAddress, tcp: Bool? = nil) -> Bool {
         let found = state.withLock { s -> Bool in
-            let fds = s.sockets.filter { $0.address == local }.map(\.fd) + s.tcp.filter { $0.local == local }.map(\.fd)
-            s.sockets.removeAll { $0.address == local }
-            s.tcp.removeAll { $0.local == local }
+            let udp = tcp != true, stream = tcp != false
+            let fds = (udp ? s.sockets.filter { $0.address == local }.map(\.fd) : [])
+                + (stream ? s.tcp.filter { $0.local == local }.map(\.fd) : [])
+            if udp { s.sockets.removeAll { $0.address == local } }
+            if stream { s.tcp.removeAll { $0.local == local } }
             s.retired += fds
             return !fds.isEmpty
         }
