@@ -93,6 +93,9 @@ public struct PeerConnectionStats: Sendable, Equatable {
     public var sendsBeforeConnected = 0
     /// Packets given to `sendRTP` that were not RTP, dropped.
     public var malformedSends = 0
+    /// RTP given to `sendRTP`, and RTCP, retransmissions and DTLS records, not sent because consent for the
+    /// selected pair had expired (RFC 7675; sending resumes when a pair is selected again, e.g. after an ICE restart).
+    public var sendsDroppedWithoutConsent = 0
     public var roundTripTime: Duration?
     /// NACKed packets not resent because retransmissions were over their share of the bandwidth estimate.
     public var retransmissionsSkipped = 0
@@ -435,6 +438,12 @@ public final class PeerConnection {
     public func sendRTP(_ packet: inout [UInt8], now: Instant) -> Bool {
         guard let srtp, let transport else { stats.sendsBeforeConnected += 1; return false }
         guard let h = Self.header(packet) else { stats.malformedSends += 1; return false }
+        // Without consent nothing is sent, cached, numbered or counted as sent.
+        guard !transport.ice.consentExpired else {
+            transport.countDroppedWithoutConsent()
+            stats.sendsDroppedWithoutConsent = transport.sendsDroppedWithoutConsent
+            return false
+        }
         // This connection's transport-wide number, over whatever the packet carried (a router forwards packets
         // numbered for the publisher's uplink).
         let twccSequence = stampTransportSequence(&packet)
@@ -589,6 +598,7 @@ public final class PeerConnection {
     private func drainTransport() {
         guard let transport else { return }
         while let t = transport.pollTransmit() { transmits.push(t) }
+        stats.sendsDroppedWithoutConsent = transport.sendsDroppedWithoutConsent
     }
 
     private func pump(now: Instant) {
