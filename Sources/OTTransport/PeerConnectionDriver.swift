@@ -106,14 +106,13 @@ public final class PeerConnectionDriver: @unchecked Sendable {
         }
         guard case .owned(let shared) = io else { return }
         do {
-            let local = try shared.connectTCP(to: turn.server, for: self)
-            let added = withPeerConnection { pc, now -> Bool in
-                guard !closed else { return false }
+            // Under the lock: the connection's first event (it may close at once) waits until its client exists.
+            try withPeerConnection { pc, now in
+                guard !closed else { return }
+                let local = try shared.connectTCP(to: turn.server, for: self)
                 tcpLocals.append(local)
                 pc.addTURN(turn, socket: local, now: now)
-                return true
             }
-            if !added { shared.release([local], of: ObjectIdentifier(self)) }
         } catch {
             // Refused at once (e.g. nothing listens on a loopback port): the same failure as a later close.
             Log.warn("ice", "TURN over TCP to \(turn.server): \(error)")

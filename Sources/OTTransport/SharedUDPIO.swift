@@ -49,32 +49,36 @@ final class SharedUDPIO: Sendable {
 
     private func owner(of local: TransportAddress) -> PeerConnectionDriver? { owners.withLock { $0[local]?.driver } }
 
-    /// Binds a UDP socket for `d` (port 0 picks one) and returns its address.
+    /// Binds a UDP socket for `d` (port 0 picks one) and returns its address. UDP sockets and TCP connections
+    /// share the local port range, so a socket may get the address of another connection's TCP connection: it
+    /// is closed and another one bound.
     func bind(_ address: TransportAddress, for d: PeerConnectionDriver) throws -> TransportAddress {
-        try register(for: d, tcp: false) { try udp.bind(address) }
-    }
-
-    /// Opens a TCP connection for `d` (to a TURN server) and returns its local address, which names it.
-    func connectTCP(to server: TransportAddress, for d: PeerConnectionDriver) throws -> TransportAddress {
-        try register(for: d, tcp: true) { try udp.connectTCP(to: server) }
-    }
-
-    /// Records `d` as the owner of what `open` opens. UDP sockets and TCP connections share the local port
-    /// range, so one may get the address another connection's socket has: that one is closed and opened again.
-    private func register(for d: PeerConnectionDriver, tcp: Bool, _ open: () throws -> TransportAddress) throws -> TransportAddress {
         var taken: [TransportAddress] = []
-        defer { for a in taken { udp.unbind(a, tcp: tcp) } }
+        defer { for a in taken { udp.unbind(a, tcp: false) } }
         for _ in 0..<8 {
-            let local = try open()
-            let added = owners.withLock { o -> Bool in
-                guard o[local] == nil else { return false }
-                o[local] = WeakDriver(driver: d)
-                return true
-            }
-            if added { return local }
+            let local = try udp.bind(address)
+            if claim(local, for: d) { return local }
             taken.append(local)
         }
         throw OTError(.internalError, "no free local address that another connection does not use")
+    }
+
+    /// Opens a TCP connection for `d` (to a TURN server) and returns its local address, which names it. `d` owns
+    /// it before the IO thread watches it, so even an immediate close reaches `d`.
+    func connectTCP(to server: TransportAddress, for d: PeerConnectionDriver) throws -> TransportAddress {
+        for _ in 0..<8 {
+            if let local = try udp.connectTCP(to: server, admit: { claim($0, for: d) }) { return local }
+        }
+        throw OTError(.internalError, "no free local address that another connection does not use")
+    }
+
+    /// Records `d` as the owner of `local`, unless another connection's socket has that address.
+    private func claim(_ local: TransportAddress, for d: PeerConnectionDriver) -> Bool {
+        owners.withLock { o -> Bool in
+            guard o[local] == nil else { return false }
+            o[local] = WeakDriver(driver: d)
+            return true
+        }
     }
 
     /// Closes the sockets bound at `locals` (UDP sockets and TCP connections) and forgets the deadline of the connection known by `id`.
