@@ -88,10 +88,11 @@ public struct RTCStatsReportBuilder: Sendable {
 
     /// Adds the ICE pair media uses: a `candidate-pair` (id `CP<id>`) and its `local-candidate` (`LC<id>`) and
     /// `remote-candidate` (`RC<id>`). `local` is our candidate as the peer sees it (srflx/prflx behind a NAT);
-    /// `availableOutgoingBitrate` is the send-side bandwidth estimate (bits per second) when there is one.
+    /// `availableOutgoingBitrate` is the send-side bandwidth estimate (bits per second) when there is one;
+    /// `localRelayProtocol` (`udp`/`tcp`: how we reach the TURN server) goes on a relayed local candidate.
     public mutating func addCandidatePair(id: String, local: SDPCandidate, remote: SDPCandidate, nominated: Bool,
                                           bytesSent: Int, bytesReceived: Int, currentRoundTripTime: Duration?,
-                                          availableOutgoingBitrate: Int? = nil) {
+                                          availableOutgoingBitrate: Int? = nil, localRelayProtocol: String? = nil) {
         for (type, prefix, c) in [("local-candidate", "LC", local), ("remote-candidate", "RC", remote)] {
             var m: [(name: String, value: RTCStatsValue)] = [
                 ("address", .string(c.address.ip.description)), ("port", .int(Int(c.address.port))),
@@ -99,6 +100,7 @@ public struct RTCStatsReportBuilder: Sendable {
                 ("foundation", .string(c.foundation)),
             ]
             if let r = c.relatedAddress { m += [("relatedAddress", .string(r.ip.description)), ("relatedPort", .int(Int(r.port)))] }
+            if prefix == "LC", let localRelayProtocol { m.append(("relayProtocol", .string(localRelayProtocol))) }
             add(type, prefix + id, m)
         }
         var m: [(name: String, value: RTCStatsValue)] = [

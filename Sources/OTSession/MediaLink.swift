@@ -11,7 +11,8 @@ final class MediaLink: @unchecked Sendable {
     private let driver: PeerConnectionDriver
 
     /// Binds the sockets `bindAddresses(serverURL:)` picks, gathers server-reflexive candidates from the session's
-    /// STUN (and UDP TURN) servers, adds its TURN servers (relayed candidates only under the relay transport policy)
+    /// STUN (and UDP TURN) servers, adds its TURN servers (over UDP from the first socket, over TCP through a
+    /// connection of their own; relayed candidates only under the relay transport policy)
     /// and leaves LAN host candidates unsignalled under `filterOutLanCandidates`; the process-wide IO thread serves it.
     init(config: PeerConnectionConfig, settings: SessionSettings, queue: DispatchQueue,
          onEvent: @escaping @Sendable ([PeerConnectionEvent]) -> Void) throws {
@@ -27,9 +28,7 @@ final class MediaLink: @unchecked Sendable {
         driver = try PeerConnectionDriver(config: config, bind: Self.bindAddresses(serverURL: settings.serverURL)) { e in
             queue.async { onEvent([e]) }
         }
-        if let socket = driver.localAddresses.first {
-            for t in turns { driver.addTURN(t, socket: socket) }
-        }
+        for t in turns { driver.addTURN(t) }
     }
 
     /// Host candidates: with a session server on this machine (loopback URL) every peer is local too, so one
@@ -64,9 +63,11 @@ final class MediaLink: @unchecked Sendable {
     func addCandidatePair(to b: inout RTCStatsReportBuilder, id: String, availableOutgoingBitrate: Int? = nil) {
         guard let pair = selectedCandidatePair else { return }
         let s = stats
+        let relay = pair.local.kind == .relay ? driver.withPeerConnection { pc, _ in pc.relayProtocol(of: pair.local.address) } : nil
         b.addCandidatePair(id: id, local: pair.local, remote: pair.remote, nominated: pair.nominated,
                            bytesSent: s.bytesSent, bytesReceived: s.bytesReceived, currentRoundTripTime: s.roundTripTime,
-                           availableOutgoingBitrate: availableOutgoingBitrate)
+                           availableOutgoingBitrate: availableOutgoingBitrate,
+                           localRelayProtocol: relay.map { $0 == .tcp ? "tcp" : "udp" })
     }
 
     /// A trickled candidate from signaling (`""` ends the candidates); malformed and mDNS ones are ignored.

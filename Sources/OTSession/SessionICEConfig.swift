@@ -121,9 +121,7 @@ public struct SessionICEConfig: Sendable, Equatable {
 
     private mutating func add(_ s: IceServer) throws {
         guard !s.urls.isEmpty else { throw OTError(.invalidParameter, "an ICE server needs at least one URL") }
-        for u in s.urls where try ICEServerURL(parsing: u).transport == .tcp {
-            throw OTError(.invalidParameter, "ICE server URL \"\(u.prefix(200))\": TURN over TCP is not supported for session media")
-        }
+        for u in s.urls { _ = try ICEServerURL(parsing: u) }
         customServers.append(s)
     }
 
@@ -140,7 +138,8 @@ public struct SessionICEConfig: Sendable, Equatable {
         return out
     }
 
-    /// The TURN servers with their credentials (UDP).
+    /// The TURN servers with their credentials, each reached over UDP or TCP as its URL says (the relayed
+    /// addresses are UDP either way).
     public var turnServers: [TURNClient.Config] {
         var out: [TURNClient.Config] = []
         for s in customServers {

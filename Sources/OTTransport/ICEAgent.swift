@@ -147,6 +147,10 @@ public final class ICEAgent {
     private var selectedPairIndex: Int?
     private var lastConsentAt: Instant?
     private var nextConsentAt: Instant?
+    /// RFC 7675 §5.1: consent for the selected pair expired (no answer to consent checks, or no checks from the
+    /// peer for a lite agent, for `consentTimeout`). Nothing but STUN may then go to the peer: media and DTLS
+    /// stop until a pair is selected again (after an ICE restart, whose checks give the new pair consent).
+    public private(set) var consentExpired = false
     private var remoteCandidatesComplete = false
     private var rng: SeededRandom
     private var transmits = FIFO<ICETransmit>()
@@ -502,6 +506,13 @@ public final class ICEAgent {
         }
     }
 
+    /// Consent for the selected pair is lost: the agent fails and application data stops (`consentExpired`).
+    private func expireConsent() {
+        consentExpired = true
+        nextConsentAt = nil  // no more consent checks (and no deadline left in the past)
+        setState(.failed)
+    }
+
     private func select(_ p: Int, now: Instant) {
         if let cur = selectedPairIndex, cur != p, pairs[cur].nominated, pairs[cur].priority > pairs[p].priority, config.role == .controlling { return }
         let lc = localCandidates[pairs[p].local], rc = remoteCandidates[pairs[p].remote]
@@ -509,6 +520,8 @@ public final class ICEAgent {
         selectedPairIndex = p
         selected = (lc, rc)
         lastConsentAt = now
+        // The pair's check (or the peer's nominating check, after our answer to it) just succeeded: consent.
+        consentExpired = false
         if nextConsentAt == nil && !config.lite { nextConsentAt = now + jittered(config.consentInterval) }
         if changed { events.push(.selectedPairChanged(local: lc, remote: rc)) }
         if !state.isConnected { setState(.connected) }
@@ -583,7 +596,7 @@ public final class ICEAgent {
         }
         guard !config.lite else {
             if selectedPairIndex != nil, let last = lastConsentAt {
-                if now - last >= config.consentTimeout { setState(.failed) } else if now - last >= config.disconnectedTimeout { setState(.disconnected) }
+                if now - last >= config.consentTimeout { expireConsent() } else if now - last >= config.disconnectedTimeout { setState(.disconnected) }
             }
             return
         }
@@ -604,7 +617,7 @@ public final class ICEAgent {
         }
         if let last = lastConsentAt, selectedPairIndex != nil {
             if now - last >= config.consentTimeout {
-                setState(.failed)
+                expireConsent()
             } else if now - last >= config.disconnectedTimeout, state.isConnected {
                 setState(.disconnected)
             }

@@ -40,6 +40,12 @@ public final class MediaTransport {
         pump(now: now)
     }
 
+    /// The TCP connection from local `socket` to a TURN server closed (or could not be made): its client fails.
+    public func turnConnectionClosed(socket: TransportAddress, now: Instant) {
+        for t in turns where t.socket == socket && t.client.config.transport == .tcp { t.client.connectionClosed(now: now) }
+        pump(now: now)
+    }
+
     /// Adds a remote candidate to ICE and installs TURN permissions for its address.
     public func addRemoteCandidate(_ c: SDPCandidate, now: Instant) {
         ice.addRemoteCandidate(c)
@@ -75,10 +81,18 @@ public final class MediaTransport {
         pump(now: now)
     }
 
-    /// Queues an (already protected) SRTP/SRTCP datagram on the selected pair. Returns false without one.
+    /// SRTP/SRTCP and DTLS datagrams not sent because consent for the selected pair had expired (RFC 7675).
+    public private(set) var sendsDroppedWithoutConsent = 0
+
+    /// Counts a datagram the caller did not send because consent had expired (it checked `ice.consentExpired`).
+    public func countDroppedWithoutConsent() { sendsDroppedWithoutConsent += 1 }
+
+    /// Queues an (already protected) SRTP/SRTCP datagram on the selected pair. Returns false without one, or
+    /// when consent for it expired (RFC 7675: counted in `sendsDroppedWithoutConsent`, nothing is sent).
     @discardableResult
     public func sendMedia(_ bytes: [UInt8]) -> Bool {
         guard let route = ice.selectedPair else { return false }
+        guard !ice.consentExpired else { sendsDroppedWithoutConsent += 1; return false }
         transmits.push(ICETransmit(source: route.local.address, destination: route.remote.address, bytes: bytes))
         routeRelayed(now: nil)
         return true
@@ -131,6 +145,7 @@ public final class MediaTransport {
         }
         if let route = ice.selectedPair {
             while let d = dtls.pollTransmit() {
+                if ice.consentExpired { sendsDroppedWithoutConsent += 1; continue }
                 transmits.push(ICETransmit(source: route.local.address, destination: route.remote.address, bytes: d))
             }
         }

@@ -43,6 +43,8 @@ public struct NetworkEmulator: Sendable {
     /// Per-direction bottleneck: when the link from a source IP is free again, and bytes queued.
     private var linkFreeAt: [IPAddress: Instant] = [:]
     private var blocked: Set<TransportAddress> = []
+    private struct Route: Hashable, Sendable { var from: TransportAddress; var to: TransportAddress }
+    private var blockedRoutes: Set<Route> = []
     /// Counters for tests.
     public private(set) var sent = 0, dropped = 0, duplicated = 0, delivered = 0
 
@@ -54,12 +56,15 @@ public struct NetworkEmulator: Sendable {
     /// Drops every datagram from or to `address` from now on (a path that stopped), until `unblock`.
     public mutating func block(_ address: TransportAddress) { blocked.insert(address) }
     public mutating func unblock(_ address: TransportAddress) { blocked.remove(address) }
+    /// Drops datagrams from `from` to `to` only (a path cut one way), until `unblock(from:to:)`.
+    public mutating func block(from: TransportAddress, to: TransportAddress) { blockedRoutes.insert(Route(from: from, to: to)) }
+    public mutating func unblock(from: TransportAddress, to: TransportAddress) { blockedRoutes.remove(Route(from: from, to: to)) }
 
     /// Sends a datagram at `now`.
     public mutating func send(_ bytes: [UInt8], from: TransportAddress, to: TransportAddress, now: Instant) {
         sent += 1
         let c = conditions
-        if blocked.contains(from) || blocked.contains(to) { dropped += 1; return }
+        if blocked.contains(from) || blocked.contains(to) || blockedRoutes.contains(Route(from: from, to: to)) { dropped += 1; return }
         if c.loss > 0 && rng.unit() < c.loss { dropped += 1; return }
         var departs = now
         if let rate = c.rateBitsPerSecond, rate > 0 {
@@ -101,7 +106,10 @@ public struct NetworkEmulator: Sendable {
         }
         guard let b = best else { return nil }
         let d = inFlight.remove(at: b).d
-        if blocked.contains(d.to) || blocked.contains(d.from) { dropped += 1; return poll(now: now) }
+        if blocked.contains(d.to) || blocked.contains(d.from) || blockedRoutes.contains(Route(from: d.from, to: d.to)) {
+            dropped += 1
+            return poll(now: now)
+        }
         delivered += 1
         return d
     }

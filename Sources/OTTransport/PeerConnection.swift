@@ -93,6 +93,9 @@ public struct PeerConnectionStats: Sendable, Equatable {
     public var sendsBeforeConnected = 0
     /// Packets given to `sendRTP` that were not RTP, dropped.
     public var malformedSends = 0
+    /// RTP given to `sendRTP`, and RTCP, retransmissions and DTLS records, not sent because consent for the
+    /// selected pair had expired (RFC 7675; sending resumes when a pair is selected again, e.g. after an ICE restart).
+    public var sendsDroppedWithoutConsent = 0
     public var roundTripTime: Duration?
     /// NACKed packets not resent because retransmissions were over their share of the bandwidth estimate.
     public var retransmissionsSkipped = 0
@@ -133,7 +136,7 @@ public final class PeerConnection {
 
     private var ice: ICEAgent?
     private var localAddresses: [TransportAddress] = []
-    private var pendingTURN: [(TURNClient.Config, TransportAddress)] = []
+    private var pendingTURN: [(client: TURNClient, socket: TransportAddress)] = []
     private var pendingRemoteCandidates: [SDPCandidate] = []
     private var localOffer: SessionDescription?
     private var srtp: SRTPContext?
@@ -196,9 +199,38 @@ public final class PeerConnection {
 
     /// Allocates a relayed candidate from a TURN server reached from local socket `socket`; the candidate comes
     /// out as `.localCandidate` (signal it). Starts once the remote description is set.
+    /// Over TCP, `socket` names the connection to the server (`UDPDriver.connectTCP`); tell
+    /// `turnConnectionClosed(socket:now:)` when it closes.
     public func addTURN(_ turn: TURNClient.Config, socket: TransportAddress, now: Instant) {
         if let transport { transport.addTURN(TURNClient(config: turn), socket: socket, now: now); pump(now: now) }
-        else { pendingTURN.append((turn, socket)) }
+        else { pendingTURN.append((TURNClient(config: turn), socket)) }
+    }
+
+    /// The TCP connection from `socket` to a TURN server closed or could not be made: that server's relayed
+    /// candidate is gone (under the relay-only policy, losing the last one fails the connection).
+    public func turnConnectionClosed(socket: TransportAddress, now: Instant) {
+        lastNow = now
+        if let transport { transport.turnConnectionClosed(socket: socket, now: now); pump(now: now); return }
+        for t in pendingTURN where t.socket == socket && t.client.config.transport == .tcp { t.client.connectionClosed(now: now) }
+        for t in pendingTURN {
+            while let e = t.client.pollEvent() { if case .failed(let err) = e { turnFailed(err) } }
+        }
+        checkCandidatesComplete()
+    }
+
+    /// The transport of the relayed local candidate at `address` (its TURN client's connection to the server).
+    public func relayProtocol(of address: TransportAddress) -> TURNClient.ServerTransport? {
+        transport?.turns.first { $0.client.relayedAddress == address }?.client.config.transport
+    }
+
+    /// A TURN client failed. Under the relay-only policy with no TURN server left, nothing can connect: fail
+    /// now with the server's error rather than waiting for ICE (which has no pair to fail).
+    private func turnFailed(_ err: OTError) {
+        Log.warn("ice", "\(err.message)")
+        guard config.relayOnly else { return }
+        let live = (transport?.turns.map(\.client) ?? []) + pendingTURN.map(\.client)
+        guard live.allSatisfy(\.isFailed) else { return }
+        fail(OTError(err.code, "no relayed candidate (\(err.message))"))
     }
 
     private func makeAgent(role: ICERole, now: Instant) -> ICEAgent {
@@ -219,7 +251,7 @@ public final class PeerConnection {
 
     /// Whether STUN or TURN servers are still to answer.
     private var isGathering: Bool {
-        ice?.isGathering == true || !pendingTURN.isEmpty
+        ice?.isGathering == true || pendingTURN.contains { !$0.client.isFailed }
             || transport?.turns.contains { $0.client.relayedAddress == nil && !$0.client.isFailed } == true
     }
 
@@ -377,7 +409,7 @@ public final class PeerConnection {
         for c in neg.remoteCandidates + pendingRemoteCandidates { t.addRemoteCandidate(c, now: now) }
         pendingRemoteCandidates = []
         if neg.remoteEndOfCandidates { agent.endOfRemoteCandidates(now: now) }
-        for (turn, socket) in pendingTURN { t.addTURN(TURNClient(config: turn), socket: socket, now: now) }
+        for (client, socket) in pendingTURN { t.addTURN(client, socket: socket, now: now) }
         pendingTURN = []
         t.flush(now: now)
         pump(now: now)
@@ -406,6 +438,12 @@ public final class PeerConnection {
     public func sendRTP(_ packet: inout [UInt8], now: Instant) -> Bool {
         guard let srtp, let transport else { stats.sendsBeforeConnected += 1; return false }
         guard let h = Self.header(packet) else { stats.malformedSends += 1; return false }
+        // Without consent nothing is sent, cached, numbered or counted as sent.
+        guard !transport.ice.consentExpired else {
+            transport.countDroppedWithoutConsent()
+            stats.sendsDroppedWithoutConsent = transport.sendsDroppedWithoutConsent
+            return false
+        }
         // This connection's transport-wide number, over whatever the packet carried (a router forwards packets
         // numbered for the publisher's uplink).
         let twccSequence = stampTransportSequence(&packet)
@@ -562,6 +600,7 @@ public final class PeerConnection {
     private func drainTransport() {
         guard let transport else { return }
         while let t = transport.pollTransmit() { transmits.push(t) }
+        stats.sendsDroppedWithoutConsent = transport.sendsDroppedWithoutConsent
     }
 
     private func pump(now: Instant) {
@@ -572,6 +611,7 @@ public final class PeerConnection {
             case .ice(let ie): ice(ie)
             case .dtls(let de): dtls(de, transport: transport)
             case .localCandidate(let c): events.push(.localCandidate(c))
+            case .turn(.failed(let err)): turnFailed(err)
             case .turn: break
             }
         }

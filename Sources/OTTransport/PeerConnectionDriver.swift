@@ -27,6 +27,8 @@ public final class PeerConnectionDriver: @unchecked Sendable {
     private var routedAddress: TransportAddress?
     /// The sockets this connection's host candidates are bound at.
     public private(set) var localAddresses: [TransportAddress] = []
+    /// The local addresses of its TCP connections to TURN servers.
+    private var tcpLocals: [TransportAddress] = []
 
     /// A connection with its own sockets, served by the process-wide IO thread that all such connections share.
     /// - Parameters:
@@ -56,7 +58,7 @@ public final class PeerConnectionDriver: @unchecked Sendable {
     }
 
     /// A connection dropped without `close()` still gives its sockets back.
-    deinit { if case .owned(let shared) = io { shared.release(localAddresses, of: ObjectIdentifier(self)) } }
+    deinit { if case .owned(let shared) = io { shared.release(localAddresses + tcpLocals, of: ObjectIdentifier(self)) } }
 
     /// Addresses for host candidates on this machine's interfaces (port 0), honouring the LAN filter setting.
     public static func hostBindAddresses(includeIPv6: Bool = false, filterLAN: Bool = false, includeLoopback: Bool = false) -> [TransportAddress] {
@@ -94,6 +96,34 @@ public final class PeerConnectionDriver: @unchecked Sendable {
     public func setRemoteAnswer(_ sdp: String) throws { try withPeerConnection { pc, now in try pc.setRemoteAnswer(sdp, now: now) } }
     public func addRemoteCandidate(_ c: SDPCandidate) { withPeerConnection { pc, now in pc.addRemoteCandidate(c, now: now) } }
     public func addTURN(_ turn: TURNClient.Config, socket: TransportAddress) { withPeerConnection { pc, now in pc.addTURN(turn, socket: socket, now: now) } }
+    /// Adds a TURN server, reached as its config says: over UDP from the first bound socket, over TCP through
+    /// a connection of its own on the IO thread (own sockets only). A TCP connection that cannot be made or
+    /// closes fails that server's allocation (`PeerConnection.turnConnectionClosed`).
+    public func addTURN(_ turn: TURNClient.Config) {
+        guard turn.transport == .tcp else {
+            if let socket = localAddresses.first { addTURN(turn, socket: socket) }
+            return
+        }
+        guard case .owned(let shared) = io else { return }
+        do {
+            // Under the lock: the connection's first event (it may close at once) waits until its client exists.
+            try withPeerConnection { pc, now in
+                guard !closed else { return }
+                let local = try shared.connectTCP(to: turn.server, for: self)
+                tcpLocals.append(local)
+                pc.addTURN(turn, socket: local, now: now)
+            }
+        } catch {
+            // Refused at once (e.g. nothing listens on a loopback port): the same failure as a later close.
+            Log.warn("ice", "TURN over TCP to \(turn.server): \(error)")
+            let unconnected = TransportAddress(ip: .v4(0), port: 0)
+            withPeerConnection { pc, now in
+                pc.addTURN(turn, socket: unconnected, now: now)
+                pc.turnConnectionClosed(socket: unconnected, now: now)
+            }
+        }
+    }
+
     /// Protects and sends an RTP packet (its storage then holds the SRTP bytes). False before the connection is up.
     @discardableResult
     public func sendRTP(_ packet: inout [UInt8]) -> Bool {
@@ -123,7 +153,7 @@ public final class PeerConnectionDriver: @unchecked Sendable {
             return self.io
         }
         switch io {
-        case .owned(let shared): shared.release(localAddresses, of: ObjectIdentifier(self))
+        case .owned(let shared): shared.release(localAddresses + lock.withLock { tcpLocals }, of: ObjectIdentifier(self))
         case .shared(let endpoint): endpoint.remove(self)
         case nil: break
         }
@@ -143,6 +173,10 @@ public final class PeerConnectionDriver: @unchecked Sendable {
         let events = flushLocked()
         lock.unlock()
         deliver(events)
+    }
+
+    func turnConnectionClosed(local: TransportAddress, now: Instant) {
+        withPeerConnection { pc, _ in if !closed { pc.turnConnectionClosed(socket: local, now: now) } }
     }
 
     func timeout(now: Instant) {

@@ -38,8 +38,8 @@ final class SharedUDPIO: Sendable {
             switch event {
             case .datagram(let bytes, let from, let local, let now): io.owner(of: local)?.receive(bytes, from: from, local: local, now: now)
             case .timer(let now): io.deadlines.fire(now: now)
-            // Only TURN uses TCP; a TURN connection that closes shows up as lost consent on its pairs.
-            case .closed(let local, let now): io.owner(of: local)?.timeout(now: now)
+            // Only TURN uses TCP: the connection's TURN client fails (its relayed candidate is gone).
+            case .closed(let local, let now): io.owner(of: local)?.turnConnectionClosed(local: local, now: now)
             }
         }
         deadlines = ConnectionDeadlines(udp: udp)
@@ -49,14 +49,39 @@ final class SharedUDPIO: Sendable {
 
     private func owner(of local: TransportAddress) -> PeerConnectionDriver? { owners.withLock { $0[local]?.driver } }
 
-    /// Binds a UDP socket for `d` (port 0 picks one) and returns its address.
+    /// Binds a UDP socket for `d` (port 0 picks one) and returns its address. UDP sockets and TCP connections
+    /// share the local port range, so a socket may get the address of another connection's TCP connection: it
+    /// is closed and another one bound.
     func bind(_ address: TransportAddress, for d: PeerConnectionDriver) throws -> TransportAddress {
-        let bound = try udp.bind(address)
-        owners.withLock { $0[bound] = WeakDriver(driver: d) }
-        return bound
+        var taken: [TransportAddress] = []
+        defer { for a in taken { udp.unbind(a, tcp: false) } }
+        for _ in 0..<8 {
+            let local = try udp.bind(address)
+            if claim(local, for: d) { return local }
+            taken.append(local)
+        }
+        throw OTError(.internalError, "no free local address that another connection does not use")
     }
 
-    /// Closes the sockets bound at `locals` and forgets the deadline of the connection known by `id`.
+    /// Opens a TCP connection for `d` (to a TURN server) and returns its local address, which names it. `d` owns
+    /// it before the IO thread watches it, so even an immediate close reaches `d`.
+    func connectTCP(to server: TransportAddress, for d: PeerConnectionDriver) throws -> TransportAddress {
+        for _ in 0..<8 {
+            if let local = try udp.connectTCP(to: server, admit: { claim($0, for: d) }) { return local }
+        }
+        throw OTError(.internalError, "no free local address that another connection does not use")
+    }
+
+    /// Records `d` as the owner of `local`, unless another connection's socket has that address.
+    private func claim(_ local: TransportAddress, for d: PeerConnectionDriver) -> Bool {
+        owners.withLock { o -> Bool in
+            guard o[local] == nil else { return false }
+            o[local] = WeakDriver(driver: d)
+            return true
+        }
+    }
+
+    /// Closes the sockets bound at `locals` (UDP sockets and TCP connections) and forgets the deadline of the connection known by `id`.
     func release(_ locals: [TransportAddress], of id: ObjectIdentifier) {
         owners.withLock { o in for a in locals { o[a] = nil } }
         for a in locals { udp.unbind(a) }

@@ -28,6 +28,8 @@ public final class TURNClient {
         public var seed: UInt64 = 1
         public var initialRTO: Duration = .milliseconds(500)
         public var maxTransmissions = 7
+        /// Over TCP requests are not retransmitted (RFC 8489 §6.2.2): a transaction fails after this long.
+        public var tcpTransactionTimeout: Duration = .milliseconds(39_500)
         public init(server: TransportAddress, username: String, password: String) {
             self.server = server; self.username = username; self.password = password
         }
@@ -79,7 +81,16 @@ public final class TURNClient {
 
     /// Sends the first Allocate (the server answers 401 with its realm and nonce; we retry with credentials).
     public func start(now: Instant) {
+        guard !isFailed else { return }
         request(.allocate, now: now)
+    }
+
+    /// Over TCP: the connection to the server closed (or could not be made). The allocation dies with it
+    /// (RFC 8656 §3.1), so the client fails: `.connectionFailed` before the allocation, `.connectionDropped` after.
+    public func connectionClosed(now: Instant) {
+        let why = relayedAddress == nil ? "could not be made or closed before the allocation" : "closed: the allocation is gone"
+        fail(OTError(relayedAddress == nil ? .connectionFailed : .connectionDropped, "TURN: the TCP connection to \(config.server) \(why)"))
+        relayedAddress = nil
     }
 
     private func request(_ purpose: Purpose, now: Instant) {
@@ -107,8 +118,10 @@ public final class TURNClient {
             integrity = key
         }
         let bytes = m.encode(integrityKey: integrity, fingerprint: true)
-        transactions[m.transactionID] = Transaction(purpose: purpose, bytes: bytes, transmissions: 1, rto: config.initialRTO,
-                                                    retransmitAt: now + config.initialRTO)
+        // Over TCP the one transmission is final: the transaction times out instead of being resent.
+        let tcp = config.transport == .tcp
+        transactions[m.transactionID] = Transaction(purpose: purpose, bytes: bytes, transmissions: tcp ? config.maxTransmissions : 1,
+                                                    rto: config.initialRTO, retransmitAt: now + (tcp ? config.tcpTransactionTimeout : config.initialRTO))
         transmits.push(bytes)
     }
 

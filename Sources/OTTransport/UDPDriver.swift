@@ -106,6 +106,14 @@ public final class UDPDriver: Sendable {
     /// Opens a TCP connection to `remote` (non-blocking; data sent before it is up waits). Returns its local
     /// address, which names it in `send(_:from:to:)` and in the `.datagram` events carrying its stream bytes.
     public func connectTCP(to remote: TransportAddress) throws -> TransportAddress {
+        guard let local = try connectTCP(to: remote, admit: { _ in true }) else { throw OTError(.internalError, "driver: connect not admitted") }
+        return local
+    }
+
+    /// Like `connectTCP(to:)`, but `admit` sees the local address before the IO thread watches the connection, so
+    /// whatever it records is in place before the connection's first event. When it returns false the connection
+    /// is closed and nil returned.
+    public func connectTCP(to remote: TransportAddress, admit: (TransportAddress) -> Bool) throws -> TransportAddress? {
         let fd = socket(remote.ip.isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw OTError(.internalError, "driver: socket() failed (errno \(errno))") }
         guard otshim_set_nonblocking(fd) == 0 else { close(fd); throw OTError(.internalError, "driver: non-blocking failed") }
@@ -123,6 +131,7 @@ public final class UDPDriver: Sendable {
             p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) == 0 ? Self.address(from: $0) : nil }
         }
         guard let local else { close(fd); throw OTError(.internalError, "driver: getsockname failed") }
+        guard admit(local) else { close(fd); return nil }
         state.withLock { $0.tcp.append(TCPConnection(fd: fd, local: local, remote: remote, connected: r == 0)) }
         wake()
         return local
@@ -131,12 +140,15 @@ public final class UDPDriver: Sendable {
     /// Closes the UDP socket bound at `local` and the TCP connection named by `local` (from `connectTCP`), if
     /// any, without stopping the IO thread; nothing more is delivered from them. Returns whether one was found.
     /// The descriptors are closed by the IO thread before its next poll (or when the driver is released).
+    /// With `tcp` set, only the TCP connection (true) or only the UDP socket (false) is closed.
     @discardableResult
-    public func unbind(_ local: TransportAddress) -> Bool {
+    public func unbind(_ local: TransportAddress, tcp: Bool? = nil) -> Bool {
         let found = state.withLock { s -> Bool in
-            let fds = s.sockets.filter { $0.address == local }.map(\.fd) + s.tcp.filter { $0.local == local }.map(\.fd)
-            s.sockets.removeAll { $0.address == local }
-            s.tcp.removeAll { $0.local == local }
+            let udp = tcp != true, stream = tcp != false
+            let fds = (udp ? s.sockets.filter { $0.address == local }.map(\.fd) : [])
+                + (stream ? s.tcp.filter { $0.local == local }.map(\.fd) : [])
+            if udp { s.sockets.removeAll { $0.address == local } }
+            if stream { s.tcp.removeAll { $0.local == local } }
             s.retired += fds
             return !fds.isEmpty
         }

@@ -27,6 +27,7 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
     private var _audioTotal = 0
     private var _stats: [SubscriberStats] = []
     private var _pubStats: [PublisherStats] = []
+    private var _failureMessages: [String] = []
     let cond = NSCondition()
     let name: String
     init(_ name: String = "") { self.name = name }
@@ -42,6 +43,8 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
     /// Samples received in all (the kept `audio` is the last 4 s).
     var audioTotal: Int { lock.withLock { _audioTotal } }
     var publisherStats: [PublisherStats] { lock.withLock { _pubStats } }
+    /// The messages of the subscriber's failures.
+    var failureMessages: [String] { lock.withLock { _failureMessages } }
 
     private func changed(_ body: () -> Void) {
         lock.withLock(body)
@@ -80,7 +83,9 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
     func subscriberDidConnect(toStream subscriber: Subscriber) { add(.connected) }
     func subscriberDidDisconnect(fromStream subscriber: Subscriber) { add(.disconnected) }
     func subscriberDidReconnect(toStream subscriber: Subscriber) { add(.reconnected) }
-    func subscriber(_ subscriber: Subscriber, didFailWithError error: OTError) { add(.failed(error.code.rawValue)) }
+    func subscriber(_ subscriber: Subscriber, didFailWithError error: OTError) {
+        changed { _failureMessages.append(error.message); _events.append(.failed(error.code.rawValue)) }
+    }
     func subscriber(_ subscriber: Subscriber, videoDisabledWithReason reason: SubscriberVideoEventReason) { add(.videoDisabled(reason)) }
     func subscriber(_ subscriber: Subscriber, videoEnabledWithReason reason: SubscriberVideoEventReason) { add(.videoEnabled(reason)) }
     func subscriberVideoDisableWarning(_ subscriber: Subscriber) { add(.warning) }

@@ -32,15 +32,21 @@ final class SessionICEConfigTests: XCTestCase {
         var c = SessionICEConfig()
         try c.addICEServer(url: "stun:198.51.100.7:3478")
         try c.addICEServer(url: "turn:198.51.100.8?transport=udp", username: "u", credential: "p")
-        XCTAssertThrowsError(try c.addICEServer(url: "turn:198.51.100.9?transport=tcp")) {
+        try c.addICEServer(url: "turn:198.51.100.9?transport=tcp", username: "u2", credential: "p2")
+        XCTAssertThrowsError(try c.addICEServer(url: "turn:198.51.100.9?transport=sctp")) {
             XCTAssertEqual(($0 as? OTError)?.code, .invalidParameter)
         }
         XCTAssertThrowsError(try c.addICEServer(url: "stun:stun.example.org"))
-        XCTAssertEqual(c.customServers.count, 2)
-        // TURN servers answer Binding requests too: both are STUN servers for server-reflexive candidates.
+        XCTAssertEqual(c.customServers.count, 3)
+        // UDP TURN servers answer Binding requests too: both are STUN servers for server-reflexive candidates
+        // (the TCP one is not: server-reflexive candidates are UDP).
         XCTAssertEqual(c.stunServers, [TransportAddress("198.51.100.7:3478")!, TransportAddress("198.51.100.8:3478")!])
         let turn = try XCTUnwrap(c.turnServers.first)
-        XCTAssertEqual(c.turnServers.count, 1)
+        XCTAssertEqual(c.turnServers.count, 2)
+        XCTAssertEqual(turn.transport, .udp)
+        XCTAssertEqual(c.turnServers.last?.transport, .tcp)
+        XCTAssertEqual(c.turnServers.last?.server, TransportAddress("198.51.100.9:3478"))
+        XCTAssertEqual(c.turnServers.last?.username, "u2")
         XCTAssertEqual(turn.server, TransportAddress("198.51.100.8:3478"))
         XCTAssertEqual(turn.username, "u")
         XCTAssertEqual(turn.password, "p")

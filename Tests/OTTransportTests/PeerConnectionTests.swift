@@ -9,6 +9,9 @@ final class EmulatedPeerConnections {
     var net: NetworkEmulator
     var peers: [(pc: PeerConnection, addresses: [TransportAddress])] = []
     var events: [[PeerConnectionEvent]] = []
+    /// With `logWire`, every datagram a peer put on the wire: its index, kind and send time.
+    var logWire = false
+    var wire: [(peer: Int, kind: DemuxKind, at: Instant)] = []
 
     init(seed: UInt64, conditions: LinkConditions) { net = NetworkEmulator(seed: seed, conditions: conditions) }
 
@@ -21,7 +24,10 @@ final class EmulatedPeerConnections {
 
     func drain(now: Instant) {
         for (i, p) in peers.enumerated() {
-            while let t = p.pc.pollTransmit() { net.send(t.bytes, from: t.source, to: t.destination, now: now) }
+            while let t = p.pc.pollTransmit() {
+                if logWire { wire.append((i, DemuxKind.classify(t.bytes), now)) }
+                net.send(t.bytes, from: t.source, to: t.destination, now: now)
+            }
             while let e = p.pc.pollEvent() { events[i].append(e) }
         }
     }

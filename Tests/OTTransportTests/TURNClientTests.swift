@@ -79,6 +79,39 @@ final class TURNClientTests: XCTestCase {
         XCTAssertEqual(e.code, .connectionTimedOut)
     }
 
+    /// Over TCP a request is sent once (RFC 8489 §6.2.2) and times out after `tcpTransactionTimeout`; a closed
+    /// connection fails the client at once, and a failed client starts nothing.
+    func testTCPTransactionsAreNotResentAndAClosedConnectionFails() throws {
+        var cfg = TURNClient.Config(server: server, username: "u", password: "p")
+        cfg.transport = .tcp
+        let silent = TURNClient(config: cfg)
+        let t0 = Instant(micros: 0)
+        silent.start(now: t0)
+        XCTAssertNotNil(silent.pollTransmit())
+        silent.handleTimeout(now: t0 + .seconds(10))
+        XCTAssertNil(silent.pollTransmit(), "no retransmission over TCP")
+        XCTAssertNil(silent.pollEvent())
+        XCTAssertEqual(silent.pollTimeout(), t0 + cfg.tcpTransactionTimeout)
+        silent.handleTimeout(now: t0 + cfg.tcpTransactionTimeout)
+        guard case .failed(let timedOut)? = silent.pollEvent() else { return XCTFail("no failure") }
+        XCTAssertEqual(timedOut.code, .connectionTimedOut)
+
+        let closed = TURNClient(config: cfg)
+        closed.start(now: t0)
+        _ = closed.pollTransmit()
+        closed.connectionClosed(now: t0 + .milliseconds(5))
+        guard case .failed(let e)? = closed.pollEvent() else { return XCTFail("no failure") }
+        XCTAssertEqual(e.code, .connectionFailed)
+        XCTAssertTrue(e.message.contains("TCP connection to \(server)"), e.message)
+        XCTAssertNil(closed.pollTimeout())
+
+        let never = TURNClient(config: cfg)
+        never.connectionClosed(now: t0)
+        never.start(now: t0)
+        XCTAssertNil(never.pollTransmit())
+        XCTAssertTrue(never.isFailed)
+    }
+
     func testTCPStreamFramingAcrossChunks() throws {
         var cfg = TURNClient.Config(server: server, username: "u", password: "p")
         cfg.transport = .tcp

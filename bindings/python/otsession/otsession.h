@@ -362,7 +362,7 @@ enum ot_ice_include_servers {
     OT_ICE_INCLUDE_SERVERS_CUSTOM = 1
 };
 
-/** A custom ICE server. `url`: "stun:HOST[:PORT]" or "turn:HOST[:PORT][?transport=udp]", HOST an IPv4
+/** A custom ICE server. `url`: "stun:HOST[:PORT]" or "turn:HOST[:PORT][?transport=udp|tcp]", HOST an IPv4
  * address, a bracketed IPv6 address or localhost; port 3478 by default. username/credential (TURN) may be NULL. */
 typedef struct ot_ice_server {
     const char *url;

@@ -50,7 +50,7 @@ class ICEIncludeServers(enum.IntEnum):
 
 @dataclass(frozen=True)
 class ICEServer:
-    """A custom ICE server: "stun:HOST[:PORT]" or "turn:HOST[:PORT][?transport=udp]" (HOST an IP address or
+    """A custom ICE server: "stun:HOST[:PORT]" or "turn:HOST[:PORT][?transport=udp|tcp]" (HOST an IP address or
     localhost); username/credential for TURN."""
     url: str
     username: Optional[str] = None

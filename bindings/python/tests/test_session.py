@@ -168,7 +168,9 @@ def test_ice_config_is_validated():
     ice.add_ice_server("turn:127.0.0.1:3479?transport=udp", "user", "secret")
     s = otsession.Session("123", "1_s", ice_config=ice)
     s.close()
-    for url in ("stun://127.0.0.1", "turns:127.0.0.1", "stun:stun.example.org", "turn:127.0.0.1?transport=tcp"):
+    ice.add_ice_server("turn:127.0.0.1:3479?transport=tcp", "user", "secret")
+    otsession.Session("123", "1_s", ice_config=ice).close()
+    for url in ("stun://127.0.0.1", "turns:127.0.0.1", "stun:stun.example.org", "turn:127.0.0.1?transport=sctp"):
         with pytest.raises(OTError) as e:
             otsession.Session("123", "1_s", ice_config=otsession.ICEConfig([otsession.ICEServer(url)]))
         assert e.value.code == ErrorCode.INVALID_PARAM, url

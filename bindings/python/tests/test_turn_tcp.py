@@ -1,0 +1,129 @@
+"""TURN over TCP through the Python package: relay-only sessions reach coturn (started here, on 127.0.0.1) over
+TCP, and the test pattern arrives through the relay; a TCP TURN server nobody listens on fails the subscriber."""
+import json
+import os
+import queue
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+import otsession
+from otsession import Role
+
+USER, PASSWORD = "otuser", "otpass"
+
+
+@pytest.fixture
+def coturn():
+    if not os.path.exists("/usr/bin/turnserver"):
+        pytest.skip("coturn is not installed")
+    d = tempfile.mkdtemp(prefix="ot-coturn-")
+    port = random.randint(20000, 29999)
+    low = random.randint(0, 299) * 50 + 30000
+    conf = os.path.join(d, "turnserver.conf")
+    with open(conf, "w") as f:
+        f.write(f"listening-ip=127.0.0.1\nrelay-ip=127.0.0.1\nlistening-port={port}\nmin-port={low}\nmax-port={low + 49}\n"
+                f"lt-cred-mech\nuser={USER}:{PASSWORD}\nrealm=otsession.test\nallow-loopback-peers\nno-tls\nno-dtls\n"
+                f"no-cli\nno-rfc5780\nno-stdout-log\nlog-file={d}/turn.log\npidfile={d}/turn.pid\nuserdb={d}/turndb\n")
+    proc = subprocess.Popen(["/usr/bin/turnserver", "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 10
+        while True:  # ready once its TCP listener accepts
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.time() > deadline:
+                    pytest.skip("coturn did not start")
+                time.sleep(0.05)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+class Viewer(otsession.Subscriber):
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.frames = []
+        self.events = queue.Queue()
+
+    def on_connected(self, stream):
+        self.events.put(("connected", None))
+
+    def on_error(self, code, message):
+        self.events.put(("error", (code, message)))
+
+    def on_render_frame(self, frame):
+        self.frames.append(frame)
+
+
+def relay_ice(url):
+    return otsession.ICEConfig([otsession.ICEServer(url, USER, PASSWORD)], transport_policy=otsession.ICETransportPolicy.RELAY)
+
+
+def publish_and_subscribe(server, pub_ice, sub_ice):
+    sid = server.create_session(relayed=True)
+    streams = queue.Queue()
+    pub_s = otsession.Session(server.api_key, sid, server_url=server.url, ice_config=pub_ice)
+    sub_s = otsession.Session(server.api_key, sid, server_url=server.url, ice_config=sub_ice)
+    sub_s.on("stream_created", streams.put)
+    for s in (pub_s, sub_s):
+        done = threading.Event()
+        s.on("connected", done.set)
+        s.connect(server.token(sid, Role.PUBLISHER))
+        assert done.wait(10)
+    pub = otsession.Publisher("tcp-turn", width=160, height=120)
+    pub_s.publish(pub)
+    viewer = Viewer(streams.get(timeout=10))
+    sub_s.subscribe(viewer)
+    return pub_s, sub_s, pub, viewer
+
+
+def test_media_through_turn_over_tcp(coturn):
+    with otsession.Server(api_key="778", api_secret="ab" * 20) as server:
+        ice = relay_ice(f"turn:127.0.0.1:{coturn}?transport=tcp")
+        pub_s, sub_s, pub, viewer = publish_and_subscribe(server, ice, ice)
+        try:
+            assert viewer.events.get(timeout=15) == ("connected", None)
+            deadline = time.time() + 15
+            while len(viewer.frames) < 15 and time.time() < deadline:
+                time.sleep(0.05)
+            stamped = [f.test_pattern[0] for f in viewer.frames if f.test_pattern]
+            assert len(stamped) >= 10 and stamped == sorted(stamped)
+            report = json.loads(viewer.rtc_stats_report())
+            pair = next(o for o in report if o["type"] == "candidate-pair")
+            local = next(o for o in report if o["id"] == pair["localCandidateId"])
+            remote = next(o for o in report if o["id"] == pair["remoteCandidateId"])
+            assert local["candidateType"] == "relay" and local["relayProtocol"] == "tcp"
+            assert remote["candidateType"] == "relay"
+        finally:
+            viewer.close()
+            pub.close()
+            sub_s.close()
+            pub_s.close()
+
+
+def test_unreachable_turn_over_tcp_fails_the_subscriber(coturn):
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    with otsession.Server(api_key="779", api_secret="cd" * 20) as server:
+        pub_s, sub_s, pub, viewer = publish_and_subscribe(server, relay_ice(f"turn:127.0.0.1:{coturn}?transport=tcp"),
+                                                          relay_ice(f"turn:127.0.0.1:{dead}?transport=tcp"))
+        try:
+            kind, (code, message) = viewer.events.get(timeout=15)
+            assert kind == "error"
+            assert code == otsession.ErrorCode.SUBSCRIBER_WEBRTC and f"TURN: the TCP connection to 127.0.0.1:{dead}" in message
+        finally:
+            viewer.close()
+            pub.close()
+            sub_s.close()
+            pub_s.close()
