@@ -31,7 +31,14 @@ final class BandwidthEstimationTests: XCTestCase {
         try b.subscribe(Subscriber(stream: stream, delegate: subRec))
         subRec.waitForFrames(10)
         pubRec.wait("a bandwidth estimate in the publisher's stats") { $0.publisherStats.last?.availableOutgoingBitrate != nil }
-        let stats = publisher.stats
+        // The estimate and the encoder's target are updated one after the other on the publisher's queue: wait for
+        // a snapshot taken after both (a busy machine may catch them in between).
+        var stats = publisher.stats
+        let until = Date().addingTimeInterval(10)
+        while stats.targetBitrateKbps != (stats.availableOutgoingBitrate ?? 0) / 1000 && Date() < until {
+            usleep(50_000)
+            stats = publisher.stats
+        }
         if let router {
             let uplink = try XCTUnwrap(router.publisherStats(streamId: stream.id))
             XCTAssertGreaterThan(uplink.transportFeedbackSent, 0, "the router sends transport-wide feedback for the uplink")

@@ -91,9 +91,11 @@ final class PeerConnectionTests: XCTestCase {
 
         var gotA: [UInt16: [UInt8]] = [:], gotB: [UInt16: [UInt8]] = [:]
         // 2 s of media, then 6.5 s more of reports: enough sender/receiver report pairs survive 20% loss for an RTT.
+        // Ten packets follow the 200 checked ones: a lost last packet has no successor to reveal it, so no NACK.
+        // (The loss pattern is seeded, but OpenSSL's DTLS timers run on real time, so where it falls may vary.)
         for i in 0..<850 {
             let t = env.clock.now()
-            if i < 200 {
+            if i < 210 {
                 var pa = testRTP(ssrc: 0xA2, seq: UInt16(1000 + i), ts: UInt32(i) * 900, payload: Array(repeating: UInt8(i & 0xFF), count: 300))
                 var pb = testRTP(ssrc: 0xB2, seq: UInt16(60000 &+ i), ts: UInt32(i) * 900, payload: Array(repeating: UInt8(~i & 0xFF), count: 300))
                 XCTAssertTrue(a.sendRTP(&pa, now: t))
@@ -110,8 +112,9 @@ final class PeerConnectionTests: XCTestCase {
             XCTAssertLessThan(first, 5, "loss \(loss): media arrived early in the run")
             return Set((first..<200).map { base &+ UInt16($0) })
         }
-        XCTAssertEqual(Set(gotB.keys), repaired(gotB, from: 1000), "loss \(loss): B got every packet of A from its first")
-        XCTAssertEqual(Set(gotA.keys), repaired(gotA, from: 60000), "loss \(loss): A got every packet of B from its first")
+        func checked(_ got: [UInt16: [UInt8]], from base: UInt16) -> Set<UInt16> { Set(got.keys.filter { $0 &- base < 200 }) }
+        XCTAssertEqual(checked(gotB, from: 1000), repaired(gotB, from: 1000), "loss \(loss): B got every packet of A from its first")
+        XCTAssertEqual(checked(gotA, from: 60000), repaired(gotA, from: 60000), "loss \(loss): A got every packet of B from its first")
         for (seq, p) in gotB { XCTAssertEqual(p.count, 312); XCTAssertEqual(p.last, UInt8((Int(seq) - 1000) & 0xFF)) }
         // At 20% loss a few report exchanges in 3.5 s may all lose an SR or RR; RTT is checked at lower loss.
         if loss < 0.1 { XCTAssertNotNil(a.stats.roundTripTime, "RTT measured from reports") }
@@ -149,7 +152,7 @@ final class PeerConnectionTests: XCTestCase {
     func testTwoPeerConnectionsExchangeRTPWithoutLoss() throws {
         let r = try exchange(loss: 0, seed: 500)
         XCTAssertEqual(r.a.stats.retransmissionsSent + r.b.stats.retransmissionsSent, 0)
-        XCTAssertEqual(r.b.stats.packetsReceived, 200)
+        XCTAssertEqual(r.b.stats.packetsReceived, 210, "the 200 checked packets and the 10 that follow them")
         XCTAssertEqual(r.a.stats.srtpErrors + r.b.stats.srtpErrors, 0)
     }
 
