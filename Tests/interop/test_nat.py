@@ -196,5 +196,8 @@ def test_without_stun_nated_peers_cannot_connect(nat):
     for r in results:
         assert not r["numbers"], r
         assert r["sub_errors"], r
-        code, message = r["sub_errors"][0]
-        assert "ICE failed" in message, message
+    # Each pair fails on whichever side's ICE gives up first: the subscriber reports "ICE failed", or hears that
+    # the publisher's side (whose ICE failed first) closed the connection. The emulator's ServerReflexiveTests
+    # check the ICE failure itself on both sides.
+    messages = [message for r in results for _, message in r["sub_errors"]]
+    assert all("ICE failed" in m or "closed the media connection" in m for m in messages), messages
