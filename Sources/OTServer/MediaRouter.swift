@@ -115,6 +115,9 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     private struct State {
         var peers: [String: Peer] = [:]
         var streams: [String: Stream] = [:]
+        /// Subscribe-to-audio/video wishes that arrived before their subscriber's connection was made (the offer is
+        /// answered asynchronously, or waits for its publisher); applied when it is made, dropped when it closes.
+        var earlySubscriptions: [String: (audio: Bool, video: Bool)] = [:]
     }
 
     private let state = Mutex(State())
@@ -231,6 +234,9 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                 stream.subscribers.append(peer)
                 stream.counters.subscribers = stream.subscribers.count
                 if stream.audioFallbackEnabled && offer.audioFallbackEnabled { peer.quality = QualityFallbackMonitor(config: qualityConfig) }
+                if let wish = s.earlySubscriptions.removeValue(forKey: peer.id) {
+                    _ = Self.applySubscription(peer, stream, audio: wish.audio, video: wish.video)
+                }
             }
         }
         completion(.success(answer))
@@ -239,6 +245,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     public func close(peerId: String) {
         let driver = state.withLock { s -> PeerConnectionDriver? in
             Self.dropPending(&s) { $0.peerId == peerId }
+            s.earlySubscriptions[peerId] = nil
             guard let peer = s.peers.removeValue(forKey: peerId) else { return nil }
             if let stream = s.streams[peer.streamId] {
                 if stream.publisher === peer {
@@ -273,15 +280,25 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
 
     public func setSubscription(peerId: String, audio: Bool, video: Bool) {
         let wantKeyframe = state.withLock { s -> String? in
-            guard let peer = s.peers[peerId], peer.direction == .subscribe, let stream = s.streams[peer.streamId] else { return nil }
-            if let ssrc = stream.audioSSRC, audio != peer.audio {
-                if !audio { peer.rewriters[ssrc, default: SequenceRewriter()].pause() } else { peer.rewriters[ssrc]?.resume() }
+            guard let peer = s.peers[peerId] else {
+                s.earlySubscriptions[peerId] = (audio, video)
+                return nil
             }
-            peer.audio = audio
-            peer.video = video
-            return Self.gateVideo(peer, stream) ? stream.id : nil
+            guard peer.direction == .subscribe, let stream = s.streams[peer.streamId] else { return nil }
+            return Self.applySubscription(peer, stream, audio: audio, video: video) ? stream.id : nil
         }
         if let wantKeyframe { queue.async { [self] in requestKeyframe(streamId: wantKeyframe, .firstKeyframe) } }
+    }
+
+    /// Under the lock: a subscriber's subscribe-to-audio/video wishes applied to forwarding; true when video
+    /// resumed and needs a keyframe.
+    private static func applySubscription(_ peer: Peer, _ stream: Stream, audio: Bool, video: Bool) -> Bool {
+        if let ssrc = stream.audioSSRC, audio != peer.audio {
+            if !audio { peer.rewriters[ssrc, default: SequenceRewriter()].pause() } else { peer.rewriters[ssrc]?.resume() }
+        }
+        peer.audio = audio
+        peer.video = video
+        return gateVideo(peer, stream)
     }
 
     /// Under the lock: applies `video && !qualityOff` to forwarding (pausing or resuming the video sequence

@@ -168,6 +168,19 @@ final class MediaRouterTests: XCTestCase {
         XCTAssertEqual(s1.received(ssrc: Self.audio).count, 30)
     }
 
+    func testSubscriptionWishesSentBeforeTheOfferIsAnsweredAreKept() throws {
+        let (pub, s1, _) = try setUpRoute()
+        // A client sends its offer and, right behind it, "no video": the settings may reach the router first.
+        router.setSubscription(peerId: "sub3", audio: true, video: false)
+        let s3 = try RouterClient()
+        clients.append(s3)
+        _ = try negotiate(s3, peer: "sub3", .subscribe)
+        XCTAssertTrue(waitFor { s3.connected })
+        send(pub, video: 0..<10, keyframeEvery: 100)
+        XCTAssertTrue(waitFor { s3.received(ssrc: Self.audio).count == 10 && s1.received(ssrc: Self.video).count == 10 })
+        XCTAssertEqual(s3.received(ssrc: Self.video).count, 0, "video was turned off before the connection existed")
+    }
+
     func testKeyframeRequestsAreAggregatedPerPublisher() throws {
         let (pub, s1, s2) = try setUpRoute(pliInterval: .seconds(2))
         for _ in 0..<5 {
