@@ -24,13 +24,26 @@ final class ReconnectionTests: XCTestCase {
         return (s, rec)
     }
 
+    /// A server, a session on it and a `TCPProxy` in front of it (stopped at teardown).
+    private func proxiedServer(_ limits: ServerLimits = ServerLimits()) throws -> (TestServer, String, TCPProxy) {
+        let ts = try TestServer(limits: limits)
+        let sid = try ts.session()
+        let proxy = try TCPProxy(targetPort: ts.server.port)
+        addTeardownBlock { proxy.stop() }
+        return (ts, sid, proxy)
+    }
+
+    /// Cuts every connection through `proxy` (refusing new ones when asked) and waits until `rec` reports reconnecting.
+    private func cutOff(_ proxy: TCPProxy, refusing: Bool, until rec: Recorder) {
+        proxy.refusing = refusing
+        proxy.severAll()
+        rec.waitFor(.reconnecting)
+    }
+
     private func count(_ e: Recorder.Event, in events: [Recorder.Event]) -> Int { events.filter { $0 == e }.count }
 
     func testSeveredConnectionResumesWithTheSameConnectionId() throws {
-        let ts = try TestServer()
-        let sid = try ts.session()
-        let proxy = try TCPProxy(targetPort: ts.server.port)
-        defer { proxy.stop() }
+        let (ts, sid, proxy) = try proxiedServer()
         let (a, recA) = try client(ts, sid, via: proxy, name: "a")
         let (b, recB) = try ts.client(sid, name: "b")
         let idA = try XCTUnwrap(a.connection?.id)
@@ -63,10 +76,7 @@ final class ReconnectionTests: XCTestCase {
     }
 
     func testSilentConnectionIsDetectedByPingTimeoutAndResumed() throws {
-        let ts = try TestServer()
-        let sid = try ts.session()
-        let proxy = try TCPProxy(targetPort: ts.server.port)
-        defer { proxy.stop() }
+        let (ts, sid, proxy) = try proxiedServer()
         let rec = Recorder("a")
         let a = Session(apiKey: ts.project.apiKey, sessionId: sid, delegate: rec,
                         settings: SessionSettings(serverURL: proxy.url, pingInterval: .milliseconds(200)))
@@ -86,17 +96,12 @@ final class ReconnectionTests: XCTestCase {
     }
 
     func testSignalsSentWhileReconnectingArriveOnceAfterReconnecting() throws {
-        let ts = try TestServer()
-        let sid = try ts.session()
-        let proxy = try TCPProxy(targetPort: ts.server.port)
-        defer { proxy.stop() }
+        let (ts, sid, proxy) = try proxiedServer()
         let (a, recA) = try client(ts, sid, via: proxy, name: "a")
         let (b, recB) = try ts.client(sid, name: "b")
         let idA = try XCTUnwrap(a.connection?.id)
 
-        proxy.refusing = true
-        proxy.severAll()
-        recA.waitFor(.reconnecting)
+        cutOff(proxy, refusing: true, until: recA)
         XCTAssertTrue(a.isReconnecting)
         let sent = Box<OTError?>()
         try a.signal(type: "queued", data: "1") { sent.put($0) }
@@ -131,10 +136,7 @@ final class ReconnectionTests: XCTestCase {
     }
 
     func testStreamAndConnectionChangesDuringTheOutageAreReportedAfterReconnecting() throws {
-        let ts = try TestServer()
-        let sid = try ts.session()
-        let proxy = try TCPProxy(targetPort: ts.server.port)
-        defer { proxy.stop() }
+        let (ts, sid, proxy) = try proxiedServer()
         let (a, recA) = try client(ts, sid, via: proxy, name: "a")
         let (b, _) = try ts.client(sid, name: "b")
         let (c, _) = try ts.client(sid, name: "c")
@@ -146,9 +148,7 @@ final class ReconnectionTests: XCTestCase {
         let oldStream = try XCTUnwrap(try before.get()?.get())
         recA.wait("old stream") { $0.contains(.streamCreated(oldStream)) }
 
-        proxy.refusing = true
-        proxy.severAll()
-        recA.waitFor(.reconnecting)
+        cutOff(proxy, refusing: true, until: recA)
         // During the outage: b withdraws its stream and publishes a new one, c leaves, d joins.
         try b.unpublishStream(oldStream.id)
         let during = Box<Result<StreamInfo, OTError>>()
@@ -186,17 +186,12 @@ final class ReconnectionTests: XCTestCase {
     }
 
     func testOutageLongerThanTheGracePeriodEndsInDisconnectWithConnectionDropped() throws {
-        let ts = try TestServer(limits: limits(grace: .milliseconds(1500)))
-        let sid = try ts.session()
-        let proxy = try TCPProxy(targetPort: ts.server.port)
-        defer { proxy.stop() }
+        let (ts, sid, proxy) = try proxiedServer(limits(grace: .milliseconds(1500)))
         let (a, recA) = try client(ts, sid, via: proxy, name: "a")
         let (b, recB) = try ts.client(sid, name: "b")
         let idA = try XCTUnwrap(a.connection?.id)
 
-        proxy.refusing = true
-        proxy.severAll()
-        recA.waitFor(.reconnecting)
+        cutOff(proxy, refusing: true, until: recA)
         let queued = Box<OTError?>()
         try a.signal(type: "never", data: "") { queued.put($0) }
         let ev = recA.wait("disconnect after the grace period") { $0.contains(.disconnected) }
@@ -214,16 +209,11 @@ final class ReconnectionTests: XCTestCase {
 
     func testResumeRefusedByTheServerEndsInDisconnect() throws {
         // A moderator removes the dropped connection while its client retries: the server refuses the resume.
-        let ts = try TestServer()
-        let sid = try ts.session()
-        let proxy = try TCPProxy(targetPort: ts.server.port)
-        defer { proxy.stop() }
+        let (ts, sid, proxy) = try proxiedServer()
         let (a, recA) = try client(ts, sid, via: proxy, name: "a")
         let (mod, recM) = try ts.client(sid, role: .moderator, name: "mod")
         let idA = try XCTUnwrap(a.connection?.id)
-        proxy.refusing = true
-        proxy.severAll()
-        recA.waitFor(.reconnecting)
+        cutOff(proxy, refusing: true, until: recA)
         try mod.forceDisconnect(idA)
         recM.waitFor(.connectionDestroyed(idA))
         proxy.refusing = false
@@ -235,10 +225,7 @@ final class ReconnectionTests: XCTestCase {
     }
 
     func testExplicitDisconnectNeverReconnects() throws {
-        let ts = try TestServer()
-        let sid = try ts.session()
-        let proxy = try TCPProxy(targetPort: ts.server.port)
-        defer { proxy.stop() }
+        let (ts, sid, proxy) = try proxiedServer()
         let (a, recA) = try client(ts, sid, via: proxy, name: "a")
         try a.disconnect()
         recA.waitFor(.disconnected)
@@ -256,14 +243,9 @@ final class ReconnectionTests: XCTestCase {
     }
 
     func testDisconnectWhileReconnectingEndsAtOnce() throws {
-        let ts = try TestServer()
-        let sid = try ts.session()
-        let proxy = try TCPProxy(targetPort: ts.server.port)
-        defer { proxy.stop() }
+        let (ts, sid, proxy) = try proxiedServer()
         let (a, recA) = try client(ts, sid, via: proxy, name: "a")
-        proxy.refusing = true
-        proxy.severAll()
-        recA.waitFor(.reconnecting)
+        cutOff(proxy, refusing: true, until: recA)
         try a.disconnect()
         let ev = recA.wait("disconnected") { $0.contains(.disconnected) }
         XCTAssertFalse(ev.contains(.failed(OTErrorCode.connectionDropped.rawValue)))
@@ -274,19 +256,14 @@ final class ReconnectionTests: XCTestCase {
     }
 
     func testSessionReleasedWhileReconnectingStopsTrying() throws {
-        let ts = try TestServer()
-        let sid = try ts.session()
-        let proxy = try TCPProxy(targetPort: ts.server.port)
-        defer { proxy.stop() }
+        let (ts, sid, proxy) = try proxiedServer()
         weak var released: Session?
         let rec = Recorder("a")
         do {
             let (a, _) = try client(ts, sid, via: proxy, name: "a")
             a.delegate = rec
             released = a
-            proxy.refusing = true
-            proxy.severAll()
-            rec.waitFor(.reconnecting)
+            cutOff(proxy, refusing: true, until: rec)
         }
         // Nothing else holds the session: it goes, and so do its attempts.
         let gone = Date().addingTimeInterval(10)
