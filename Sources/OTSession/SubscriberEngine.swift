@@ -203,7 +203,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
 
     func mediaSignal(_ message: ServerMessage) {
         queue.async { [self] in
-            guard running, let link, Self.peerId(of: message) == peerId else { return }
+            guard running, let link, message.mediaPeerId == peerId else { return }
             switch message {
             case .mediaAnswer(_, let sdp):
                 do {
@@ -232,14 +232,6 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
             default:
                 break
             }
-        }
-    }
-
-    private static func peerId(of m: ServerMessage) -> String? {
-        switch m {
-        case .mediaOffer(let p, _, _, _, _), .mediaAnswer(let p, _), .mediaCandidate(let p, _), .mediaClose(let p, _), .subscriberSettings(let p, _, _),
-             .mediaQuality(let p, _): p
-        default: nil
         }
     }
 

@@ -202,6 +202,19 @@ public enum ServerMessage: Sendable, Equatable {
     case subscriberSettings(peerId: String, audio: Bool, video: Bool)
     /// Routed sessions: the media router's audio-fallback decision for a subscriber's peer connection.
     case mediaQuality(peerId: String, event: MediaQualityEvent)
+
+    /// The media peer connection a media message is about; nil for every other message. Exhaustive, so a new
+    /// media message cannot be left out of the routing that relies on it.
+    public var mediaPeerId: String? {
+        switch self {
+        case .mediaOffer(let p, _, _, _, _), .mediaAnswer(let p, _), .mediaCandidate(let p, _), .mediaClose(let p, _),
+             .subscriberSettings(let p, _, _), .mediaQuality(let p, _):
+            return p
+        case .connected, .reply, .connectionCreated, .connectionDestroyed, .streamCreated, .streamDestroyed, .streamChanged,
+             .signal, .muteForced, .disconnected, .error:
+            return nil
+        }
+    }
 }
 
 private struct AnyKey: CodingKey {

@@ -262,6 +262,16 @@ final class ControlWireTests: XCTestCase {
         XCTAssertEqual(FormEncoding.decode("a=b+c&d=e%20f&g&h=%zz"), ["a": "b c", "d": "e f", "g": "", "h": "%zz"])
         XCTAssertEqual(FormEncoding.encode([("k", "a b&c=d/é")]), "k=a+b%26c%3Dd%2F%C3%A9")
     }
+
+    func testMediaMessagesNameTheirPeerConnectionAndOthersDoNot() {
+        let media: [ServerMessage] = [
+            .mediaAnswer(peerId: "p", sdp: "v=0"), .mediaCandidate(peerId: "p", candidate: ""), .mediaClose(peerId: "p", reason: "closed"),
+            .subscriberSettings(peerId: "p", audio: true, video: false), .mediaQuality(peerId: "p", event: .videoDisabled),
+        ]
+        for m in media { XCTAssertEqual(m.mediaPeerId, "p", "\(m)") }
+        XCTAssertNil(ServerMessage.signal(type: "t", data: "d", from: nil).mediaPeerId)
+        XCTAssertNil(ServerMessage.disconnected(reason: "x").mediaPeerId)
+    }
 }
 
 /// Random and mutated input never traps the control-plane parsers (they throw or wait for more).
