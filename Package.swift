@@ -61,7 +61,7 @@ let package = Package(
         .testTarget(name: "OTTransportTests", dependencies: ["OTTransport", "OTMedia", "OTTestSupport"]),
         .testTarget(name: "OTMediaTests", dependencies: ["OTMedia", "OTTransport"]),
         // Test support shared by test targets: session recorders and waits, a coturn launcher, a TCP proxy that cuts connections.
-        .target(name: "OTTestSupport", dependencies: ["OTSession", "COTHeapUsage"], path: "Tests/OTTestSupport"),
+        .target(name: "OTTestSupport", dependencies: ["OTSession", "COTAllocCounter"], path: "Tests/OTTestSupport"),
         .testTarget(name: "OTServerTests", dependencies: ["OTServer", "OTSession", "OTTestSupport"]),
         .testTarget(name: "OTSessionTests", dependencies: ["OTSession", "OTServer", "OTTestSupport"]),
         .testTarget(name: "OTCABITests", dependencies: ["OTCABI", "COTABI"]),

@@ -1,3 +1,4 @@
+import COTAllocCounter
 import COTHeapUsage
 import Foundation
 import Glibc
@@ -39,6 +40,9 @@ func intOption(_ args: [String], _ name: String, _ fallback: Int) throws -> Int 
 /// holds free in its arenas.
 struct ProcessResources: CustomStringConvertible {
     var fds: Int, threads: Int, rssBytes: Int, heapInUse: Int, heapFree: Int
+    /// Bytes in blocks allocated and not yet freed, counted exactly by COTAllocCounter (no allocator caches), less
+    /// libdispatch's cached continuations (`dispatchCached`: up to 1024 per thread, until the thread ends).
+    var liveBytes: Int, liveBlocks: Int, dispatchCached: Int
     static func sample() -> ProcessResources {
         let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
         let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1
@@ -48,11 +52,15 @@ struct ProcessResources: CustomStringConvertible {
             if f.count > 1, let pages = Int(f[1]) { rss = pages * Int(sysconf(Int32(_SC_PAGESIZE))) }
         }
         return ProcessResources(fds: fds, threads: threads, rssBytes: rss, heapInUse: Int(ot_heap_in_use()),
-                                heapFree: Int(ot_heap_free_held()))
+                                heapFree: Int(ot_heap_free_held()),
+                                liveBytes: Int(ot_alloc_live_bytes() - ot_alloc_dispatch_continuation_bytes()),
+                                liveBlocks: Int(ot_alloc_live_blocks() - ot_alloc_dispatch_continuation_blocks()),
+                                dispatchCached: Int(ot_alloc_dispatch_continuation_bytes()))
     }
     var description: String {
         "fds \(fds), threads \(threads), RSS \(fmt(Double(rssBytes) / 1_048_576)) MiB, heap in use \(fmt(Double(heapInUse) / 1_048_576, 2)) MiB, "
-            + "free in arenas \(fmt(Double(heapFree) / 1_048_576, 2)) MiB"
+            + "free in arenas \(fmt(Double(heapFree) / 1_048_576, 2)) MiB, live \(fmt(Double(liveBytes) / 1_048_576, 3)) MiB in \(liveBlocks) blocks "
+            + "+ Dispatch's continuations \(fmt(Double(dispatchCached) / 1_048_576, 3)) MiB"
     }
 }
 
