@@ -1,4 +1,5 @@
-/* Counts heap allocations in the executable that links this target (ot-bench and the test bundle): malloc,
+/* Counts heap allocations in the executable that links this target (ot-bench, the test bundle, the C cycles test, or
+   a process it is preloaded into): malloc,
    calloc, realloc, posix_memalign, aligned_alloc and memalign are interposed and forwarded to glibc. */
 #ifndef OT_ALLOC_COUNTER_H
 #define OT_ALLOC_COUNTER_H
@@ -14,4 +15,7 @@ long long ot_alloc_live_blocks(void);
     stay live after the work they carried is done; this figure tells them apart from the rest. */
 long long ot_alloc_dispatch_continuation_bytes(void);
 long long ot_alloc_dispatch_continuation_blocks(void);
+/** For a libdispatch linked statically into a shared library (libotsession.so is built that way): the object that
+    holds `address` also makes continuations. The loaded libdispatch.so, if any, is found by itself at start-up. */
+void ot_alloc_note_dispatch_in(const void *address);
 #endif

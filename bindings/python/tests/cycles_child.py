@@ -1,0 +1,109 @@
+"""Runs connect/publish/subscribe/unsubscribe/unpublish/disconnect/close cycles through the Python package, routed
+or relayed, and prints one JSON line of what the process holds after a warm-up and after the cycles. Run by
+test_cycles.py with the repository's allocation counter preloaded (LD_PRELOAD), which counts the live heap exactly.
+
+    python3 cycles_child.py routed|relayed COUNT
+"""
+import ctypes
+import json
+import os
+import queue
+import sys
+import threading
+import time
+
+import otsession
+from otsession import AudioSource, Role
+
+counter = ctypes.CDLL(None)
+for name in ("ot_alloc_live_bytes", "ot_alloc_live_blocks", "ot_alloc_dispatch_continuation_bytes",
+             "ot_alloc_dispatch_continuation_blocks"):
+    getattr(counter, name).restype = ctypes.c_longlong
+
+
+def live():
+    """Live heap less libdispatch's cached work items: the smallest of ten samples over half a second."""
+    samples = []
+    for _ in range(10):
+        samples.append((counter.ot_alloc_live_bytes() - counter.ot_alloc_dispatch_continuation_bytes(),
+                        counter.ot_alloc_live_blocks() - counter.ot_alloc_dispatch_continuation_blocks()))
+        time.sleep(0.05)
+    return min(samples)
+
+
+def resources():
+    return len(os.listdir("/proc/self/fd")), len(os.listdir("/proc/self/task"))
+
+
+class Viewer(otsession.Subscriber):
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.frames = 0
+        self.gone = threading.Event()
+        self.three = threading.Event()
+
+    def on_render_frame(self, frame):
+        self.frames += 1
+        if self.frames >= 3:
+            self.three.set()
+
+    def on_disconnected(self):
+        self.gone.set()
+
+
+def cycle(server, sid):
+    streams = queue.Queue()
+    a = otsession.Session(server.api_key, sid, server_url=server.url)
+    b = otsession.Session(server.api_key, sid, server_url=server.url)
+    b.on("stream_created", streams.put)
+    for s, role in ((a, Role.PUBLISHER), (b, Role.SUBSCRIBER)):
+        done = threading.Event()
+        s.on("connected", done.set)
+        s.connect(server.token(sid, role))
+        assert done.wait(15), "not connected"
+    pub = otsession.Publisher("cycle", width=320, height=240, audio_source=AudioSource.TONE, tone_hz=440)
+    unpublished = threading.Event()
+    pub.on("stream_destroyed", lambda stream: unpublished.set())
+    a.publish(pub)
+    viewer = Viewer(streams.get(timeout=15))
+    b.subscribe(viewer)
+    assert viewer.three.wait(15), f"{viewer.frames} frames"
+    b.unsubscribe(viewer)
+    assert viewer.gone.wait(15), "no subscriber disconnected"
+    a.unpublish(pub)
+    assert unpublished.wait(15), "no stream destroyed"
+    for s in (b, a):
+        gone = threading.Event()
+        s.on("disconnected", gone.set)
+        s.disconnect()
+        assert gone.wait(15), "not disconnected"
+    viewer.close()
+    pub.close()
+    b.close()
+    a.close()
+
+
+def main():
+    kind, count = sys.argv[1], int(sys.argv[2])
+    # libotsession.so links libdispatch statically: the counter learns where its work items come from.
+    counter.ot_alloc_note_dispatch_in(ctypes.cast(otsession._lib.lib().dll.ot_session_new, ctypes.c_void_p))
+    with otsession.Server(api_key="4700009", api_secret="cd" * 20) as server:
+        sid = server.create_session(relayed=kind == "relayed")
+        for _ in range(5):
+            cycle(server, sid)
+        time.sleep(0.3)
+        fds, threads = resources()
+        before = live()
+        for _ in range(count):
+            cycle(server, sid)
+        deadline = time.time() + 5
+        while time.time() < deadline and (resources()[0] > fds + 2 or resources()[1] > threads + 4):
+            time.sleep(0.05)
+        after = live()
+        fds_after, threads_after = resources()
+    print(json.dumps({"kind": kind, "count": count, "fds": [fds, fds_after], "threads": [threads, threads_after],
+                      "live_bytes": [before[0], after[0]], "live_blocks": [before[1], after[1]]}))
+
+
+if __name__ == "__main__":
+    main()
