@@ -74,3 +74,11 @@ func removeObject<P, T: AnyObject & Sendable>(_ p: UnsafeMutablePointer<P>?, as:
     guard let o = HandleRegistry.shared.remove(UInt(bitPattern: p), as: T.self) else { return (nil, Status.invalidHandle) }
     return (o, Status.ok)
 }
+
+/// `*_delete` of an object that must be shut down: unregisters it (so no call reaches it any more), then runs
+/// `shutDown` on it; the status of the removal.
+func deleteObject<P, T: AnyObject & Sendable>(_ p: UnsafeMutablePointer<P>?, as: T.Type, shutDown: (T) -> Void) -> ot_status {
+    let (found, status) = removeObject(p, as: T.self)
+    if let found { shutDown(found) }
+    return status
+}

@@ -150,26 +150,20 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
 /// Deletes a publisher: unpublishes it if published, waits for its callback in flight (unless called from
 /// inside one); no callback of it fires after this returns.
 @c(ot_publisher_delete) public func ot_publisher_delete(_ publisher: UnsafeMutablePointer<ot_publisher>?) -> ot_status {
-    let (found, status) = removeObject(publisher, as: PublisherObject.self)
-    found?.close()
-    return status
+    deleteObject(publisher, as: PublisherObject.self) { $0.close() }
 }
 
 /// Publishes into a connected session (one publisher per session). OT_ERR_NOT_CONNECTED, OT_ERR_UNABLE_TO_PUBLISH
 /// (role, or a second publisher), OT_ERR_ILLEGAL_STATE (published elsewhere); on_stream_created follows.
 @c(ot_session_publish) public func ot_session_publish(_ session: UnsafeMutablePointer<ot_session>?,
                                                       _ publisher: UnsafeMutablePointer<ot_publisher>?) -> ot_status {
-    withSession(session) { s in
-        withPublisher(publisher) { p in try s.session.publish(p.publisher); return Status.ok }
-    }
+    withSession(session, and: publisher, as: PublisherObject.self) { s, p in try s.session.publish(p.publisher) }
 }
 
 /// Stops publishing; on_stream_destroyed follows. OT_ERR_PUBLISHER_NOT_FOUND when not published in this session.
 @c(ot_session_unpublish) public func ot_session_unpublish(_ session: UnsafeMutablePointer<ot_session>?,
                                                           _ publisher: UnsafeMutablePointer<ot_publisher>?) -> ot_status {
-    withSession(session) { s in
-        withPublisher(publisher) { p in try s.session.unpublish(p.publisher); return Status.ok }
-    }
+    withSession(session, and: publisher, as: PublisherObject.self) { s, p in try s.session.unpublish(p.publisher) }
 }
 
 /// Starts or stops sending audio; others see the stream's has-audio change.

@@ -99,9 +99,7 @@ private func sessionRole(_ r: Int32) -> SessionRole? {
 
 /// Stops and releases the server.
 @c(ot_server_delete) public func ot_server_delete(_ server: UnsafeMutablePointer<ot_server>?) -> ot_status {
-    let (found, status) = removeObject(server, as: ServerObject.self)
-    found?.stop()
-    return status
+    deleteObject(server, as: ServerObject.self) { $0.stop() }
 }
 
 /// Mints a client token with a project's key and secret, without a server (for tools and tests).

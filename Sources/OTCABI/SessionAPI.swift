@@ -128,6 +128,15 @@ func withSession(_ p: UnsafeMutablePointer<ot_session>?, _ body: (SessionObject)
     withObject(UnsafePointer(p), as: SessionObject.self, body)
 }
 
+/// Runs `body` with the live session and the live `T` behind `other` (checked in that order), for the calls that
+/// put a publisher or subscriber into a session or take it out: OT_OK, or the status of a bad handle or thrown error.
+func withSession<P, T: AnyObject & Sendable>(_ session: UnsafeMutablePointer<ot_session>?, and other: UnsafeMutablePointer<P>?,
+                                              as: T.Type, _ body: (SessionObject, T) throws -> Void) -> ot_status {
+    withSession(session) { s in
+        withObject(UnsafePointer(other), as: T.self) { o in try body(s, o); return Status.ok }
+    }
+}
+
 /// Fills `settings` with the defaults: server ws://127.0.0.1:8080, events not suppressed, no custom ICE servers,
 /// every candidate type, LAN candidates signalled.
 @c(ot_session_settings_default) public func ot_session_settings_default(_ settings: UnsafeMutablePointer<ot_session_settings>?) -> ot_status {
@@ -215,9 +224,7 @@ private func sessionSettings(_ settings: UnsafePointer<ot_session_settings>?) ->
 /// Deletes a session: disconnects it, waits for its callback in flight (unless called from inside one)
 /// and guarantees no callback of it fires after this returns.
 @c(ot_session_delete) public func ot_session_delete(_ session: UnsafeMutablePointer<ot_session>?) -> ot_status {
-    let (found, status) = removeObject(session, as: SessionObject.self)
-    found?.close()
-    return status
+    deleteObject(session, as: SessionObject.self) { $0.close() }
 }
 
 /// Starts connecting with a token; on_connected or on_error follows.

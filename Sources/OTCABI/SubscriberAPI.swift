@@ -108,26 +108,20 @@ private func withSubscriber(_ p: UnsafeMutablePointer<ot_subscriber>?, _ body: (
 /// Deletes a subscriber: waits for its callback in flight (unless called from inside one); no callback of
 /// it fires after this returns. Unsubscribe first to end the media connection.
 @c(ot_subscriber_delete) public func ot_subscriber_delete(_ subscriber: UnsafeMutablePointer<ot_subscriber>?) -> ot_status {
-    let (found, status) = removeObject(subscriber, as: SubscriberObject.self)
-    found?.close()
-    return status
+    deleteObject(subscriber, as: SubscriberObject.self) { $0.close() }
 }
 
 /// Starts receiving the subscriber's stream; on_connected follows. OT_ERR_NOT_CONNECTED, OT_ERR_SERVER_CANNOT_FIND_STREAM
 /// (not in this session), OT_ERR_FORCE_UNPUBLISH_OR_INVALID_STREAM (role), OT_ERR_ILLEGAL_STATE (already subscribed).
 @c(ot_session_subscribe) public func ot_session_subscribe(_ session: UnsafeMutablePointer<ot_session>?,
                                                           _ subscriber: UnsafeMutablePointer<ot_subscriber>?) -> ot_status {
-    withSession(session) { s in
-        withSubscriber(subscriber) { sub in try s.session.subscribe(sub.subscriber); return Status.ok }
-    }
+    withSession(session, and: subscriber, as: SubscriberObject.self) { s, sub in try s.session.subscribe(sub.subscriber) }
 }
 
 /// Ends a subscription; on_disconnected follows. OT_ERR_SUBSCRIBER_NOT_FOUND when not subscribed in this session.
 @c(ot_session_unsubscribe) public func ot_session_unsubscribe(_ session: UnsafeMutablePointer<ot_session>?,
                                                               _ subscriber: UnsafeMutablePointer<ot_subscriber>?) -> ot_status {
-    withSession(session) { s in
-        withSubscriber(subscriber) { sub in try s.session.unsubscribe(sub.subscriber); return Status.ok }
-    }
+    withSession(session, and: subscriber, as: SubscriberObject.self) { s, sub in try s.session.unsubscribe(sub.subscriber) }
 }
 
 /// Starts or stops receiving audio.

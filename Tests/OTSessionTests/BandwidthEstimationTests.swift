@@ -12,24 +12,12 @@ import XCTest
 /// appears in its stats and drives the encoder's target. Nothing here is a timing assertion; the estimator's
 /// behaviour under a bottleneck is tested on the emulator (BandwidthEstimatorTests, PeerConnectionCongestionTests).
 final class BandwidthEstimationTests: XCTestCase {
-    private func subscribeAndWaitForEstimate(relayed: Bool) throws -> (PublisherStats, String, MediaRouter?, String) {
-        let server = try TestServer()
-        let router = relayed ? nil : try MediaRouter()
-        server.server.mediaRouting = router
-        defer { router?.stop() }
-        let sid = try server.session(relayed: relayed)
-        let (a, _) = try server.client(sid, name: "A")
-        let (b, bRec) = try server.client(sid, name: "B")
-        defer { try? a.disconnect(); try? b.disconnect() }
-        let pubRec = MediaRecorder("publisher")
-        let publisher = try tonePublisher(pubRec)
-        try a.publish(publisher)
-        pubRec.wait("streamCreated") { $0.events.contains { if case .streamCreated = $0 { true } else { false } } }
-        let stream = try XCTUnwrap(publisher.stream)
-        bRec.wait("stream at B") { $0.contains(.streamCreated(stream)) }
-        let subRec = MediaRecorder("subscriber")
-        try b.subscribe(Subscriber(stream: stream, delegate: subRec))
-        subRec.waitForFrames(10)
+    private func subscribeAndWaitForEstimate(relayed: Bool) throws -> (PublisherStats, String) {
+        let server = try TestServer(routed: !relayed)
+        let t = try server.publishTone(try server.session(relayed: relayed))
+        defer { t.disconnect() }
+        let (publisher, pubRec, stream) = (t.publisher, t.pubRec, t.stream)
+        _ = try t.subscribeB(frames: 10)
         pubRec.wait("a bandwidth estimate in the publisher's stats") { $0.publisherStats.last?.availableOutgoingBitrate != nil }
         // The estimate and the encoder's target are updated one after the other on the publisher's queue: wait for
         // a snapshot taken after both (a busy machine may catch them in between).
@@ -39,11 +27,11 @@ final class BandwidthEstimationTests: XCTestCase {
             usleep(50_000)
             stats = publisher.stats
         }
-        if let router {
+        if let router = server.router {
             let uplink = try XCTUnwrap(router.publisherStats(streamId: stream.id))
             XCTAssertGreaterThan(uplink.transportFeedbackSent, 0, "the router sends transport-wide feedback for the uplink")
         }
-        return (stats, publisher.rtcStatsReport(), router, stream.id)
+        return (stats, publisher.rtcStatsReport())
     }
 
     private func check(_ stats: PublisherStats, _ report: String, label: String) throws {
@@ -57,12 +45,12 @@ final class BandwidthEstimationTests: XCTestCase {
     }
 
     func testRoutedPublisherEstimatesFromTheRoutersFeedback() throws {
-        let (stats, report, _, _) = try subscribeAndWaitForEstimate(relayed: false)
+        let (stats, report) = try subscribeAndWaitForEstimate(relayed: false)
         try check(stats, report, label: "routed")
     }
 
     func testRelayedPublisherEstimatesFromTheSubscribersFeedback() throws {
-        let (stats, report, _, _) = try subscribeAndWaitForEstimate(relayed: true)
+        let (stats, report) = try subscribeAndWaitForEstimate(relayed: true)
         try check(stats, report, label: "relayed")
     }
 }

@@ -34,27 +34,16 @@ private final class EncodedRecorder: SubscriberDelegate, @unchecked Sendable {
 
 final class EncodedFrameHookTests: XCTestCase {
     private func check(relayed: Bool) throws {
-        let server = try TestServer()
-        let router = try MediaRouter()
-        defer { router.stop() }
-        if !relayed { server.server.mediaRouting = router }
-        let sid = try server.session(relayed: relayed)
-        let (a, _) = try server.client(sid, name: "A")
-        let (b, bRec) = try server.client(sid, name: "B")
-        defer { try? a.disconnect(); try? b.disconnect() }
-        let pubRec = MediaRecorder("publisher")
-        let publisher = try tonePublisher(pubRec)
-        try a.publish(publisher)
-        pubRec.wait("streamCreated") { $0.publisherStreamCreated }
-        let stream = try XCTUnwrap(publisher.stream)
-        bRec.wait("stream at B") { $0.contains(.streamCreated(stream)) }
+        let server = try TestServer(routed: !relayed)
+        let t = try server.publishTone(try server.session(relayed: relayed))
+        defer { t.disconnect() }
 
         let rec = EncodedRecorder()
-        let subscriber = Subscriber(stream: stream, delegate: rec)
-        try b.subscribe(subscriber)
+        let subscriber = Subscriber(stream: t.stream, delegate: rec)
+        try t.b.subscribe(subscriber)
         let deadline = Date().addingTimeInterval(15)
         while rec.stamps.count < 20 && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-        try b.unsubscribe(subscriber)
+        try t.b.unsubscribe(subscriber)
         let encoded = rec.encoded, stamps = rec.stamps
         XCTAssertGreaterThanOrEqual(stamps.count, 20)
         XCTAssertEqual(rec.unpaired, 0, "every picture follows its encoded frame")

@@ -137,6 +137,10 @@ final class Flag: @unchecked Sendable {
 func openFileDescriptors() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1 }
 func threadCount() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1 }
 
+extension MediaRecorder {
+    var publisherStreamCreated: Bool { events.contains { if case .streamCreated = $0 { true } else { false } } }
+}
+
 /// A small test-pattern publisher with a 440 Hz tone.
 func tonePublisher(_ rec: MediaRecorder, name: String = "cam") throws -> Publisher {
     let device = try HeadlessAudioDevice(capture: .tone(frequency: 440, amplitude: 0.5))
@@ -151,4 +155,125 @@ func report(label: String, _ rec: MediaRecorder, firstFrame: Duration) {
     guard let s = lat.summary else { return }
     print(String(format: "[figures] %@: subscribe to first frame %.0f ms; capture-to-render latency n=%d p50 %.1f ms p95 %.1f ms max %.1f ms",
                  label, Double(firstFrame.microseconds) / 1000, s.count, s.p50, s.p95, s.max))
+}
+
+/// Publishes a `tonePublisher` (recorded by a new "publisher" recorder) from `session`; returns once the publisher
+/// knows its stream and, when given, `watcher` has seen that stream created.
+func publishTone(_ session: Session, seenBy watcher: Recorder? = nil, file: StaticString = #filePath, line: UInt = #line) throws
+    -> (publisher: Publisher, pubRec: MediaRecorder, stream: StreamInfo) {
+    let pubRec = MediaRecorder("publisher")
+    let publisher = try tonePublisher(pubRec)
+    try session.publish(publisher)
+    pubRec.wait("streamCreated", file: file, line: line) { $0.publisherStreamCreated }
+    let stream = try XCTUnwrap(publisher.stream, file: file, line: line)
+    if let watcher {
+        watcher.wait("stream at \(watcher.name)", file: file, line: line) { $0.contains(.streamCreated(stream)) }
+    }
+    return (publisher, pubRec, stream)
+}
+
+/// `session` subscribes to `stream` with a new recorder; returns once `frames` frames have arrived, with the time from
+/// subscribing to the first of them.
+func subscribe(_ session: Session, to stream: StreamInfo, frames: Int, name: String = "subscriber",
+               file: StaticString = #filePath, line: UInt = #line) throws -> (subscriber: Subscriber, subRec: MediaRecorder, firstFrame: Duration) {
+    let subRec = MediaRecorder(name)
+    let subscriber = Subscriber(stream: stream, delegate: subRec)
+    let subscribedAt = MonotonicClock.now()
+    try session.subscribe(subscriber)
+    subRec.waitForFrames(1, file: file, line: line)
+    let firstFrame = MonotonicClock.now() - subscribedAt
+    if frames > 1 { subRec.waitForFrames(frames - 1, file: file, line: line) }
+    return (subscriber, subRec, firstFrame)
+}
+
+/// Two clients of one session: A publishes a `tonePublisher` and B has seen its stream.
+struct PublishedTone {
+    let a: Session, aRec: Recorder
+    let b: Session, bRec: Recorder
+    let publisher: Publisher, pubRec: MediaRecorder
+    let stream: StreamInfo
+
+    /// B subscribes to the stream (see `subscribe(_:to:frames:)`).
+    func subscribeB(frames: Int, file: StaticString = #filePath, line: UInt = #line) throws
+        -> (subscriber: Subscriber, subRec: MediaRecorder, firstFrame: Duration) {
+        try subscribe(b, to: stream, frames: frames, file: file, line: line)
+    }
+
+    func disconnect() {
+        try? a.disconnect()
+        try? b.disconnect()
+    }
+}
+
+extension TestServer {
+    /// Connects "A" and "B" to session `sid` (each through its proxy when given) and publishes a tone from A.
+    func publishTone(_ sid: String, aVia: TCPProxy? = nil, bVia: TCPProxy? = nil,
+                     file: StaticString = #filePath, line: UInt = #line) throws -> PublishedTone {
+        let (a, aRec) = try client(sid, name: "A", via: aVia, file: file, line: line)
+        let (b, bRec) = try client(sid, name: "B", via: bVia, file: file, line: line)
+        let (publisher, pubRec, stream) = try OTSessionTests.publishTone(a, seenBy: bRec, file: file, line: line)
+        return PublishedTone(a: a, aRec: aRec, b: b, bRec: bRec, publisher: publisher, pubRec: pubRec, stream: stream)
+    }
+
+    /// One publish/subscribe cycle in session `sid`: A publishes, B subscribes until 3 frames arrive, both disconnect,
+    /// and the subscriber, the publisher and both sessions report their end.
+    func publishSubscribeAndDisconnect(_ sid: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let t = try publishTone(sid, file: file, line: line)
+        let (_, subRec, _) = try t.subscribeB(frames: 3, file: file, line: line)
+        try t.b.disconnect()
+        try t.a.disconnect()
+        subRec.waitFor(.disconnected, file: file, line: line)
+        t.pubRec.wait("streamDestroyed", file: file, line: line) {
+            $0.events.contains { if case .streamDestroyed = $0 { true } else { false } }
+        }
+        t.aRec.waitFor(.disconnected, file: file, line: line)
+        t.bRec.waitFor(.disconnected, file: file, line: line)
+    }
+
+    /// After a warm-up cycle (lazily made threads and sockets of the runtime), three `publishSubscribeAndDisconnect`
+    /// cycles in session `sid` leave no more file descriptors or threads than before (give or take a few) and no media
+    /// peer on the server. Closing is asynchronous on the server side: waits (bounded) until the descriptors are back
+    /// and `settled` holds.
+    func assertCyclesReleaseSocketsAndThreads(_ sid: String, label: String, settled: () -> Bool = { true },
+                                              file: StaticString = #filePath, line: UInt = #line) throws {
+        try publishSubscribeAndDisconnect(sid, file: file, line: line)
+        Thread.sleep(forTimeInterval: 0.5)
+        let fds = openFileDescriptors(), threads = threadCount()
+        for _ in 0..<3 { try publishSubscribeAndDisconnect(sid, file: file, line: line) }
+        let deadline = Date().addingTimeInterval(5)
+        while (openFileDescriptors() > fds + 2 || !settled()) && Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
+        XCTAssertLessThanOrEqual(openFileDescriptors(), fds + 2, "file descriptors leaked across \(label) cycles", file: file, line: line)
+        XCTAssertLessThanOrEqual(threadCount(), threads + 4, "threads leaked across \(label) cycles", file: file, line: line)
+        XCTAssertEqual(server.mediaPeerCount, 0, file: file, line: line)
+    }
+
+    /// A client of a new session subscribes to its own tone stream: it connects and renders stamped frames, and
+    /// unpublishing ends the subscription.
+    func assertSubscribingToOwnStream(relayed: Bool, file: StaticString = #filePath, line: UInt = #line) throws {
+        let (a, _) = try client(try session(relayed: relayed), name: "A", file: file, line: line)
+        defer { try? a.disconnect() }
+        let (publisher, _, stream) = try OTSessionTests.publishTone(a, file: file, line: line)
+        let (_, subRec, _) = try subscribe(a, to: stream, frames: 10, name: "self", file: file, line: line)
+        subRec.waitFor(.connected, file: file, line: line)
+        XCTAssertFalse(subRec.stamps.isEmpty, file: file, line: line)
+        try a.unpublish(publisher)
+        subRec.waitFor(.disconnected, file: file, line: line)
+    }
+}
+
+/// A test case whose every test has a fresh routed `TestServer` (media through its `MediaRouter`).
+class RoutedServerTestCase: XCTestCase {
+    var server: TestServer!
+    var router: MediaRouter!
+
+    override func setUpWithError() throws {
+        server = try TestServer(routed: true)
+        router = server.router
+    }
+
+    override func tearDown() {
+        router?.stop()
+        server = nil
+        router = nil
+    }
 }

@@ -15,15 +15,6 @@ final class ReconnectionTests: XCTestCase {
         return l
     }
 
-    /// A client connected through `proxy`.
-    private func client(_ ts: TestServer, _ sid: String, via proxy: TCPProxy, name: String, role: SessionRole = .publisher) throws -> (Session, Recorder) {
-        let rec = Recorder(name)
-        let s = Session(apiKey: ts.project.apiKey, sessionId: sid, delegate: rec, settings: SessionSettings(serverURL: proxy.url))
-        try s.connect(token: ts.server.token(sessionId: sid, role: role))
-        rec.waitFor(.connected)
-        return (s, rec)
-    }
-
     /// A server, a session on it and a `TCPProxy` in front of it (stopped at teardown).
     private func proxiedServer(_ limits: ServerLimits = ServerLimits()) throws -> (TestServer, String, TCPProxy) {
         let ts = try TestServer(limits: limits)
@@ -44,7 +35,7 @@ final class ReconnectionTests: XCTestCase {
 
     func testSeveredConnectionResumesWithTheSameConnectionId() throws {
         let (ts, sid, proxy) = try proxiedServer()
-        let (a, recA) = try client(ts, sid, via: proxy, name: "a")
+        let (a, recA) = try ts.client(sid, name: "a", via: proxy)
         let (b, recB) = try ts.client(sid, name: "b")
         let idA = try XCTUnwrap(a.connection?.id)
         recB.waitFor(.connectionCreated(idA))
@@ -97,7 +88,7 @@ final class ReconnectionTests: XCTestCase {
 
     func testSignalsSentWhileReconnectingArriveOnceAfterReconnecting() throws {
         let (ts, sid, proxy) = try proxiedServer()
-        let (a, recA) = try client(ts, sid, via: proxy, name: "a")
+        let (a, recA) = try ts.client(sid, name: "a", via: proxy)
         let (b, recB) = try ts.client(sid, name: "b")
         let idA = try XCTUnwrap(a.connection?.id)
 
@@ -137,7 +128,7 @@ final class ReconnectionTests: XCTestCase {
 
     func testStreamAndConnectionChangesDuringTheOutageAreReportedAfterReconnecting() throws {
         let (ts, sid, proxy) = try proxiedServer()
-        let (a, recA) = try client(ts, sid, via: proxy, name: "a")
+        let (a, recA) = try ts.client(sid, name: "a", via: proxy)
         let (b, _) = try ts.client(sid, name: "b")
         let (c, _) = try ts.client(sid, name: "c")
         let idB = try XCTUnwrap(b.connection?.id), idC = try XCTUnwrap(c.connection?.id)
@@ -187,7 +178,7 @@ final class ReconnectionTests: XCTestCase {
 
     func testOutageLongerThanTheGracePeriodEndsInDisconnectWithConnectionDropped() throws {
         let (ts, sid, proxy) = try proxiedServer(limits(grace: .milliseconds(1500)))
-        let (a, recA) = try client(ts, sid, via: proxy, name: "a")
+        let (a, recA) = try ts.client(sid, name: "a", via: proxy)
         let (b, recB) = try ts.client(sid, name: "b")
         let idA = try XCTUnwrap(a.connection?.id)
 
@@ -210,7 +201,7 @@ final class ReconnectionTests: XCTestCase {
     func testResumeRefusedByTheServerEndsInDisconnect() throws {
         // A moderator removes the dropped connection while its client retries: the server refuses the resume.
         let (ts, sid, proxy) = try proxiedServer()
-        let (a, recA) = try client(ts, sid, via: proxy, name: "a")
+        let (a, recA) = try ts.client(sid, name: "a", via: proxy)
         let (mod, recM) = try ts.client(sid, role: .moderator, name: "mod")
         let idA = try XCTUnwrap(a.connection?.id)
         cutOff(proxy, refusing: true, until: recA)
@@ -226,7 +217,7 @@ final class ReconnectionTests: XCTestCase {
 
     func testExplicitDisconnectNeverReconnects() throws {
         let (ts, sid, proxy) = try proxiedServer()
-        let (a, recA) = try client(ts, sid, via: proxy, name: "a")
+        let (a, recA) = try ts.client(sid, name: "a", via: proxy)
         try a.disconnect()
         recA.waitFor(.disconnected)
         let accepted = proxy.acceptedCount
@@ -244,7 +235,7 @@ final class ReconnectionTests: XCTestCase {
 
     func testDisconnectWhileReconnectingEndsAtOnce() throws {
         let (ts, sid, proxy) = try proxiedServer()
-        let (a, recA) = try client(ts, sid, via: proxy, name: "a")
+        let (a, recA) = try ts.client(sid, name: "a", via: proxy)
         cutOff(proxy, refusing: true, until: recA)
         try a.disconnect()
         let ev = recA.wait("disconnected") { $0.contains(.disconnected) }
@@ -260,7 +251,7 @@ final class ReconnectionTests: XCTestCase {
         weak var released: Session?
         let rec = Recorder("a")
         do {
-            let (a, _) = try client(ts, sid, via: proxy, name: "a")
+            let (a, _) = try ts.client(sid, name: "a", via: proxy)
             a.delegate = rec
             released = a
             cutOff(proxy, refusing: true, until: rec)

@@ -11,27 +11,14 @@ import XCTest
 final class RelayedPublishSubscribeTests: XCTestCase {
     func testSubscriberReceivesTheTestPatternInOrderAndTheTone() throws {
         let server = try TestServer()
-        let sid = try server.session(relayed: true)
-        let (a, aRec) = try server.client(sid, name: "A")
-        let (b, bRec) = try server.client(sid, name: "B")
-        defer { try? a.disconnect(); try? b.disconnect() }
+        let t = try server.publishTone(try server.session(relayed: true))
+        defer { t.disconnect() }
+        let (a, b, publisher, pubRec, stream) = (t.a, t.b, t.publisher, t.pubRec, t.stream)
         XCTAssertTrue(a.isRelayed)
-
-        let pubRec = MediaRecorder("publisher")
-        let publisher = try tonePublisher(pubRec)
-        try a.publish(publisher)
-        pubRec.wait("streamCreated") { $0.events.contains { if case .streamCreated = $0 { true } else { false } } }
-        let stream = try XCTUnwrap(publisher.stream)
-        bRec.wait("stream at B") { $0.contains(.streamCreated(stream)) }
         XCTAssertEqual(stream.name, "cam")
         XCTAssertEqual(stream.width, 320)
 
-        let subRec = MediaRecorder("subscriber")
-        let subscriber = Subscriber(stream: stream, delegate: subRec)
-        let subscribedAt = MonotonicClock.now()
-        try b.subscribe(subscriber)
-        subRec.waitForFrames(1)
-        let firstFrame = MonotonicClock.now() - subscribedAt
+        let (subscriber, subRec, firstFrame) = try t.subscribeB(frames: 1)
         subRec.waitFor(.connected)
         subRec.waitForFrames(20)
         subRec.wait("1 s of audio") { $0.audio.samples.count >= 48_000 }
@@ -78,25 +65,15 @@ final class RelayedPublishSubscribeTests: XCTestCase {
         XCTAssertThrowsError(try b.unsubscribe(subscriber)) { XCTAssertEqual(($0 as? OTError)?.code, .subscriberNotFound) }
         try a.unpublish(publisher)
         pubRec.waitFor(.streamDestroyed(stream.id))
-        bRec.waitFor(.streamDestroyed(stream.id))
-        _ = aRec
+        t.bRec.waitFor(.streamDestroyed(stream.id))
     }
 
     func testTogglesGiveVideoEventsWithTheirReasons() throws {
         let server = try TestServer()
-        let sid = try server.session(relayed: true)
-        let (a, _) = try server.client(sid, name: "A")
-        let (b, bRec) = try server.client(sid, name: "B")
-        defer { try? a.disconnect(); try? b.disconnect() }
-        let pubRec = MediaRecorder("publisher")
-        let publisher = try tonePublisher(pubRec)
-        try a.publish(publisher)
-        bRec.wait("stream at B") { $0.contains { if case .streamCreated = $0 { true } else { false } } }
-        let stream = try XCTUnwrap(b.streams.values.first)
-        let subRec = MediaRecorder("subscriber")
-        let subscriber = Subscriber(stream: stream, delegate: subRec)
-        try b.subscribe(subscriber)
-        subRec.waitForFrames(5)
+        let t = try server.publishTone(try server.session(relayed: true))
+        defer { t.disconnect() }
+        let (publisher, bRec, stream) = (t.publisher, t.bRec, t.stream)
+        let (subscriber, subRec, _) = try t.subscribeB(frames: 5)
 
         publisher.publishVideo = false
         subRec.waitFor(.videoDisabled(.publisherPropertyChanged))
@@ -124,12 +101,7 @@ final class RelayedPublishSubscribeTests: XCTestCase {
         let (a, _) = try server.client(sid, name: "A")
         let (m, mRec) = try server.client(sid, role: .moderator, name: "moderator")
         defer { try? a.disconnect(); try? m.disconnect() }
-        let pubRec = MediaRecorder("publisher")
-        let publisher = try tonePublisher(pubRec)
-        try a.publish(publisher)
-        mRec.wait("stream") { $0.contains { if case .streamCreated = $0 { true } else { false } } }
-        pubRec.wait("streamCreated") { $0.publisherStreamCreated }  // the publisher learns its stream on its own queue
-        let stream = try XCTUnwrap(publisher.stream)
+        let (publisher, pubRec, stream) = try publishTone(a, seenBy: mRec)
         let subRec = MediaRecorder("subscriber")
         let subscriber = Subscriber(stream: stream, delegate: subRec)
         try m.subscribe(subscriber)
@@ -173,16 +145,12 @@ final class RelayedPublishSubscribeTests: XCTestCase {
         let (c, cRec) = try server.client(other, name: "C")
         defer { for s in [a, sub, pubOnly, c] { try? s.disconnect() } }
 
-        let rec = MediaRecorder("publisher")
-        let first = try tonePublisher(rec)
-        try a.publish(first)
-        rec.wait("streamCreated") { $0.events.contains { if case .streamCreated = $0 { true } else { false } } }
+        let (_, _, stream) = try publishTone(a)
         let second = try tonePublisher(MediaRecorder())
         XCTAssertThrowsError(try a.publish(second)) { XCTAssertEqual(($0 as? OTError)?.code, .unableToPublish) }
         XCTAssertThrowsError(try a.unpublish(second)) { XCTAssertEqual(($0 as? OTError)?.code, .publisherNotFound) }
         XCTAssertThrowsError(try sub.publish(try tonePublisher(MediaRecorder()))) { XCTAssertEqual(($0 as? OTError)?.code, .unableToPublish) }
 
-        let stream = try XCTUnwrap(first.stream)
         XCTAssertThrowsError(try pubOnly.subscribe(Subscriber(stream: stream, delegate: nil))) {
             XCTAssertEqual(($0 as? OTError)?.code, .forceUnpublishOrInvalidStream)
         }
@@ -194,57 +162,11 @@ final class RelayedPublishSubscribeTests: XCTestCase {
     }
 
     func testSubscribingToYourOwnStream() throws {
-        let server = try TestServer()
-        let sid = try server.session(relayed: true)
-        let (a, _) = try server.client(sid, name: "A")
-        defer { try? a.disconnect() }
-        let pubRec = MediaRecorder("publisher")
-        let publisher = try tonePublisher(pubRec)
-        try a.publish(publisher)
-        pubRec.wait("streamCreated") { $0.publisherStreamCreated }
-        let subRec = MediaRecorder("self")
-        try a.subscribe(Subscriber(stream: try XCTUnwrap(publisher.stream), delegate: subRec))
-        subRec.waitFor(.connected)
-        subRec.waitForFrames(10)
-        XCTAssertFalse(subRec.stamps.isEmpty)
-        try a.unpublish(publisher)
-        subRec.waitFor(.disconnected)
+        try TestServer().assertSubscribingToOwnStream(relayed: true)
     }
 
     func testDisconnectReleasesSocketsAndThreads() throws {
         let server = try TestServer()
-        let sid = try server.session(relayed: true)
-        func cycle() throws {
-            let (a, aRec) = try server.client(sid, name: "A")
-            let (b, bRec) = try server.client(sid, name: "B")
-            let pubRec = MediaRecorder("publisher")
-            let publisher = try tonePublisher(pubRec)
-            try a.publish(publisher)
-            bRec.wait("stream at B") { $0.contains { if case .streamCreated = $0 { true } else { false } } }
-            let subRec = MediaRecorder("subscriber")
-            let subscriber = Subscriber(stream: try XCTUnwrap(b.streams.values.first), delegate: subRec)
-            try b.subscribe(subscriber)
-            subRec.waitForFrames(3)
-            try b.disconnect()
-            try a.disconnect()
-            subRec.waitFor(.disconnected)
-            pubRec.wait("streamDestroyed") { $0.events.contains { if case .streamDestroyed = $0 { true } else { false } } }
-            aRec.waitFor(.disconnected)
-            bRec.waitFor(.disconnected)
-        }
-        try cycle()  // warm-up: lazily made threads and sockets of the runtime
-        Thread.sleep(forTimeInterval: 0.5)
-        let fds = openFileDescriptors(), threads = threadCount()
-        for _ in 0..<3 { try cycle() }
-        // Closing is asynchronous on the server side; give it a moment, bounded.
-        let deadline = Date().addingTimeInterval(5)
-        while openFileDescriptors() > fds + 2 && Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
-        XCTAssertLessThanOrEqual(openFileDescriptors(), fds + 2, "file descriptors leaked across publish/subscribe cycles")
-        XCTAssertLessThanOrEqual(threadCount(), threads + 4, "threads leaked across publish/subscribe cycles")
-        XCTAssertEqual(server.server.mediaPeerCount, 0)
+        try server.assertCyclesReleaseSocketsAndThreads(try server.session(relayed: true), label: "publish/subscribe")
     }
-}
-
-extension MediaRecorder {
-    var publisherStreamCreated: Bool { events.contains { if case .streamCreated = $0 { true } else { false } } }
 }

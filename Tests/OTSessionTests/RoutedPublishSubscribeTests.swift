@@ -9,46 +9,14 @@ import XCTest
 
 /// Publish and subscribe in routed sessions: every client has one peer connection per stream to the
 /// embedded server's media router (`MediaRouter` installed as `SessionServer.mediaRouting`).
-final class RoutedPublishSubscribeTests: XCTestCase {
-    var server: TestServer!
-    var router: MediaRouter!
-
-    override func setUpWithError() throws {
-        server = try TestServer()
-        router = try MediaRouter()
-        server.server.mediaRouting = router
-    }
-
-    override func tearDown() {
-        router?.stop()
-        server = nil
-        router = nil
-    }
-
-    private func published(_ session: Session, _ rec: MediaRecorder) throws -> Publisher {
-        let p = try tonePublisher(rec)
-        try session.publish(p)
-        rec.wait("streamCreated") { $0.publisherStreamCreated }
-        return p
-    }
-
+final class RoutedPublishSubscribeTests: RoutedServerTestCase {
     func testSubscriberReceivesThePatternAndToneThroughTheRouter() throws {
-        let sid = try server.session(relayed: false)
-        let (a, _) = try server.client(sid, name: "A")
-        let (b, bRec) = try server.client(sid, name: "B")
-        defer { try? a.disconnect(); try? b.disconnect() }
+        let t = try server.publishTone(try server.session(relayed: false))
+        defer { t.disconnect() }
+        let (a, b, publisher, pubRec, stream) = (t.a, t.b, t.publisher, t.pubRec, t.stream)
         XCTAssertFalse(a.isRelayed)
-        let pubRec = MediaRecorder("publisher")
-        let publisher = try published(a, pubRec)
-        let stream = try XCTUnwrap(publisher.stream)
-        bRec.wait("stream at B") { $0.contains(.streamCreated(stream)) }
 
-        let subRec = MediaRecorder("subscriber")
-        let subscriber = Subscriber(stream: stream, delegate: subRec)
-        let subscribedAt = MonotonicClock.now()
-        try b.subscribe(subscriber)
-        subRec.waitForFrames(1)
-        let firstFrame = MonotonicClock.now() - subscribedAt
+        let (subscriber, subRec, firstFrame) = try t.subscribeB(frames: 1)
         subRec.waitFor(.connected)
         subRec.waitForFrames(20)
         subRec.wait("1 s of audio") { $0.audio.samples.count >= 48_000 }
@@ -70,31 +38,14 @@ final class RoutedPublishSubscribeTests: XCTestCase {
     }
 
     func testSubscribingToYourOwnStreamLoopsThroughTheRouter() throws {
-        let sid = try server.session(relayed: false)
-        let (a, _) = try server.client(sid, name: "A")
-        defer { try? a.disconnect() }
-        let pubRec = MediaRecorder("publisher")
-        let publisher = try published(a, pubRec)
-        let subRec = MediaRecorder("self")
-        try a.subscribe(Subscriber(stream: try XCTUnwrap(publisher.stream), delegate: subRec))
-        subRec.waitFor(.connected)
-        subRec.waitForFrames(10)
-        XCTAssertFalse(subRec.stamps.isEmpty)
-        try a.unpublish(publisher)
-        subRec.waitFor(.disconnected)
+        try server.assertSubscribingToOwnStream(relayed: false)
     }
 
     func testSubscribeToVideoTogglesThroughTheRouter() throws {
-        let sid = try server.session(relayed: false)
-        let (a, _) = try server.client(sid, name: "A")
-        let (b, bRec) = try server.client(sid, name: "B")
-        defer { try? a.disconnect(); try? b.disconnect() }
-        let publisher = try published(a, MediaRecorder("publisher"))
-        bRec.wait("stream at B") { $0.contains { if case .streamCreated = $0 { true } else { false } } }
-        let subRec = MediaRecorder("subscriber")
-        let subscriber = Subscriber(stream: try XCTUnwrap(publisher.stream), delegate: subRec)
-        try b.subscribe(subscriber)
-        subRec.waitForFrames(5)
+        let t = try server.publishTone(try server.session(relayed: false))
+        defer { t.disconnect() }
+        let publisher = t.publisher
+        let (subscriber, subRec, _) = try t.subscribeB(frames: 5)
         subscriber.subscribeToVideo = false
         subRec.waitFor(.videoDisabled(.subscriberPropertyChanged))
         subscriber.subscribeToVideo = true
@@ -108,33 +59,8 @@ final class RoutedPublishSubscribeTests: XCTestCase {
     }
 
     func testDisconnectReleasesEverything() throws {
-        let sid = try server.session(relayed: false)
-        func cycle() throws {
-            let (a, aRec) = try server.client(sid, name: "A")
-            let (b, bRec) = try server.client(sid, name: "B")
-            let pubRec = MediaRecorder("publisher")
-            _ = try published(a, pubRec)
-            bRec.wait("stream at B") { $0.contains { if case .streamCreated = $0 { true } else { false } } }
-            let subRec = MediaRecorder("subscriber")
-            try b.subscribe(Subscriber(stream: try XCTUnwrap(b.streams.values.first), delegate: subRec))
-            subRec.waitForFrames(3)
-            try b.disconnect()
-            try a.disconnect()
-            subRec.waitFor(.disconnected)
-            pubRec.wait("streamDestroyed") { $0.events.contains { if case .streamDestroyed = $0 { true } else { false } } }
-            aRec.waitFor(.disconnected)
-            bRec.waitFor(.disconnected)
-        }
-        try cycle()
-        Thread.sleep(forTimeInterval: 0.5)
-        let fds = openFileDescriptors(), threads = threadCount()
-        for _ in 0..<3 { try cycle() }
-        let deadline = Date().addingTimeInterval(5)
-        while (openFileDescriptors() > fds + 2 || router.peerCount > 0) && Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
-        XCTAssertLessThanOrEqual(openFileDescriptors(), fds + 2, "file descriptors leaked across routed cycles")
-        XCTAssertLessThanOrEqual(threadCount(), threads + 4, "threads leaked across routed cycles")
+        try server.assertCyclesReleaseSocketsAndThreads(try server.session(relayed: false), label: "routed") { router.peerCount == 0 }
         XCTAssertEqual(router.peerCount, 0, "the router dropped every peer connection")
-        XCTAssertEqual(server.server.mediaPeerCount, 0)
     }
 }
 

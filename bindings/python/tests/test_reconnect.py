@@ -1,6 +1,5 @@
 """Automatic reconnection through the C ABI: a session reaches the embedded server through a small TCP proxy
 that cuts every connection on demand (and refuses new ones for a while)."""
-import queue
 import socket
 import struct
 import threading
@@ -9,8 +8,8 @@ import urllib.parse
 
 import pytest
 
-import otsession
 from otsession import ErrorCode, OTError, SessionStatus
+from session_recorder import SessionRecorder
 
 
 class Proxy:
@@ -99,16 +98,8 @@ class Proxy:
         self._listener.close()
 
 
-class Recorder(otsession.Session):
-    def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
-        self.events = queue.Queue()
-
-    def on_connected(self):
-        self.events.put(("connected",))
-
-    def on_disconnected(self):
-        self.events.put(("disconnected",))
+class Recorder(SessionRecorder):
+    """A session that records errors (code only), reconnections and signals (sender's id) into a queue."""
 
     def on_error(self, code, message):
         self.events.put(("error", code))
@@ -122,26 +113,6 @@ class Recorder(otsession.Session):
     def on_signal_received(self, type, data, connection):
         self.events.put(("signal", type, data, connection.id if connection else None))
 
-    def expect(self, kind, timeout=10):
-        while True:
-            ev = self.events.get(timeout=timeout)
-            if ev[0] == kind:
-                return ev
-
-    def drain(self):
-        out = []
-        while True:
-            try:
-                out.append(self.events.get_nowait())
-            except queue.Empty:
-                return out
-
-
-@pytest.fixture
-def server():
-    with otsession.Server(api_key="4712", api_secret="cd" * 20) as s:
-        yield s
-
 
 @pytest.fixture
 def proxy(server):
@@ -152,12 +123,8 @@ def proxy(server):
 
 def test_reconnect_callbacks_and_queued_signals(server, proxy):
     sid = server.create_session()
-    a = Recorder(server.api_key, sid, server_url=proxy.url)
-    a.connect(server.token(sid, "publisher"))
-    a.expect("connected")
-    b = Recorder(server.api_key, sid, server_url=server.url)
-    b.connect(server.token(sid, "publisher"))
-    b.expect("connected")
+    a = Recorder.connected(server, sid, url=proxy.url)
+    b = Recorder.connected(server, sid)
     id_a = a.connection.id
     assert not a.reconnecting
 

@@ -6,20 +6,11 @@ import pytest
 
 import otsession
 from otsession import ErrorCode, OTError, Role, SessionStatus
+from session_recorder import SessionRecorder
 
 
-class Recorder(otsession.Session):
-    """A session that records its events into a queue."""
-
-    def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
-        self.events = queue.Queue()
-
-    def on_connected(self):
-        self.events.put(("connected",))
-
-    def on_disconnected(self):
-        self.events.put(("disconnected",))
+class Recorder(SessionRecorder):
+    """A session that records its events (errors with their message, connections, signals, mutes) into a queue."""
 
     def on_error(self, code, message):
         self.events.put(("error", code, message))
@@ -36,35 +27,16 @@ class Recorder(otsession.Session):
     def on_mute_forced(self, active):
         self.events.put(("mute_forced", active))
 
-    def expect(self, kind, timeout=10):
-        while True:
-            ev = self.events.get(timeout=timeout)
-            if ev[0] == kind:
-                return ev
-
-
-@pytest.fixture
-def server():
-    with otsession.Server(api_key="4711", api_secret="ab" * 20) as s:
-        yield s
-
-
-def connect(server, sid, role, data=None, t1=False):
-    s = Recorder(server.api_key, sid, server_url=server.url)
-    s.connect(server.token(sid, role, data=data, t1=t1))
-    s.expect("connected")
-    return s
-
 
 def test_connect_capabilities_and_connection(server):
     sid = server.create_session()
-    with connect(server, sid, Role.MODERATOR, data="name=alice") as mod:
+    with Recorder.connected(server, sid, Role.MODERATOR, data="name=alice") as mod:
         assert mod.status == SessionStatus.CONNECTED
         assert mod.session_id == sid
         assert mod.connection.data == "name=alice"
         caps = mod.capabilities
         assert caps.can_publish and caps.can_subscribe and caps.can_force_mute and caps.can_force_disconnect
-        with connect(server, sid, Role.SUBSCRIBER, t1=True) as sub:
+        with Recorder.connected(server, sid, Role.SUBSCRIBER, t1=True) as sub:
             assert not sub.capabilities.can_publish
             joined = mod.expect("connection_created")[1]
             assert joined.id == sub.connection.id
@@ -75,8 +47,8 @@ def test_connect_capabilities_and_connection(server):
 
 def test_signals_to_all_and_to_one(server):
     sid = server.create_session()
-    with connect(server, sid, "publisher") as a, connect(server, sid, "publisher") as b, \
-            connect(server, sid, "publisher") as c:
+    with Recorder.connected(server, sid, "publisher") as a, Recorder.connected(server, sid, "publisher") as b, \
+            Recorder.connected(server, sid, "publisher") as c:
         a.send_signal("chat", "hello all")
         for s in (b, c):
             _, t, d, frm = s.expect("signal")
@@ -97,7 +69,7 @@ def test_signals_to_all_and_to_one(server):
 ])
 def test_signal_validation_codes(server, type_, data, code):
     sid = server.create_session()
-    with connect(server, sid, "publisher") as s:
+    with Recorder.connected(server, sid, "publisher") as s:
         with pytest.raises(OTError) as e:
             s.send_signal(type_, data)
         assert e.value.code == code
@@ -105,7 +77,7 @@ def test_signal_validation_codes(server, type_, data, code):
 
 def test_moderation_force_mute_and_disconnect(server):
     sid = server.create_session()
-    with connect(server, sid, "moderator") as mod, connect(server, sid, "publisher") as pub:
+    with Recorder.connected(server, sid, "moderator") as mod, Recorder.connected(server, sid, "publisher") as pub:
         victim = mod.expect("connection_created")[1]
         mod.force_mute_all()
         assert pub.expect("mute_forced")[1] is True
@@ -133,8 +105,8 @@ def test_bad_token_and_unknown_session(server):
 
 def test_registered_listener_and_close_from_callback(server):
     sid = server.create_session()
-    with connect(server, sid, "publisher") as a:
-        b = connect(server, sid, "publisher")
+    with Recorder.connected(server, sid, "publisher") as a:
+        b = Recorder.connected(server, sid, "publisher")
         closed = threading.Event()
 
         def close_on_signal(type_, data, conn):
