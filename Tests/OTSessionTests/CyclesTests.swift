@@ -25,41 +25,28 @@ final class CyclesTests: XCTestCase {
 
     private func runCycles(relayed: Bool, count: Int = 150) throws {
         let kind = relayed ? "relayed" : "routed"
-        let server = try TestServer()
-        let router = try MediaRouter()
-        if !relayed { server.server.mediaRouting = router }
-        defer { router.stop() }
+        let server = try TestServer(routed: !relayed)
         let sid = try server.session(relayed: relayed)
 
         func cycle(_ objects: CycleObjects) throws {
-            let (a, aRec) = try server.client(sid, name: "A")
-            let (b, bRec) = try server.client(sid, name: "B")
-            let pubRec = MediaRecorder("publisher")
-            let publisher = try tonePublisher(pubRec)
-            objects.a = a; objects.b = b; objects.publisher = publisher
-            try a.publish(publisher)
-            pubRec.wait("streamCreated") { $0.publisherStreamCreated }
-            let stream = try XCTUnwrap(publisher.stream)
-            bRec.wait("stream at B") { $0.contains(.streamCreated(stream)) }
-            let subRec = MediaRecorder("subscriber")
-            let subscriber = Subscriber(stream: stream, delegate: subRec)
+            let t = try server.publishTone(sid)
+            objects.a = t.a; objects.b = t.b; objects.publisher = t.publisher
+            let (subscriber, subRec, _) = try t.subscribeB(frames: 3)
             objects.subscriber = subscriber
-            try b.subscribe(subscriber)
-            subRec.waitForFrames(3)
-            try b.unsubscribe(subscriber)
+            try t.b.unsubscribe(subscriber)
             subRec.waitFor(.disconnected)
-            try a.unpublish(publisher)
-            pubRec.waitFor(.streamDestroyed(stream.id))
-            try b.disconnect()
-            try a.disconnect()
-            aRec.waitFor(.disconnected)
-            bRec.waitFor(.disconnected)
+            try t.a.unpublish(t.publisher)
+            t.pubRec.waitFor(.streamDestroyed(t.stream.id))
+            try t.b.disconnect()
+            try t.a.disconnect()
+            t.aRec.waitFor(.disconnected)
+            t.bRec.waitFor(.disconnected)
         }
         /// Waits (up to 5 s) until the media peers are gone and fds, threads and the given objects are back down.
         func settle(fds: Int = .max, threads: Int = .max, _ objects: CycleObjects? = nil) {
             let deadline = Date().addingTimeInterval(5)
             while Date() < deadline {
-                if router.peerCount == 0 && server.server.mediaPeerCount == 0 && openFileDescriptors() <= fds
+                if (server.router?.peerCount ?? 0) == 0 && server.server.mediaPeerCount == 0 && openFileDescriptors() <= fds
                     && threadCount() <= threads && objects?.alive.isEmpty ?? true { return }
                 Thread.sleep(forTimeInterval: 0.05)
             }
@@ -87,7 +74,7 @@ final class CyclesTests: XCTestCase {
         let after = quietLiveAllocations()
         XCTAssertLessThanOrEqual(openFileDescriptors(), fds + 2, "file descriptors leaked across \(count) \(kind) cycles")
         XCTAssertLessThanOrEqual(threadCount(), threads + 4, "threads leaked across \(count) \(kind) cycles")
-        XCTAssertEqual(router.peerCount, 0, "the router dropped every peer connection")
+        XCTAssertEqual(server.router?.peerCount ?? 0, 0, "the router dropped every peer connection")
         XCTAssertEqual(server.server.mediaPeerCount, 0, "the server forgot every media peer")
 
         // What one cycle allocates and must give back: two sessions, a publisher with its VP8 and Opus encoders, a
