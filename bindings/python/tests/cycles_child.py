@@ -7,13 +7,13 @@ test_cycles.py with the repository's allocation counter preloaded (LD_PRELOAD), 
 import ctypes
 import json
 import os
-import queue
 import sys
 import threading
 import time
 
 import otsession
 from otsession import AudioSource, Role
+from session_recorder import SessionRecorder
 
 counter = ctypes.CDLL(None)
 for name in ("ot_alloc_live_bytes", "ot_alloc_live_blocks", "ot_alloc_dispatch_continuation_bytes",
@@ -51,21 +51,21 @@ class Viewer(otsession.Subscriber):
         self.gone.set()
 
 
+class Client(SessionRecorder):
+    """A recorded session that also queues the streams it sees."""
+
+    def on_stream_created(self, stream):
+        self.events.put(("stream_created", stream))
+
+
 def cycle(server, sid):
-    streams = queue.Queue()
-    a = otsession.Session(server.api_key, sid, server_url=server.url)
-    b = otsession.Session(server.api_key, sid, server_url=server.url)
-    b.on("stream_created", streams.put)
-    for s, role in ((a, Role.PUBLISHER), (b, Role.SUBSCRIBER)):
-        done = threading.Event()
-        s.on("connected", done.set)
-        s.connect(server.token(sid, role))
-        assert done.wait(15), "not connected"
+    a = Client.connected(server, sid, Role.PUBLISHER, timeout=15)
+    b = Client.connected(server, sid, Role.SUBSCRIBER, timeout=15)
     pub = otsession.Publisher("cycle", width=320, height=240, audio_source=AudioSource.TONE, tone_hz=440)
     unpublished = threading.Event()
     pub.on("stream_destroyed", lambda stream: unpublished.set())
     a.publish(pub)
-    viewer = Viewer(streams.get(timeout=15))
+    viewer = Viewer(b.expect("stream_created", timeout=15)[1])
     b.subscribe(viewer)
     assert viewer.three.wait(15), f"{viewer.frames} frames"
     b.unsubscribe(viewer)
@@ -73,10 +73,8 @@ def cycle(server, sid):
     a.unpublish(pub)
     assert unpublished.wait(15), "no stream destroyed"
     for s in (b, a):
-        gone = threading.Event()
-        s.on("disconnected", gone.set)
         s.disconnect()
-        assert gone.wait(15), "not disconnected"
+        s.expect("disconnected", timeout=15)
     viewer.close()
     pub.close()
     b.close()

@@ -12,11 +12,11 @@ class SessionRecorder(otsession.Session):
         self.events = queue.Queue()
 
     @classmethod
-    def connected(cls, server, sid, role="publisher", data=None, t1=False, url=None):
+    def connected(cls, server, sid, role="publisher", data=None, t1=False, url=None, timeout=10):
         """A session of `server` (reached at `url` when given), connected with a token of `role`."""
         s = cls(server.api_key, sid, server_url=url or server.url)
         s.connect(server.token(sid, role, data=data, t1=t1))
-        s.expect("connected")
+        s.expect("connected", timeout=timeout)
         return s
 
     def on_connected(self):
