@@ -113,7 +113,9 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
     func subscriber(_ subscriber: Subscriber, statsUpdated stats: SubscriberStats) { changed { _stats.append(stats) } }
 }
 
-/// The dominant frequency of mono PCM, from its rising zero crossings (good enough for one clean tone).
+/// The dominant frequency of mono PCM holding one clean tone, from the spacing of its rising zero crossings. Gaps
+/// (playout that ran dry and played silence or concealment for a moment) give a few odd spacings; only spacings
+/// within a quarter of the median one count, so a gap does not pull the estimate down.
 func toneFrequency(_ samples: ArraySlice<Int16>, sampleRate: Int) -> Double {
     var crossings: [Int] = []
     var prev = samples.first ?? 0
@@ -121,8 +123,11 @@ func toneFrequency(_ samples: ArraySlice<Int16>, sampleRate: Int) -> Double {
         if prev < 0 && s >= 0 { crossings.append(i) }
         prev = s
     }
-    guard let first = crossings.first, let last = crossings.last, crossings.count > 2 else { return 0 }
-    return Double(crossings.count - 1) * Double(sampleRate) / Double(last - first)
+    let periods = zip(crossings, crossings.dropFirst()).map { $1 - $0 }
+    guard periods.count > 2 else { return 0 }
+    let median = periods.sorted()[periods.count / 2]
+    let typical = periods.filter { abs($0 - median) * 4 <= median }
+    return Double(sampleRate) * Double(typical.count) / Double(typical.reduce(0, +))
 }
 
 /// A flag set once, read from another thread.

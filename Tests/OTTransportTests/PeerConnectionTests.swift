@@ -138,8 +138,11 @@ final class PeerConnectionTests: XCTestCase {
         XCTAssertNil(a.transport, "no remote description yet")
         let answered = env.clock.now()
         try a.setRemoteAnswer(answer, now: answered)
+        // ICE runs on the virtual clock: both sides select their pair within a few round trips of the answer. (DTLS
+        // follows; OpenSSL's retransmission timers run on real time, so its finish is not timed here.)
+        XCTAssertTrue(env.run(for: .milliseconds(100)) { a.selectedCandidatePair != nil && b.selectedCandidatePair != nil },
+                      "ICE up within 100 ms of the answer; events: \(env.events)")
         XCTAssertTrue(env.run(for: .seconds(5)) { env.connected(0) && env.connected(1) }, "events: \(env.events)")
-        XCTAssertLessThan(env.clock.now() - answered, .milliseconds(100), "ICE and DTLS up within a few round trips of the answer")
         XCTAssertEqual(a.selectedCandidatePair?.remote.address, TransportAddress("10.0.0.2:6000"))
         XCTAssertEqual(a.selectedCandidatePair?.remote.kind, .host, "the answer's candidate replaced the peer-reflexive one")
         XCTAssertEqual(b.selectedCandidatePair?.remote.address, TransportAddress("10.0.0.1:5000"))
