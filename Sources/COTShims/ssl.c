@@ -1,4 +1,12 @@
 #include "ot_shims_ssl.h"
+#include <openssl/crypto.h>
+
+/* OpenSSL frees its global state from an atexit handler unless told not to at its first initialisation. A program
+   that exits while one of the library's IO threads is still in a DTLS handshake or drawing random bytes would then
+   crash on its way out; the library asks OpenSSL to leave its state to the end of the process instead. */
+__attribute__((constructor)) static void otshim_openssl_without_atexit(void) {
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
+}
 
 long otshim_bio_set_mem_eof_return(BIO *bio, int v) { return BIO_set_mem_eof_return(bio, v); }
 long otshim_ssl_set_mtu(SSL *ssl, long mtu) { return SSL_set_mtu(ssl, mtu); }
