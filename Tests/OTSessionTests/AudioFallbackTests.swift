@@ -11,17 +11,14 @@ final class AudioFallbackTests: XCTestCase {
     func testSustainedLossFallsBackToAudioAndRecovers() throws {
         let server = try TestServer()
         let sid = try server.session(relayed: true)
-        let (a, _) = try server.client(sid, name: "A")
-        let (b, bRec) = try server.client(sid, name: "B")
-        defer { try? a.disconnect(); try? b.disconnect() }
-        try a.publish(try tonePublisher(MediaRecorder("publisher")))
-        bRec.wait("stream at B") { $0.contains { if case .streamCreated = $0 { true } else { false } } }
+        let t = try server.publishTone(sid)
+        defer { t.disconnect() }
         let loss = ReceiveLossInjector()
         var settings = SubscriberSettings(qualityLossThreshold: 0.15, qualityWindowSeconds: 2)
         settings.lossInjector = loss
         let rec = MediaRecorder("subscriber")
-        let subscriber = Subscriber(stream: try XCTUnwrap(b.streams.values.first), delegate: rec, settings: settings)
-        try b.subscribe(subscriber)
+        let subscriber = Subscriber(stream: t.stream, delegate: rec, settings: settings)
+        try t.b.subscribe(subscriber)
         rec.waitForFrames(5)
 
         loss.everyNth = 3  // a third of the packets lost

@@ -25,11 +25,9 @@ final class ForceTurnTests: XCTestCase {
         }
         let (a, _) = try client("A", ice)
         let (b, bRec) = try client("B", subscriberICE ?? ice)
-        let publisher = try tonePublisher(MediaRecorder("publisher"))
-        try a.publish(publisher)
-        bRec.wait("stream at B") { $0.contains { if case .streamCreated = $0 { true } else { false } } }
+        let (publisher, _, stream) = try publishTone(a, seenBy: bRec)
         let rec = MediaRecorder("subscriber")
-        let subscriber = Subscriber(stream: try XCTUnwrap(b.streams.values.first), delegate: rec)
+        let subscriber = Subscriber(stream: stream, delegate: rec)
         try b.subscribe(subscriber)
         return (a, b, publisher, subscriber, rec)
     }
@@ -123,14 +121,12 @@ final class ForceTurnTests: XCTestCase {
         try s.connect(token: server.server.token(sessionId: sid))
         rec.waitFor(.connected)
         defer { try? s.disconnect() }
-        let (b, bRec) = try server.client(sid, name: "B")
+        let (b, _) = try server.client(sid, name: "B")
         defer { try? b.disconnect() }
-        try b.publish(try tonePublisher(MediaRecorder()))
-        rec.wait("stream") { $0.contains { if case .streamCreated = $0 { true } else { false } } }
-        XCTAssertThrowsError(try s.subscribe(Subscriber(stream: try XCTUnwrap(s.streams.values.first), delegate: nil))) {
+        let (_, _, stream) = try publishTone(b, seenBy: rec)
+        XCTAssertThrowsError(try s.subscribe(Subscriber(stream: stream, delegate: nil))) {
             XCTAssertEqual(($0 as? OTError)?.code, .invalidParameter)
         }
-        _ = bRec
     }
 }
 

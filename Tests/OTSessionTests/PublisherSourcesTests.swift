@@ -83,12 +83,8 @@ final class PublisherSourcesTests: XCTestCase {
         let (b, bRec) = try server.client(sid, name: "B")
         let (c, cRec) = try server.client(sid, name: "C")
         defer { for s in [a, b, c] { try? s.disconnect() } }
-        let pubRec = MediaRecorder("publisher")
-        let publisher = try tonePublisher(pubRec)
-        try a.publish(publisher)
-        for r in [bRec, cRec] { r.wait("stream") { $0.contains { if case .streamCreated = $0 { true } else { false } } } }
-        pubRec.wait("streamCreated") { $0.publisherStreamCreated }  // the publisher learns its stream on its own queue
-        let stream = try XCTUnwrap(publisher.stream)
+        let (_, pubRec, stream) = try publishTone(a, seenBy: bRec)
+        cRec.wait("stream at C") { $0.contains(.streamCreated(stream)) }
         let r1 = MediaRecorder("B-sub"), r2 = MediaRecorder("C-sub")
         try b.subscribe(Subscriber(stream: stream, delegate: r1))
         try c.subscribe(Subscriber(stream: stream, delegate: r2))
