@@ -1,4 +1,5 @@
-"""A session that records its callbacks into a queue, for the tests (each test module adds the callbacks it needs)."""
+"""A session and a subscriber that record their callbacks into a queue, for the tests (each test module adds the
+callbacks it needs)."""
 import queue
 
 import otsession
@@ -27,10 +28,7 @@ class SessionRecorder(otsession.Session):
 
     def expect(self, kind, timeout=10):
         """The next event of `kind` (earlier events of other kinds are dropped); queue.Empty after `timeout` s."""
-        while True:
-            ev = self.events.get(timeout=timeout)
-            if ev[0] == kind:
-                return ev
+        return _expect(self.events, kind, timeout)
 
     def drain(self):
         """The events received so far and not yet taken."""
@@ -40,3 +38,36 @@ class SessionRecorder(otsession.Session):
                 out.append(self.events.get_nowait())
             except queue.Empty:
                 return out
+
+
+class SubscriberRecorder(otsession.Subscriber):
+    """Keeps the rendered frames; puts ("connected", stream id), ("disconnected",) and ("error", (code, message))
+    into `events`."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.frames = []
+        self.events = queue.Queue()
+
+    def on_connected(self, stream):
+        self.events.put(("connected", stream.id))
+
+    def on_disconnected(self):
+        self.events.put(("disconnected",))
+
+    def on_error(self, code, message):
+        self.events.put(("error", (code, message)))
+
+    def on_render_frame(self, frame):
+        self.frames.append(frame)
+
+    def expect(self, kind, timeout=15):
+        """The next event of `kind` (earlier events of other kinds are dropped); queue.Empty after `timeout` s."""
+        return _expect(self.events, kind, timeout)
+
+
+def _expect(events, kind, timeout):
+    while True:
+        ev = events.get(timeout=timeout)
+        if ev[0] == kind:
+            return ev

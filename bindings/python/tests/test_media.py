@@ -9,19 +9,13 @@ import pytest
 
 import otsession
 from otsession import AudioSource, ErrorCode, OTError, PixelFormat, Role, VideoReason, VideoSource
+from session_recorder import SubscriberRecorder
 
 
-class Viewer(otsession.Subscriber):
+class Viewer(SubscriberRecorder):
     def __init__(self, stream):
         super().__init__(stream)
-        self.frames, self.audio = [], []
-        self.events = queue.Queue()
-
-    def on_connected(self, stream):
-        self.events.put(("connected", stream.id))
-
-    def on_render_frame(self, frame):
-        self.frames.append(frame)
+        self.audio = []
 
     def on_audio_data(self, pcm, rate, channels):
         self.audio.append((pcm, rate, channels))
@@ -31,12 +25,6 @@ class Viewer(otsession.Subscriber):
 
     def on_video_enabled(self, reason):
         self.events.put(("video_enabled", reason))
-
-    def expect(self, kind, timeout=15):
-        while True:
-            ev = self.events.get(timeout=timeout)
-            if ev[0] == kind:
-                return ev
 
 
 def wait_until(cond, timeout=15):

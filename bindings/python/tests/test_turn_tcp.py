@@ -15,6 +15,7 @@ import pytest
 
 import otsession
 from otsession import Role
+from session_recorder import SubscriberRecorder
 
 USER, PASSWORD = "otuser", "otpass"
 
@@ -49,22 +50,6 @@ def coturn():
         shutil.rmtree(d, ignore_errors=True)
 
 
-class Viewer(otsession.Subscriber):
-    def __init__(self, stream):
-        super().__init__(stream)
-        self.frames = []
-        self.events = queue.Queue()
-
-    def on_connected(self, stream):
-        self.events.put(("connected", None))
-
-    def on_error(self, code, message):
-        self.events.put(("error", (code, message)))
-
-    def on_render_frame(self, frame):
-        self.frames.append(frame)
-
-
 def relay_ice(url):
     return otsession.ICEConfig([otsession.ICEServer(url, USER, PASSWORD)], transport_policy=otsession.ICETransportPolicy.RELAY)
 
@@ -82,7 +67,7 @@ def publish_and_subscribe(server, pub_ice, sub_ice):
         assert done.wait(10)
     pub = otsession.Publisher("tcp-turn", width=160, height=120)
     pub_s.publish(pub)
-    viewer = Viewer(streams.get(timeout=10))
+    viewer = SubscriberRecorder(streams.get(timeout=10))
     sub_s.subscribe(viewer)
     return pub_s, sub_s, pub, viewer
 
@@ -92,7 +77,7 @@ def test_media_through_turn_over_tcp(coturn):
         ice = relay_ice(f"turn:127.0.0.1:{coturn}?transport=tcp")
         pub_s, sub_s, pub, viewer = publish_and_subscribe(server, ice, ice)
         try:
-            assert viewer.events.get(timeout=15) == ("connected", None)
+            viewer.expect("connected")
             deadline = time.time() + 15
             while len(viewer.frames) < 15 and time.time() < deadline:
                 time.sleep(0.05)
@@ -119,8 +104,7 @@ def test_unreachable_turn_over_tcp_fails_the_subscriber(coturn):
         pub_s, sub_s, pub, viewer = publish_and_subscribe(server, relay_ice(f"turn:127.0.0.1:{coturn}?transport=tcp"),
                                                           relay_ice(f"turn:127.0.0.1:{dead}?transport=tcp"))
         try:
-            kind, (code, message) = viewer.events.get(timeout=15)
-            assert kind == "error"
+            _, (code, message) = viewer.expect("error")
             assert code == otsession.ErrorCode.SUBSCRIBER_WEBRTC and f"TURN: the TCP connection to 127.0.0.1:{dead}" in message
         finally:
             viewer.close()
