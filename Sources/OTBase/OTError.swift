@@ -11,6 +11,8 @@ public enum OTErrorCode: Int32, Sendable, CaseIterable {
     case connectionDropped = 1022
     case connectionRefused = 1023
     case connectionLimitExceeded = 1027
+    case invalidEncryptionSecret = 1030
+    case encryptionSecretMissing = 1031
     case subscriberNotFound = 1112
     case publisherNotFound = 1113
     case signalDataTooLong = 1413
@@ -25,6 +27,7 @@ public enum OTErrorCode: Int32, Sendable, CaseIterable {
     case serverCannotFindStream = 1604
     case streamLimitExceeded = 1605
     case publisherWebRTC = 1610
+    case encryptionSecretMismatch = 1620
     case internalError = 2000
     case invalidHandle = 9001
     case bufferTooSmall = 9002
@@ -43,6 +46,8 @@ public enum OTErrorCode: Int32, Sendable, CaseIterable {
         case .connectionDropped: "the connection to the server dropped"
         case .connectionRefused: "the connection was refused"
         case .connectionLimitExceeded: "the session has reached its connection limit"
+        case .invalidEncryptionSecret: "the encryption secret must be 8 to 256 characters"
+        case .encryptionSecretMissing: "the session is end-to-end encrypted and no encryption secret is set"
         case .subscriberNotFound: "subscriber not found"
         case .publisherNotFound: "publisher not found"
         case .signalDataTooLong: "signal data is longer than 8192 bytes"
@@ -57,6 +62,7 @@ public enum OTErrorCode: Int32, Sendable, CaseIterable {
         case .serverCannotFindStream: "the server cannot find the stream"
         case .streamLimitExceeded: "stream limit exceeded"
         case .publisherWebRTC: "publisher media connection failed"
+        case .encryptionSecretMismatch: "the stream cannot be decrypted: the encryption secrets differ"
         case .internalError: "internal error"
         case .invalidHandle: "the handle was never issued, is deleted, or is of another type"
         case .bufferTooSmall: "the buffer is too small"

@@ -84,6 +84,10 @@ public final class E2EEFrameTransform: FrameTransform, @unchecked Sendable {
         public var framesDecrypted = 0
         /// Frames that could not be decrypted (wrong secret, altered, truncated).
         public var decryptionFailures = 0
+        public init(framesEncrypted: Int = 0, framesDecrypted: Int = 0, decryptionFailures: Int = 0) {
+            self.framesEncrypted = framesEncrypted; self.framesDecrypted = framesDecrypted
+            self.decryptionFailures = decryptionFailures
+        }
     }
 
     private let lock = Lock()
