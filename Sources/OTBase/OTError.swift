@@ -11,8 +11,6 @@ public enum OTErrorCode: Int32, Sendable, CaseIterable {
     case connectionDropped = 1022
     case connectionRefused = 1023
     case connectionLimitExceeded = 1027
-    case invalidEncryptionSecret = 1030
-    case encryptionSecretMissing = 1031
     case subscriberNotFound = 1112
     case publisherNotFound = 1113
     case signalDataTooLong = 1413
@@ -27,10 +25,13 @@ public enum OTErrorCode: Int32, Sendable, CaseIterable {
     case serverCannotFindStream = 1604
     case streamLimitExceeded = 1605
     case publisherWebRTC = 1610
-    case encryptionSecretMismatch = 1620
     case internalError = 2000
     case invalidHandle = 9001
     case bufferTooSmall = 9002
+    /// End-to-end encryption (docs/e2ee.md): libotsession's numbers in OpenTok's session and subscriber ranges.
+    case invalidEncryptionSecret = 1030
+    case encryptionSecretMissing = 1031
+    case encryptionSecretMismatch = 1620
 
     /// A short English description of the code.
     public var summary: String {
