@@ -75,6 +75,7 @@ public final class E2EEFrameTransform: FrameTransform, @unchecked Sendable {
     public static let ivLength = 12
     public static let headerLength = 1 + ivLength
     public static let tagLength = 16
+    private static let zeroTag = [UInt8](repeating: 0, count: tagLength)
     /// Bytes an encrypted frame adds to the plain one.
     public static let overhead = headerLength + tagLength
 
@@ -94,7 +95,6 @@ public final class E2EEFrameTransform: FrameTransform, @unchecked Sendable {
     private let encryptContext: OpaquePointer
     private let decryptContext: OpaquePointer
     private var baseIV = [UInt8](repeating: 0, count: ivLength)
-    private var iv = [UInt8](repeating: 0, count: ivLength)
     private var frameCounter: UInt64 = 0
     private var counts = Counters()
     /// Output target for OpenSSL when a decrypted frame is empty (an empty array may have no storage).
@@ -141,26 +141,26 @@ public final class E2EEFrameTransform: FrameTransform, @unchecked Sendable {
     public func transformOutgoing(_ frame: UnsafeRawBufferPointer, info: EncodedFrameInfo, into output: inout [UInt8]) throws {
         let clear = min(Self.clearPrefixLength(info), frame.count)
         let body = frame.count - clear
+        let aadLength = clear + Self.headerLength
         output.removeAll(keepingCapacity: true)
         output.reserveCapacity(frame.count + Self.overhead)
         output.append(contentsOf: UnsafeRawBufferPointer(rebasing: frame[0..<clear]))
         output.append(Self.version)
         try lock.withLock {
             frameCounter &+= 1
-            for i in 0..<Self.ivLength { iv[i] = baseIV[i] }
-            for i in 0..<8 { iv[Self.ivLength - 1 - i] ^= UInt8(truncatingIfNeeded: frameCounter >> (8 * UInt64(i))) }
-            output.append(contentsOf: iv)
-            output.append(contentsOf: repeatElement(0, count: body + Self.tagLength))
+            output.append(contentsOf: baseIV)
+            for i in 0..<8 { output[aadLength - 1 - i] ^= UInt8(truncatingIfNeeded: frameCounter >> (8 * UInt64(i))) }
+            // The plaintext body and room for the tag; the body is then encrypted in place.
+            output.append(contentsOf: UnsafeRawBufferPointer(rebasing: frame[clear...]))
+            output.append(contentsOf: Self.zeroTag)
             let ctx = encryptContext
             let ok = output.withUnsafeMutableBufferPointer { out -> Bool in
                 guard let o = out.baseAddress else { return false }
-                let aadLength = clear + Self.headerLength
                 var n: Int32 = 0
                 guard EVP_EncryptInit_ex(ctx, nil, nil, nil, o + clear + 1) == 1,
                       EVP_EncryptUpdate(ctx, nil, &n, o, Int32(aadLength)) == 1 else { return false }
                 if body > 0 {
-                    let src = frame.baseAddress.map { $0.assumingMemoryBound(to: UInt8.self) + clear }
-                    guard EVP_EncryptUpdate(ctx, o + aadLength, &n, src, Int32(body)) == 1 else { return false }
+                    guard EVP_EncryptUpdate(ctx, o + aadLength, &n, o + aadLength, Int32(body)) == 1 else { return false }
                 }
                 guard EVP_EncryptFinal_ex(ctx, o + aadLength + body, &n) == 1 else { return false }
                 return EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, Int32(Self.tagLength), o + aadLength + body) == 1
@@ -190,9 +190,10 @@ public final class E2EEFrameTransform: FrameTransform, @unchecked Sendable {
         let body = plainLength - clear
         guard f[clear] == Self.version else { throw FrameDecryptionError.unknownVersion(f[clear]) }
         let aadLength = clear + Self.headerLength
+        // The clear prefix and the ciphertext body, then decrypted in place.
         output.reserveCapacity(plainLength)
         output.append(contentsOf: UnsafeRawBufferPointer(rebasing: frame[0..<clear]))
-        output.append(contentsOf: repeatElement(0, count: body))
+        output.append(contentsOf: UnsafeRawBufferPointer(rebasing: frame[aadLength..<(aadLength + body)]))
         let result: FrameDecryptionError? = lock.withLock {
             let ctx = decryptContext
             return output.withUnsafeMutableBufferPointer { out -> FrameDecryptionError? in
@@ -201,7 +202,7 @@ public final class E2EEFrameTransform: FrameTransform, @unchecked Sendable {
                 guard EVP_DecryptInit_ex(ctx, nil, nil, nil, f + clear + 1) == 1,
                       EVP_DecryptUpdate(ctx, nil, &n, f, Int32(aadLength)) == 1 else { return .cipherFailure("GCM init") }
                 if body > 0 {
-                    guard EVP_DecryptUpdate(ctx, o + clear, &n, f + aadLength, Int32(body)) == 1 else {
+                    guard EVP_DecryptUpdate(ctx, o + clear, &n, o + clear, Int32(body)) == 1 else {
                         return .cipherFailure("GCM update")
                     }
                 }

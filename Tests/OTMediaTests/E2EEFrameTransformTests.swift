@@ -1,6 +1,7 @@
 import OTBase
 @testable import OTMedia
 import XCTest
+import Foundation
 
 /// AES-256-GCM per-frame encryption: round trips, clear prefixes, tampering, wrong keys, IV uniqueness, bad input.
 final class E2EEFrameTransformTests: XCTestCase {
@@ -111,5 +112,28 @@ final class E2EEFrameTransformTests: XCTestCase {
             XCTAssertThrowsError(try decrypt(t, junk, keyframe))
         }
         XCTAssertEqual(t.counters.decryptionFailures, E2EEFrameTransform.overhead + 5)
+    }
+
+    /// Round trips many frames of typical sizes; prints the per-frame cost (docs/e2ee.md; not asserted).
+    func testManyFramesRoundTripAndFigures() throws {
+        let sender = try transform(), receiver = try transform()
+        for (size, info) in [(10_000, delta), (120, audio)] {
+            let frame = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+            var sealed: [UInt8] = [], plain: [UInt8] = []
+            let n = 5_000
+            let start = Date()
+            for _ in 0..<n {
+                try frame.withUnsafeBytes { try sender.transformOutgoing($0, info: info, into: &sealed) }
+                try sealed.withUnsafeBytes { try receiver.transformIncoming($0, info: info, into: &plain) }
+            }
+            let micros = Date().timeIntervalSince(start) / Double(n) * 1e6
+            XCTAssertEqual(plain, frame)
+            print(String(format: "[figures] e2ee %d-byte %@ frame: encrypt + decrypt %.1f us", size, info.kind.rawValue, micros))
+        }
+        XCTAssertEqual(receiver.counters.framesDecrypted, 10_000)
+        let start = Date()
+        _ = try E2EEKey(secret: "a measured secret")
+        print(String(format: "[figures] e2ee key derivation (PBKDF2-SHA256, %d rounds) %.1f ms", E2EEKey.iterations,
+                     Date().timeIntervalSince(start) * 1000))
     }
 }
