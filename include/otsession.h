@@ -37,6 +37,10 @@ enum ot_status_code {
     OT_ERR_CONNECTION_DROPPED = 1022,
     OT_ERR_CONNECTION_REFUSED = 1023,
     OT_ERR_CONNECTION_LIMIT_EXCEEDED = 1027,
+    /** The encryption secret is not 8 to 256 characters. */
+    OT_ERR_INVALID_ENCRYPTION_SECRET = 1030,
+    /** The session is end-to-end encrypted and no encryption secret is set. */
+    OT_ERR_ENCRYPTION_SECRET_MISSING = 1031,
     OT_ERR_SUBSCRIBER_NOT_FOUND = 1112,
     OT_ERR_PUBLISHER_NOT_FOUND = 1113,
     OT_ERR_SIGNAL_DATA_TOO_LONG = 1413,
@@ -51,6 +55,8 @@ enum ot_status_code {
     OT_ERR_SERVER_CANNOT_FIND_STREAM = 1604,
     OT_ERR_STREAM_LIMIT_EXCEEDED = 1605,
     OT_ERR_PUBLISHER_WEBRTC = 1610,
+    /** A subscriber cannot decrypt the stream: the publisher's encryption secret differs. */
+    OT_ERR_ENCRYPTION_SECRET_MISMATCH = 1620,
     OT_ERR_INTERNAL = 2000,
     /** A handle that is NULL's kin: never issued, already deleted, or of another type. */
     OT_ERR_INVALID_HANDLE = 9001,
@@ -509,6 +515,11 @@ ot_status ot_publisher_write_audio(ot_publisher * publisher, int16_t const * sam
 /// (OT_ID_BUFFER_SIZE is enough).
 ot_status ot_server_create_session(ot_server * server, ot_bool relayed, char * buf, size_t size);
 
+/// Creates a session as ot_server_create_session, end-to-end encrypted when `e2ee` (media through the router, which
+/// cannot read it; clients set a secret with ot_session_set_encryption_secret). OT_ERR_INVALID_PARAM for a relayed
+/// end-to-end encrypted session.
+ot_status ot_server_create_session_with_options(ot_server * server, ot_bool relayed, ot_bool e2ee, char * buf, size_t size);
+
 /// Stops and releases the server.
 ot_status ot_server_delete(ot_server * server);
 
@@ -566,6 +577,10 @@ ot_status ot_session_get_id(ot_session * session, char * buf, size_t size);
 /// The session's status (one of ot_session_status) into `status`.
 ot_status ot_session_get_status(ot_session * session, int32_t * status);
 
+/// Whether the session is end-to-end encrypted (as the server said on connect) into `encrypted`;
+/// OT_ERR_NOT_CONNECTED before on_connected.
+ot_status ot_session_is_end_to_end_encrypted(ot_session * session, ot_bool * encrypted);
+
 /// Whether the session is resuming a dropped connection (between on_reconnecting and on_reconnected or
 /// on_disconnected) into `reconnecting`; the status stays OT_SESSION_CONNECTED meanwhile.
 ot_status ot_session_is_reconnecting(ot_session * session, ot_bool * reconnecting);
@@ -599,6 +614,13 @@ ot_status ot_session_send_signal_to_connection(ot_session * session, char const 
 /// ot_session_send_signal. With `retry_after_reconnect` false, a signal made while the session is reconnecting
 /// is refused with OT_ERR_NOT_CONNECTED instead of being queued.
 ot_status ot_session_send_signal_with_options(ot_session * session, char const * type, char const * data, ot_connection const * to, ot_signal_options const * options);
+
+/// Sets the end-to-end encryption secret (8–256 characters, UTF-8) used by the publishers and subscribers created
+/// afterwards in this session; call it before publishing or subscribing (see docs/e2ee.md). Only end-to-end encrypted
+/// sessions use it: there, publishing or subscribing without a secret fails with OT_ERR_ENCRYPTION_SECRET_MISSING,
+/// and a subscriber whose publisher used another secret gets on_error with OT_ERR_ENCRYPTION_SECRET_MISMATCH.
+/// OT_ERR_INVALID_ENCRYPTION_SECRET for a secret of another length (the previous secret stays).
+ot_status ot_session_set_encryption_secret(ot_session * session, char const * secret);
 
 /// Fills `settings` with the defaults: server ws://127.0.0.1:8080, events not suppressed, no custom ICE servers,
 /// every candidate type, LAN candidates signalled.

@@ -28,6 +28,10 @@ public enum OTErrorCode: Int32, Sendable, CaseIterable {
     case internalError = 2000
     case invalidHandle = 9001
     case bufferTooSmall = 9002
+    /// End-to-end encryption (docs/e2ee.md): libotsession's numbers in OpenTok's session and subscriber ranges.
+    case invalidEncryptionSecret = 1030
+    case encryptionSecretMissing = 1031
+    case encryptionSecretMismatch = 1620
 
     /// A short English description of the code.
     public var summary: String {
@@ -43,6 +47,8 @@ public enum OTErrorCode: Int32, Sendable, CaseIterable {
         case .connectionDropped: "the connection to the server dropped"
         case .connectionRefused: "the connection was refused"
         case .connectionLimitExceeded: "the session has reached its connection limit"
+        case .invalidEncryptionSecret: "the encryption secret must be 8 to 256 characters"
+        case .encryptionSecretMissing: "the session is end-to-end encrypted and no encryption secret is set"
         case .subscriberNotFound: "subscriber not found"
         case .publisherNotFound: "publisher not found"
         case .signalDataTooLong: "signal data is longer than 8192 bytes"
@@ -57,6 +63,7 @@ public enum OTErrorCode: Int32, Sendable, CaseIterable {
         case .serverCannotFindStream: "the server cannot find the stream"
         case .streamLimitExceeded: "stream limit exceeded"
         case .publisherWebRTC: "publisher media connection failed"
+        case .encryptionSecretMismatch: "the stream cannot be decrypted: the encryption secrets differ"
         case .internalError: "internal error"
         case .invalidHandle: "the handle was never issued, is deleted, or is of another type"
         case .bufferTooSmall: "the buffer is too small"

@@ -82,6 +82,18 @@ private func sessionRole(_ r: Int32) -> SessionRole? {
     }
 }
 
+/// Creates a session as ot_server_create_session, end-to-end encrypted when `e2ee` (media through the router, which
+/// cannot read it; clients set a secret with ot_session_set_encryption_secret). OT_ERR_INVALID_PARAM for a relayed
+/// end-to-end encrypted session.
+@c(ot_server_create_session_with_options) public func ot_server_create_session_with_options(
+    _ server: UnsafeMutablePointer<ot_server>?, _ relayed: ot_bool, _ e2ee: ot_bool,
+    _ buf: UnsafeMutablePointer<CChar>?, _ size: UInt) -> ot_status {
+    withServer(server) { o in
+        guard buf != nil, size > 0 else { return Status.invalidParam }
+        return CArg.copy(try o.server.createSession(apiKey: o.project.apiKey, relayed: relayed != 0, e2ee: e2ee != 0), to: buf, size: size)
+    }
+}
+
 /// Mints a client token for a session of this server (role: one of ot_role; data: connection data or NULL;
 /// format: OT_TOKEN_JWT or OT_TOKEN_T1) into `buf` (OT_TOKEN_BUFFER_SIZE is enough).
 @c(ot_server_new_token) public func ot_server_new_token(_ server: UnsafeMutablePointer<ot_server>?, _ session_id: UnsafePointer<CChar>?,

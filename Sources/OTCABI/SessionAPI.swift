@@ -237,6 +237,32 @@ private func sessionSettings(_ settings: UnsafePointer<ot_session_settings>?) ->
     }
 }
 
+/// Sets the end-to-end encryption secret (8–256 characters, UTF-8) used by the publishers and subscribers created
+/// afterwards in this session; call it before publishing or subscribing (see docs/e2ee.md). Only end-to-end encrypted
+/// sessions use it: there, publishing or subscribing without a secret fails with OT_ERR_ENCRYPTION_SECRET_MISSING,
+/// and a subscriber whose publisher used another secret gets on_error with OT_ERR_ENCRYPTION_SECRET_MISMATCH.
+/// OT_ERR_INVALID_ENCRYPTION_SECRET for a secret of another length (the previous secret stays).
+@c(ot_session_set_encryption_secret) public func ot_session_set_encryption_secret(_ session: UnsafeMutablePointer<ot_session>?,
+                                                                                _ secret: UnsafePointer<CChar>?) -> ot_status {
+    withSession(session) { o in
+        guard let s = CArg.string(secret) else { return Status.invalidParam }
+        try o.session.setEncryptionSecret(s)
+        return Status.ok
+    }
+}
+
+/// Whether the session is end-to-end encrypted (as the server said on connect) into `encrypted`;
+/// OT_ERR_NOT_CONNECTED before on_connected.
+@c(ot_session_is_end_to_end_encrypted) public func ot_session_is_end_to_end_encrypted(_ session: UnsafeMutablePointer<ot_session>?,
+                                                                                    _ encrypted: UnsafeMutablePointer<ot_bool>?) -> ot_status {
+    withSession(session) { o in
+        guard let encrypted else { return Status.invalidParam }
+        guard o.session.status == .connected else { return Status.of(.notConnected) }
+        encrypted.pointee = CArg.bool(o.session.isEndToEndEncrypted)
+        return Status.ok
+    }
+}
+
 /// Starts disconnecting; on_disconnected follows. OT_ERR_NOT_CONNECTED when not connected or connecting.
 @c(ot_session_disconnect) public func ot_session_disconnect(_ session: UnsafeMutablePointer<ot_session>?) -> ot_status {
     withSession(session) { o in try o.session.disconnect(); return Status.ok }

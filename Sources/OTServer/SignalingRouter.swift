@@ -144,9 +144,11 @@ public final class SignalingRouter {
 
     // MARK: sessions
 
-    /// Creates a session of a known project and returns its id.
+    /// Creates a session of a known project and returns its id. Throws 1011 for an unknown key, or for `e2ee` with
+    /// `relayed` (end-to-end encryption needs the media router).
     public func createSession(apiKey: String, relayed: Bool = false, e2ee: Bool = false, location: String = "", nowMillis: Int64) throws -> String {
         guard projects[apiKey] != nil else { throw OTError(.invalidParameter, "unknown api key \(apiKey)") }
+        guard !(e2ee && relayed) else { throw OTError(.invalidParameter, "end-to-end encryption needs a routed session") }
         let sid = SessionID(apiKey: apiKey, location: location, createTimeMillis: nowMillis, relayed: relayed, e2ee: e2ee)
         let s = sid.string
         rooms[s] = Room(id: sid, idString: s)

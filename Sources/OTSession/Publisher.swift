@@ -206,6 +206,7 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
 
     /// Starts capture and announces the stream (from `Session.publish`).
     func start(in session: Session) throws {
+        let transform = try session.mediaTransform(configured: settings.frameTransform)
         try lock.withLock {
             guard self.session == nil, !active else { throw OTError(.illegalState, "this publisher is already published") }
             self.session = session
@@ -214,7 +215,7 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
         engine.onFailure = { [weak self] e in self?.fail(e) }
         engine.onStats = { [weak self] st in self?.deliver { $0.publisher($1, statsUpdated: st) } }
         do {
-            try mediaQueue.sync { try engine.start(audioDevice: settings.audioTrack ? audioDevice : nil, session: session) }
+            try mediaQueue.sync { try engine.start(audioDevice: settings.audioTrack ? audioDevice : nil, session: session, transform: transform) }
         } catch {
             lock.withLock { self.session = nil; active = false }
             throw error

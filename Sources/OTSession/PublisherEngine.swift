@@ -124,7 +124,9 @@ final class PublisherEngine: @unchecked Sendable {
 
     // MARK: lifecycle (on queue)
 
-    func start(audioDevice: (any AudioDevice)?, session: Session) throws {
+    /// Starts capture and the send pipelines; `transform` is the frame transform the session chose (end-to-end
+    /// encryption, or the configured one).
+    func start(audioDevice: (any AudioDevice)?, session: Session, transform: any FrameTransform) throws {
         guard !running else { throw OTError(.illegalState, "already publishing") }
         self.session = session
         if let capturer {
@@ -132,7 +134,7 @@ final class PublisherEngine: @unchecked Sendable {
             enc.keyframeInterval = max(enc.keyframeInterval, fps * 10)
             // Packets carry a transport-wide sequence number (each connection renumbers it) for bandwidth estimation.
             video = try VideoSendPipeline(config: VideoSendConfig(ssrc: videoSSRC, encoder: enc, extensionIds: Self.extensionIds),
-                                          transform: settings.frameTransform, transportSequence: TransportSequenceCounter())
+                                          transform: transform, transportSequence: TransportSequenceCounter())
             let sink = CaptureSink(converter: PixelFormatConverter()) { [weak self] frame in self?.frameCaptured(frame) }
             do {
                 try capturer.initCapture(consumer: sink)
@@ -147,7 +149,7 @@ final class PublisherEngine: @unchecked Sendable {
             var opus = OpusEncoderConfig(sampleRate: audioDevice.captureSettings.sampleRate, channels: audioDevice.captureSettings.channels)
             opus.bitrateBps = settings.audioBitrateBps
             audio = try AudioSendPipeline(config: AudioSendConfig(ssrc: audioSSRC, opus: opus, extensionIds: Self.extensionIds),
-                                          transform: settings.frameTransform, transportSequence: TransportSequenceCounter())
+                                          transform: transform, transportSequence: TransportSequenceCounter())
             let sink = PublisherAudioSink(engine: self)
             audioDevice.setCaptureSink(sink)
             do { try audioDevice.startCapture() } catch {

@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import OTBase
+import OTMedia
 import OTTransport
 @_exported import struct OTBase.OTError
 @_exported import enum OTBase.OTErrorCode
@@ -90,6 +91,8 @@ public final class Session: @unchecked Sendable {
     private var completions: [Int: @Sendable (Result<RequestReply, OTError>) -> Void] = [:]
     /// Fires at the signaling machine's next deadline (connect or disconnect timeout); cancelled when none is left.
     private var tickTimer: (any DispatchSourceTimer)?
+    /// The media key derived from the encryption secret (`setEncryptionSecret`).
+    private var encryptionKey: E2EEKey?
     /// The publisher, subscribers and their media signaling (SessionMedia.swift).
     let media = SessionMedia()
 
@@ -127,6 +130,8 @@ public final class Session: @unchecked Sendable {
     public var isMuteForced: Bool { lock.withLock { machine.muteAllActive } }
     /// Whether the session is relayed (media peer to peer) rather than routed, after `sessionDidConnect`.
     public var isRelayed: Bool { lock.withLock { machine.relayed } }
+    /// Whether the session is end-to-end encrypted (created with `e2ee`), after `sessionDidConnect`.
+    public var isEndToEndEncrypted: Bool { lock.withLock { machine.e2ee } }
     /// True between `sessionDidBeginReconnecting` and `sessionDidReconnect` (or the disconnect that ends a failed
     /// reconnection); the status stays `.connected` meanwhile, as in OpenTok.
     public var isReconnecting: Bool { lock.withLock { machine.isReconnecting } }
@@ -393,5 +398,41 @@ public final class Session: @unchecked Sendable {
         case .reconnecting: d.sessionDidBeginReconnecting(self)
         case .reconnected: d.sessionDidReconnect(self)
         }
+    }
+}
+
+// MARK: end-to-end encryption
+
+extension Session {
+    /// Valid encryption secret lengths, in characters (as OpenTok).
+    public static let encryptionSecretLengths = 8...256
+
+    /// Sets the end-to-end encryption secret used by the publishers and subscribers created afterwards in this session
+    /// (as `[OTSession setEncryptionSecret:error:]`); call it before publishing or subscribing, before or after
+    /// connecting. Every client of the session must use the same secret. Throws 1030 (`invalidEncryptionSecret`) when
+    /// the secret is not 8–256 characters (the previous secret stays). The secret only applies in end-to-end encrypted
+    /// sessions; in others media is not encrypted end to end. See docs/e2ee.md.
+    public func setEncryptionSecret(_ secret: String) throws {
+        guard Session.encryptionSecretLengths.contains(secret.count) else {
+            throw OTError(.invalidEncryptionSecret, "the encryption secret has \(secret.count) characters; it must have 8 to 256")
+        }
+        let key = try E2EEKey(secret: secret)
+        lock.withLock { encryptionKey = key }
+    }
+
+    /// The frame transform a new publisher or subscriber uses: the configured one in sessions without end-to-end
+    /// encryption; in end-to-end encrypted sessions a new `E2EEFrameTransform` with the session's key.
+    /// Throws 1031 when the session is end-to-end encrypted and no secret is set, 1011 when a custom transform is
+    /// configured too (the two would not compose with other clients).
+    func mediaTransform(configured: any FrameTransform) throws -> any FrameTransform {
+        let (e2ee, key) = lock.withLock { (machine.e2ee, encryptionKey) }
+        guard e2ee else { return configured }
+        guard let key else {
+            throw OTError(.encryptionSecretMissing, "the session is end-to-end encrypted: call setEncryptionSecret before publishing or subscribing")
+        }
+        guard configured.isIdentity else {
+            throw OTError(.invalidParameter, "a custom frame transform cannot be used in an end-to-end encrypted session")
+        }
+        return try E2EEFrameTransform(key: key)
     }
 }

@@ -97,6 +97,8 @@ public struct SignalingClient {
     public private(set) var muteAllActive = false
     /// Whether the session is relayed (peer-to-peer media), as the server said on connect.
     public private(set) var relayed = false
+    /// Whether the session is end-to-end encrypted, as the server said on connect.
+    public private(set) var e2ee = false
     private var nextId = 1
     private var pending: Set<Int> = []
     private var connectDeadline: Instant?
@@ -237,6 +239,7 @@ public struct SignalingClient {
             connectDeadline = nil
             connection = info.connection; role = info.role; resumeToken = info.resumeToken; muteAllActive = info.muteForced
             relayed = info.relayed
+            e2ee = info.e2ee
             if let g = info.reconnectGraceMillis, g > 0 { reconnectGrace = .milliseconds(g) }
             var out: [Output] = []
             if !wasConnected { out.append(.event(.connected(info.connection))) }

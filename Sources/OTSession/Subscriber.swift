@@ -201,7 +201,8 @@ public final class Subscriber: SessionMediaClient, @unchecked Sendable {
         let e = SubscriberEngine(subscriber: self, session: session, stream: stream, settings: settings, queue: mediaQueue)
         lock.withLock { engine = e }
         do {
-            try mediaQueue.sync { try e.start(audio: a, video: v) }
+            let transform = try session.mediaTransform(configured: settings.frameTransform)
+            try mediaQueue.sync { try e.start(audio: a, video: v, transform: transform) }
         } catch {
             mediaQueue.sync { e.stop() }
             lock.withLock { engine = nil; active = false; self.session = nil }

@@ -58,6 +58,11 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     // Relayed sessions: we judge the loss of each whole second ourselves, when the stream and settings allow it.
     private let routed: Bool
     private let localFallback: Bool
+    /// The end-to-end encryption transform (encrypted sessions), its counters at the last check, and whether a
+    /// mismatch was reported since frames last decrypted.
+    private var e2ee: E2EEFrameTransform?
+    private var lastDecryption = E2EEFrameTransform.Counters()
+    private var mismatchReported = false
     private var lastCounts = (received: 0, lost: 0)
     private var quality: QualityFallbackMonitor
 
@@ -91,15 +96,18 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
 
     // MARK: lifecycle (on queue)
 
-    func start(audio a: Bool, video v: Bool) throws {
+    /// Starts receiving; `transform` is the frame transform the session chose (end-to-end encryption, or the
+    /// configured one).
+    func start(audio a: Bool, video v: Bool, transform: any FrameTransform) throws {
         guard let session else { throw OTError(.notConnected) }
+        e2ee = transform as? E2EEFrameTransform
         wantsAudio = a
         wantsVideo = v
         videoOn = publisherVideo && wantsVideo
-        video = try VideoReceivePipeline(config: VideoReceiveConfig(payloadType: nil, nackEnabled: false), transform: settings.frameTransform)
+        video = try VideoReceivePipeline(config: VideoReceiveConfig(payloadType: nil, nackEnabled: false), transform: transform)
         audio = try AudioReceivePipeline(config: AudioReceiveConfig(payloadType: nil, sampleRate: playoutSettings.sampleRate,
                                                                     channels: playoutSettings.channels, useFEC: true),
-                                         transform: settings.frameTransform)
+                                         transform: transform)
         running = true
         connectDeadline = MonotonicClock.now() + settings.connectTimeout
         try openLink(session)
@@ -324,7 +332,24 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
             nextAudioPull = due
         }
         ticks += 1
+        if ticks % 10 == 0 { checkDecryption() }
         if ticks % 100 == 0 { everySecond() }
+    }
+
+    /// End-to-end encrypted streams: reports `encryptionSecretMismatch` once when frames arrive that cannot be
+    /// decrypted and none can (another secret); again after frames decrypted in between (the secrets changed).
+    private func checkDecryption() {
+        guard let e2ee else { return }
+        let c = e2ee.counters
+        defer { lastDecryption = c }
+        if c.framesDecrypted > lastDecryption.framesDecrypted {
+            mismatchReported = false
+        } else if c.decryptionFailures > lastDecryption.decryptionFailures, !mismatchReported {
+            mismatchReported = true
+            let err = OTError(.encryptionSecretMismatch,
+                              "stream \(streamId) cannot be decrypted: its publisher uses another encryption secret")
+            subscriber?.deliver { $0.subscriber($1, didFailWithError: err) }
+        }
     }
 
     private func everySecond() {

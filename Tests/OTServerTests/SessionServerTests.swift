@@ -71,6 +71,9 @@ final class SessionServerTests: XCTestCase {
         XCTAssertEqual(s2, 200)
         let sid2 = try XCTUnwrap((try JSONSerialization.jsonObject(with: Data(b2.utf8)) as? [[String: Any]])?.first?["session_id"] as? String)
         XCTAssertTrue(try SessionID.parse(sid2).e2ee)
+        let (s3, _, b3) = try http("POST", "/session/create", body: "p2p.preference=enabled&e2ee=true", contentType: "application/x-www-form-urlencoded")
+        XCTAssertEqual(s3, 400, "end-to-end encryption needs a routed session")
+        XCTAssertTrue(b3.contains("routed"), b3)
     }
 
     func testRESTAuthentication() throws {

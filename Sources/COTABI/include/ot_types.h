@@ -30,6 +30,10 @@ enum ot_status_code {
     OT_ERR_CONNECTION_DROPPED = 1022,
     OT_ERR_CONNECTION_REFUSED = 1023,
     OT_ERR_CONNECTION_LIMIT_EXCEEDED = 1027,
+    /** The encryption secret is not 8 to 256 characters. */
+    OT_ERR_INVALID_ENCRYPTION_SECRET = 1030,
+    /** The session is end-to-end encrypted and no encryption secret is set. */
+    OT_ERR_ENCRYPTION_SECRET_MISSING = 1031,
     OT_ERR_SUBSCRIBER_NOT_FOUND = 1112,
     OT_ERR_PUBLISHER_NOT_FOUND = 1113,
     OT_ERR_SIGNAL_DATA_TOO_LONG = 1413,
@@ -44,6 +48,8 @@ enum ot_status_code {
     OT_ERR_SERVER_CANNOT_FIND_STREAM = 1604,
     OT_ERR_STREAM_LIMIT_EXCEEDED = 1605,
     OT_ERR_PUBLISHER_WEBRTC = 1610,
+    /** A subscriber cannot decrypt the stream: the publisher's encryption secret differs. */
+    OT_ERR_ENCRYPTION_SECRET_MISMATCH = 1620,
     OT_ERR_INTERNAL = 2000,
     /** A handle that is NULL's kin: never issued, already deleted, or of another type. */
     OT_ERR_INVALID_HANDLE = 9001,

@@ -55,6 +55,9 @@ static void expect_session_calls(ot_session *s, ot_status want) {
     EXPECT(ot_session_disable_force_mute(s) == want);
     EXPECT(ot_session_force_disconnect(s, NULL) == want);
     EXPECT(ot_session_report_issue(s, "d", buf, sizeof buf) == want);
+    EXPECT(ot_session_set_encryption_secret(s, "a secret of 8+ characters") == want);
+    ot_bool encrypted = -1;
+    EXPECT(ot_session_is_end_to_end_encrypted(s, &encrypted) == want && encrypted == -1);
     EXPECT(ot_session_delete(s) == want);
 }
 
@@ -64,6 +67,7 @@ static void expect_server_calls(ot_server *sv, ot_status want) {
     EXPECT(ot_server_start(sv, &port) == want && port == -1);
     EXPECT(ot_server_get_url(sv, buf, sizeof buf) == want);
     EXPECT(ot_server_create_session(sv, OT_FALSE, buf, sizeof buf) == want);
+    EXPECT(ot_server_create_session_with_options(sv, OT_FALSE, OT_TRUE, buf, sizeof buf) == want);
     EXPECT(ot_server_new_token(sv, "1_x", OT_ROLE_PUBLISHER, NULL, OT_TOKEN_JWT, buf, sizeof buf) == want);
     EXPECT(ot_server_stop(sv) == want);
     EXPECT(ot_server_delete(sv) == want);

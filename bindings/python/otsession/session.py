@@ -166,8 +166,10 @@ class Server:
         """Base URL for the REST API and for Session(server_url=...)."""
         return _buffer_call(lib().fn.ot_server_get_url, self._h, context="Server.url")
 
-    def create_session(self, relayed: bool = False) -> str:
-        return _buffer_call(lib().fn.ot_server_create_session, self._h, 1 if relayed else 0, context="create_session")
+    def create_session(self, relayed: bool = False, e2ee: bool = False) -> str:
+        """A new session id: routed, or relayed (peer to peer); end-to-end encrypted when `e2ee` (routed only)."""
+        return _buffer_call(lib().fn.ot_server_create_session_with_options, self._h, 1 if relayed else 0, 1 if e2ee else 0,
+                            context="create_session")
 
     def token(self, session_id: str, role: Role | str = Role.PUBLISHER, data: Optional[str] = None, t1: bool = False) -> str:
         return _buffer_call(lib().fn.ot_server_new_token, self._h, session_id.encode(), _role(role),
@@ -310,6 +312,18 @@ class Session:
 
     def disconnect(self) -> None:
         check(lib().fn.ot_session_disconnect(self._handle()), "disconnect")
+
+    def set_encryption_secret(self, secret: str) -> None:
+        """Sets the end-to-end encryption secret (8-256 characters) for publishers and subscribers created afterwards;
+        raises OTError 1030 (INVALID_ENCRYPTION_SECRET) otherwise. See docs/e2ee.md."""
+        check(lib().fn.ot_session_set_encryption_secret(self._handle(), secret.encode()), "set_encryption_secret")
+
+    @property
+    def is_end_to_end_encrypted(self) -> bool:
+        """Whether the connected session is end-to-end encrypted."""
+        v = ctypes.c_int32()
+        check(lib().fn.ot_session_is_end_to_end_encrypted(self._handle(), ctypes.byref(v)), "is_end_to_end_encrypted")
+        return bool(v.value)
 
     @property
     def status(self) -> SessionStatus:
