@@ -38,7 +38,7 @@ let package = Package(
         .target(name: "OTTransport", dependencies: ["OTWire", "COTShims", "CSRTP", "COpenSSL",
                                                   "CEpoll"]),
         // Frames, converters, codecs, jitter buffers, capturers, audio devices.
-        .target(name: "OTMedia", dependencies: ["OTWire", "COTShims", "COpus", "CVPX",
+        .target(name: "OTMedia", dependencies: ["OTWire", "COTShims", "COpus", "CVPX", "COpenSSL",
                                                "CPNG"]),
         // The Swift API users import: Session, Publisher, Subscriber.
         .target(name: "OTSession", dependencies: ["OTTransport", "OTMedia", "OTWire"]),

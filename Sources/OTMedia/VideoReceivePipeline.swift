@@ -109,6 +109,8 @@ public final class VideoReceivePipeline {
     private var ssrc: UInt32?
     private var picture = VideoFrame(width: 2, height: 2)
     private var transformed: [UInt8] = []
+    /// The last frame the transform saw failed (so the next failure asks for no keyframe).
+    private var transformFailing = false
     private var firstTimestamp: UInt32?
     private var lastTimestamp: UInt32 = 0
     private var extendedTimestamp: Int64 = 0
@@ -315,9 +317,13 @@ public final class VideoReceivePipeline {
                 let info = EncodedFrameInfo(kind: .video, ssrc: ssrc ?? 0, rtpTimestamp: f.timestamp, isKeyframe: f.isKeyframe)
                 do {
                     try f.payload.withUnsafeBytes { try transform.transformIncoming($0, info: info, into: &transformed) }
+                    transformFailing = false
                 } catch {
                     counters.transformErrors += 1
-                    dropAfterError(now: now, &events)
+                    // A keyframe helps after one bad frame, not when every frame fails (a wrong E2EE secret):
+                    // only the first failure of a run asks for one.
+                    dropAfterError(now: now, requestKeyframe: !transformFailing, &events)
+                    transformFailing = true
                     return
                 }
                 produced = try decoder.decode(transformed[...], timestampMicros: micros, into: &picture)
@@ -336,10 +342,10 @@ public final class VideoReceivePipeline {
     }
 
     /// A frame could not be decoded: the following delta frames cannot be either.
-    private func dropAfterError(now: Instant, _ events: inout [VideoReceiveEvent]) {
+    private func dropAfterError(now: Instant, requestKeyframe wanted: Bool = true, _ events: inout [VideoReceiveEvent]) {
         counters.framesDropped += 1
         nack.clear()
         retire()
-        requestKeyframe(now: now, &events)
+        if wanted { requestKeyframe(now: now, &events) }
     }
 }
