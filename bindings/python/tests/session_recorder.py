@@ -1,6 +1,9 @@
 """A session and a subscriber that record their callbacks into a queue, for the tests (each test module adds the
 callbacks it needs)."""
+import contextlib
 import queue
+import threading
+import time
 
 import otsession
 
@@ -71,3 +74,33 @@ def _expect(events, kind, timeout):
         ev = events.get(timeout=timeout)
         if ev[0] == kind:
             return ev
+
+
+@contextlib.contextmanager
+def publisher_and_viewer(server, sid):
+    """Two sessions of `sid` connected (a publisher-role and a subscriber-role token); yields them and a queue of the
+    streams the viewer sees; closes both after."""
+    streams = queue.Queue()
+    pub_s = otsession.Session(server.api_key, sid, server_url=server.url)
+    sub_s = otsession.Session(server.api_key, sid, server_url=server.url)
+    sub_s.on("stream_created", streams.put)
+    try:
+        for s, role in ((pub_s, otsession.Role.PUBLISHER), (sub_s, otsession.Role.SUBSCRIBER)):
+            done = threading.Event()
+            s.on("connected", done.set)
+            s.connect(server.token(sid, role))
+            assert done.wait(10), "not connected"
+        yield pub_s, sub_s, streams
+    finally:
+        sub_s.close()
+        pub_s.close()
+
+
+def wait_until(cond, timeout=15):
+    """Polls `cond` every 50 ms; whether it held within `timeout` s."""
+    end = time.time() + timeout
+    while time.time() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False

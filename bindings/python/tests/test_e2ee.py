@@ -1,13 +1,12 @@
 """End-to-end encrypted sessions through the Python package: the same secret decodes, another one gives
 ENCRYPTION_SECRET_MISMATCH and no pictures; secrets of a bad length are refused."""
 import queue
-import threading
-import time
 
 import pytest
 
 import otsession
-from otsession import AudioSource, ErrorCode, OTError, Role
+from otsession import AudioSource, ErrorCode, OTError
+from session_recorder import publisher_and_viewer, wait_until
 
 
 class Viewer(otsession.Subscriber):
@@ -23,31 +22,12 @@ class Viewer(otsession.Subscriber):
         self.errors.put((code, message))
 
 
-def wait_until(cond, timeout=15):
-    end = time.time() + timeout
-    while time.time() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 @pytest.fixture
 def e2ee_pair():
     with otsession.Server(api_key="778", api_secret="ab" * 20) as server:
         sid = server.create_session(e2ee=True)
-        streams = queue.Queue()
-        pub_s = otsession.Session(server.api_key, sid, server_url=server.url)
-        sub_s = otsession.Session(server.api_key, sid, server_url=server.url)
-        sub_s.on("stream_created", streams.put)
-        for s, role in ((pub_s, Role.PUBLISHER), (sub_s, Role.SUBSCRIBER)):
-            done = threading.Event()
-            s.on("connected", done.set)
-            s.connect(server.token(sid, role))
-            assert done.wait(10)
-        yield server, pub_s, sub_s, streams
-        sub_s.close()
-        pub_s.close()
+        with publisher_and_viewer(server, sid) as (pub_s, sub_s, streams):
+            yield server, pub_s, sub_s, streams
 
 
 def publish(pub_s, streams):

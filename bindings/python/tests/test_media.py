@@ -1,15 +1,14 @@
 """Publish and subscribe through the Python package: real VP8/Opus media on loopback."""
 import array
 import math
-import queue
 import threading
 import time
 
 import pytest
 
 import otsession
-from otsession import AudioSource, ErrorCode, OTError, PixelFormat, Role, VideoReason, VideoSource
-from session_recorder import SubscriberRecorder
+from otsession import AudioSource, ErrorCode, OTError, PixelFormat, VideoReason, VideoSource
+from session_recorder import SubscriberRecorder, publisher_and_viewer, wait_until
 
 
 class Viewer(SubscriberRecorder):
@@ -27,15 +26,6 @@ class Viewer(SubscriberRecorder):
         self.events.put(("video_enabled", reason))
 
 
-def wait_until(cond, timeout=15):
-    end = time.time() + timeout
-    while time.time() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def zero_crossing_hz(pcm: bytes, rate: int) -> float:
     s = array.array("h", pcm)
     crossings = sum(1 for a, b in zip(s, s[1:]) if (a < 0) != (b < 0))
@@ -47,18 +37,8 @@ def joined(request):
     """A server, a session, a publishing client and a viewing client (connected)."""
     with otsession.Server(api_key="777", api_secret="ef" * 20) as server:
         sid = server.create_session(relayed=request.param == "relayed")
-        streams = queue.Queue()
-        pub_s = otsession.Session(server.api_key, sid, server_url=server.url)
-        sub_s = otsession.Session(server.api_key, sid, server_url=server.url)
-        sub_s.on("stream_created", streams.put)
-        for s, role in ((pub_s, Role.PUBLISHER), (sub_s, Role.SUBSCRIBER)):
-            done = threading.Event()
-            s.on("connected", done.set)
-            s.connect(server.token(sid, role))
-            assert done.wait(10)
-        yield server, pub_s, sub_s, streams
-        sub_s.close()
-        pub_s.close()
+        with publisher_and_viewer(server, sid) as (pub_s, sub_s, streams):
+            yield server, pub_s, sub_s, streams
 
 
 def test_test_pattern_and_tone_arrive_decoded(joined):
