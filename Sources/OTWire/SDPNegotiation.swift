@@ -128,8 +128,11 @@ public enum SDPNegotiation {
             mids.append(m.mid ?? "")
             sd.media.append(m)
         }
-        sd.media[sd.media.count - 1].candidates = local.candidates
-        sd.media[sd.media.count - 1].endOfCandidates = local.endOfCandidates
+        // JSEP (RFC 8829 §5.2.1, RFC 8843): with BUNDLE the candidates belong to the BUNDLE-tag section, the first.
+        if !sd.media.isEmpty {
+            sd.media[0].candidates = local.candidates
+            sd.media[0].endOfCandidates = local.endOfCandidates
+        }
         sd.groups = [("BUNDLE", mids)]
         return sd
     }
@@ -217,7 +220,8 @@ public enum SDPNegotiation {
             sd.media.append(am)
         }
         guard !agreed.isEmpty else { throw OTError(.invalidParameter, "offer: no section with rtcp-mux and Opus or VP8 to accept") }
-        if let i = sd.media.lastIndex(where: { !$0.isRejected }) {
+        // The BUNDLE-tag section (the first accepted one) carries the transport's candidates (RFC 8843 §7.1).
+        if let i = sd.media.firstIndex(where: { !$0.isRejected }) {
             sd.media[i].candidates = local.candidates
             sd.media[i].endOfCandidates = local.endOfCandidates
         }

@@ -181,6 +181,9 @@ final class SDPTests: XCTestCase {
         XCTAssertEqual(parsed.media[1].formats, ["96", "97"])
         XCTAssertEqual(parsed.media[1].setup, .active)
         XCTAssertEqual(parsed.media[1].ssrcGroups, [SDPSSRCGroup(semantics: "FID", ssrcs: [77, 78])])
+        // Candidates go with the BUNDLE tag (mid 0), where browsers look for the bundled transport's candidates.
+        XCTAssertEqual(parsed.media[0].candidates.count, 1)
+        XCTAssertEqual(parsed.media[1].candidates.count, 0)
         let back = try SDPNegotiation.accept(answer: parsed, offer: offer)
         XCTAssertFalse(back.localIsDTLSClient)
         XCTAssertEqual(back.remoteIceUfrag, "loca")
@@ -193,7 +196,9 @@ final class SDPTests: XCTestCase {
         var a = SDPLocalParameters(iceUfrag: "aaaa", icePwd: "aaaaaaaaaaaaaaaaaaaaaa", fingerprint: fp)
         a.audioTrack = SDPLocalTrack(ssrc: 1, streamID: "sa", trackID: "ta", cname: "a")
         a.videoTrack = SDPLocalTrack(ssrc: 2, rtxSSRC: 3, streamID: "sa", trackID: "tv", cname: "a")
+        a.candidates = [SDPCandidate(foundation: "1", priority: 100, address: TransportAddress("127.0.0.1:4000")!, kind: .host)]
         let offer = try SessionDescription.parse(SDPNegotiation.offer(a).serialized())
+        XCTAssertEqual(offer.media.map(\.candidates.count), [1, 0])  // in the BUNDLE-tag section
         var b = SDPLocalParameters(iceUfrag: "bbbb", icePwd: "bbbbbbbbbbbbbbbbbbbbbb", fingerprint: fp)
         b.video = false
         let (answer, nb) = try SDPNegotiation.answer(to: offer, local: b)
