@@ -23,6 +23,8 @@ let package = Package(
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
+        // libyuv: Debian's libyuv-dev ships no .pc file, so the module map links it by name (`link "yuv"`).
+        .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
         // Linux epoll/eventfd headers for the TCP event loop.
         .systemLibrary(name: "CEpoll"),
         // C functions Swift cannot call directly (variadic ctl functions, macros).
@@ -39,7 +41,7 @@ let package = Package(
                                                   "CEpoll"]),
         // Frames, converters, codecs, jitter buffers, capturers, audio devices.
         .target(name: "OTMedia", dependencies: ["OTWire", "COTShims", "COpus", "CVPX", "COpenSSL",
-                                               "CPNG"]),
+                                               "CPNG", "CYUV"]),
         // The Swift API users import: Session, Publisher, Subscriber.
         .target(name: "OTSession", dependencies: ["OTTransport", "OTMedia", "OTWire"]),
         // The session server: REST API, WebSocket signaling, media router.
@@ -59,7 +61,7 @@ let package = Package(
         .testTarget(name: "OTBaseTests", dependencies: ["OTBase"]),
         .testTarget(name: "OTWireTests", dependencies: ["OTWire"]),
         .testTarget(name: "OTTransportTests", dependencies: ["OTTransport", "OTMedia", "OTTestSupport"]),
-        .testTarget(name: "OTMediaTests", dependencies: ["OTMedia", "OTTransport"]),
+        .testTarget(name: "OTMediaTests", dependencies: ["OTMedia", "OTTransport", "OTTestSupport"]),
         // Test support shared by test targets: session recorders and waits, a coturn launcher, a TCP proxy that cuts connections.
         .target(name: "OTTestSupport", dependencies: ["OTSession", "COTAllocCounter"], path: "Tests/OTTestSupport"),
         .testTarget(name: "OTServerTests", dependencies: ["OTServer", "OTSession", "OTTestSupport"]),

@@ -258,30 +258,46 @@ final class WholeVideoPipeline {
     }
 }
 
-/// Conversion cost per frame at 640×480 for each capture format.
+/// Conversion cost per frame at 640×480 for each capture format, libyuv (the library's converters) beside the
+/// hand-written converters it replaced, interleaved in one run; and I420 scaling 1280×720 → 640×360.
 func conversionCosts(quick: Bool) throws {
-    let w = 640, h = 480, n = quick ? 30 : 200
+    let w = 640, h = 480, n = quick ? 30 : 200, rounds = quick ? 3 : 9
     var f = VideoFrame(width: w, height: h)
-    let nv12y = [UInt8](repeating: 100, count: w * h), nv12uv = [UInt8](repeating: 128, count: w * h / 2)
-    let yuy2 = [UInt8](repeating: 90, count: w * h * 2)
-    var line = "I420 conversion at 640x480, ms/frame (CPU):"
+    var seed: UInt32 = 0x1234_5678
+    func noise(_ count: Int) -> [UInt8] {
+        (0..<count).map { _ in seed = seed &* 1_664_525 &+ 1_013_904_223; return UInt8(truncatingIfNeeded: seed >> 24) }
+    }
+    let nv12y = noise(w * h), nv12uv = noise(w * h / 2), yuy2 = noise(w * h * 2), bgra = noise(w * h * 4), rgb24 = noise(w * h * 3)
     func time(_ body: () throws -> Void) rethrows -> Double {
         let sw = Stopwatch()
         for _ in 0..<n { try body() }
         return sw.elapsed().cpu * 1000 / Double(n)
     }
-    let nv = try time { try nv12y.withUnsafeBytes { y in try nv12uv.withUnsafeBytes { uv in
-        try f.convertFromNV12(width: w, height: h, y: y, strideY: w, uv: uv, strideUV: w, timestampMicros: 0) } } }
-    line += " NV12 \(fmt(nv, 3))"
-    let yu = try time { try yuy2.withUnsafeBytes { try f.convertFromYUY2(width: w, height: h, data: $0, stride: w * 2, timestampMicros: 0) } }
-    line += ", YUY2 \(fmt(yu, 3))"
-    for format in [PackedRGBFormat.bgra, .rgb24] {
-        let data = [UInt8](repeating: 77, count: w * h * format.bytesPerPixel)
-        let ms = try time { try data.withUnsafeBytes {
-            try f.convertFromRGB(format, width: w, height: h, data: $0, stride: w * format.bytesPerPixel, timestampMicros: 0) } }
-        line += ", \(format) \(fmt(ms, 3))"
+    /// Median ms/frame of each side over `rounds` alternating rounds.
+    func pair(_ name: String, libyuv: () throws -> Void, handWritten: () throws -> Void) rethrows -> String {
+        var a: [Double] = [], b: [Double] = []
+        for r in 0..<rounds {
+            if r % 2 == 0 { a.append(try time(libyuv)); b.append(try time(handWritten)) } else { b.append(try time(handWritten)); a.append(try time(libyuv)) }
+        }
+        return "  \(pad(name, 6)) libyuv \(pad(fmt(median(a), 3), 6))  hand-written \(pad(fmt(median(b), 3), 6))  (\(fmt(median(b) / median(a), 1))x)"
     }
-    print(line + "\n")
+    print("I420 conversion at 640x480, ms/frame (CPU, median of \(rounds) rounds of \(n)):")
+    print(try pair("NV12", libyuv: { try nv12y.withUnsafeBytes { y in try nv12uv.withUnsafeBytes { uv in
+        try f.convertFromNV12(width: w, height: h, y: y, strideY: w, uv: uv, strideUV: w, timestampMicros: 0) } } },
+                   handWritten: { try nv12y.withUnsafeBytes { y in try nv12uv.withUnsafeBytes { uv in
+        try f.handWrittenFromNV12(width: w, height: h, y: y, strideY: w, uv: uv, strideUV: w, timestampMicros: 0) } } }))
+    print(try pair("YUY2", libyuv: { try yuy2.withUnsafeBytes { try f.convertFromYUY2(width: w, height: h, data: $0, stride: w * 2, timestampMicros: 0) } },
+                   handWritten: { try yuy2.withUnsafeBytes { try f.handWrittenFromYUY2(width: w, height: h, data: $0, stride: w * 2, timestampMicros: 0) } }))
+    // PixelFormat .argb is B,G,R,A in memory: the hand-written converter's .bgra (memory-order names).
+    print(try pair("BGRA", libyuv: { try bgra.withUnsafeBytes { try f.convertFromRGB(.argb, width: w, height: h, data: $0, stride: w * 4, timestampMicros: 0) } },
+                   handWritten: { try bgra.withUnsafeBytes { try f.handWrittenFromRGB(.bgra, width: w, height: h, data: $0, stride: w * 4, timestampMicros: 0) } }))
+    print(try pair("RGB24", libyuv: { try rgb24.withUnsafeBytes { try f.convertFromRGB(.rgb24, width: w, height: h, data: $0, stride: w * 3, timestampMicros: 0) } },
+                   handWritten: { try rgb24.withUnsafeBytes { try f.handWrittenFromRGB(.bgr24, width: w, height: h, data: $0, stride: w * 3, timestampMicros: 0) } }))
+    let hd = SyntheticClip(width: 1280, height: 720, frames: 1).i420[0]
+    var small = VideoFrame(width: 640, height: 360)
+    var scale: [Double] = []
+    for _ in 0..<rounds { scale.append(try time { try small.scale(hd, toWidth: 640, height: 360, filter: .box) }) }
+    print("I420 scaling 1280x720 -> 640x360 (box filter), ms/frame: \(fmt(median(scale), 3))\n")
 }
 
 // MARK: - Opus
