@@ -258,8 +258,9 @@ final class WholeVideoPipeline {
     }
 }
 
-/// Conversion cost per frame at 640×480 for each capture format, libyuv (the library's converters) beside the
-/// hand-written converters it replaced, interleaved in one run; and I420 scaling 1280×720 → 640×360.
+/// Conversion cost per frame at 640×480 for each capture format (libyuv, the library's converters), and I420
+/// scaling 1280×720 → 640×360. (docs/benchmarks.md has the hand-written converters' figures from the run before
+/// they were deleted.)
 func conversionCosts(quick: Bool) throws {
     let w = 640, h = 480, n = quick ? 30 : 200, rounds = quick ? 3 : 9
     var f = VideoFrame(width: w, height: h)
@@ -268,36 +269,27 @@ func conversionCosts(quick: Bool) throws {
         (0..<count).map { _ in seed = seed &* 1_664_525 &+ 1_013_904_223; return UInt8(truncatingIfNeeded: seed >> 24) }
     }
     let nv12y = noise(w * h), nv12uv = noise(w * h / 2), yuy2 = noise(w * h * 2), bgra = noise(w * h * 4), rgb24 = noise(w * h * 3)
-    func time(_ body: () throws -> Void) rethrows -> Double {
-        let sw = Stopwatch()
-        for _ in 0..<n { try body() }
-        return sw.elapsed().cpu * 1000 / Double(n)
-    }
-    /// Median ms/frame of each side over `rounds` alternating rounds.
-    func pair(_ name: String, libyuv: () throws -> Void, handWritten: () throws -> Void) rethrows -> String {
-        var a: [Double] = [], b: [Double] = []
-        for r in 0..<rounds {
-            if r % 2 == 0 { a.append(try time(libyuv)); b.append(try time(handWritten)) } else { b.append(try time(handWritten)); a.append(try time(libyuv)) }
+    /// Median ms/frame over `rounds` rounds of `n`.
+    func time(_ body: () throws -> Void) rethrows -> String {
+        var ms: [Double] = []
+        for _ in 0..<rounds {
+            let sw = Stopwatch()
+            for _ in 0..<n { try body() }
+            ms.append(sw.elapsed().cpu * 1000 / Double(n))
         }
-        return "  \(pad(name, 6)) libyuv \(pad(fmt(median(a), 3), 6))  hand-written \(pad(fmt(median(b), 3), 6))  (\(fmt(median(b) / median(a), 1))x)"
+        return fmt(median(ms), 3)
     }
-    print("I420 conversion at 640x480, ms/frame (CPU, median of \(rounds) rounds of \(n)):")
-    print(try pair("NV12", libyuv: { try nv12y.withUnsafeBytes { y in try nv12uv.withUnsafeBytes { uv in
-        try f.convertFromNV12(width: w, height: h, y: y, strideY: w, uv: uv, strideUV: w, timestampMicros: 0) } } },
-                   handWritten: { try nv12y.withUnsafeBytes { y in try nv12uv.withUnsafeBytes { uv in
-        try f.handWrittenFromNV12(width: w, height: h, y: y, strideY: w, uv: uv, strideUV: w, timestampMicros: 0) } } }))
-    print(try pair("YUY2", libyuv: { try yuy2.withUnsafeBytes { try f.convertFromYUY2(width: w, height: h, data: $0, stride: w * 2, timestampMicros: 0) } },
-                   handWritten: { try yuy2.withUnsafeBytes { try f.handWrittenFromYUY2(width: w, height: h, data: $0, stride: w * 2, timestampMicros: 0) } }))
-    // PixelFormat .argb is B,G,R,A in memory: the hand-written converter's .bgra (memory-order names).
-    print(try pair("BGRA", libyuv: { try bgra.withUnsafeBytes { try f.convertFromRGB(.argb, width: w, height: h, data: $0, stride: w * 4, timestampMicros: 0) } },
-                   handWritten: { try bgra.withUnsafeBytes { try f.handWrittenFromRGB(.bgra, width: w, height: h, data: $0, stride: w * 4, timestampMicros: 0) } }))
-    print(try pair("RGB24", libyuv: { try rgb24.withUnsafeBytes { try f.convertFromRGB(.rgb24, width: w, height: h, data: $0, stride: w * 3, timestampMicros: 0) } },
-                   handWritten: { try rgb24.withUnsafeBytes { try f.handWrittenFromRGB(.bgr24, width: w, height: h, data: $0, stride: w * 3, timestampMicros: 0) } }))
+    var line = "I420 conversion (libyuv) at 640x480, ms/frame (CPU, median of \(rounds) rounds of \(n)):"
+    line += " NV12 " + (try time { try nv12y.withUnsafeBytes { y in try nv12uv.withUnsafeBytes { uv in
+        try f.convertFromNV12(width: w, height: h, y: y, strideY: w, uv: uv, strideUV: w, timestampMicros: 0) } } })
+    line += ", YUY2 " + (try time { try yuy2.withUnsafeBytes { try f.convertFromYUY2(width: w, height: h, data: $0, stride: w * 2, timestampMicros: 0) } })
+    // PixelFormat.argb is B,G,R,A in memory (libyuv's name): "BGRA" in byte order.
+    line += ", BGRA " + (try time { try bgra.withUnsafeBytes { try f.convertFromRGB(.argb, width: w, height: h, data: $0, stride: w * 4, timestampMicros: 0) } })
+    line += ", RGB24 " + (try time { try rgb24.withUnsafeBytes { try f.convertFromRGB(.rgb24, width: w, height: h, data: $0, stride: w * 3, timestampMicros: 0) } })
+    print(line)
     let hd = SyntheticClip(width: 1280, height: 720, frames: 1).i420[0]
     var small = VideoFrame(width: 640, height: 360)
-    var scale: [Double] = []
-    for _ in 0..<rounds { scale.append(try time { try small.scale(hd, toWidth: 640, height: 360, filter: .box) }) }
-    print("I420 scaling 1280x720 -> 640x360 (box filter), ms/frame: \(fmt(median(scale), 3))\n")
+    print("I420 scaling 1280x720 -> 640x360 (box filter), ms/frame: \(try time { try small.scale(hd, toWidth: 640, height: 360, filter: .box) })\n")
 }
 
 // MARK: - Opus
