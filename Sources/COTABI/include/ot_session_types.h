@@ -146,6 +146,9 @@ typedef struct ot_session_callbacks {
     /** sessionDidReconnect: resumed with the same connection; streams and connections that came or went meanwhile
      * follow as created/destroyed callbacks, and queued signals are sent. */
     void (*on_reconnected)(ot_session *session, void *user_data);
+    /** The speaker (ot_session_set_speaker; `device_kind` OT_DEVICE_SPEAKER) failed: OT_ERR_DEVICE_UNAVAILABLE or
+     * OT_ERR_DEVICE_LOST. Playout goes on, discarded, on the headless device. */
+    void (*on_device_error)(ot_session *session, void *user_data, int device_kind, ot_status code, const char *message);
     void *user_data;
 } ot_session_callbacks;
 
