@@ -5,33 +5,6 @@ import Synchronization
 import XCTest
 @testable import OTMedia
 
-/// Collects what a device captures, with the monotonic time each chunk arrived.
-private final class TimedCaptureRecorder: AudioCaptureSink, @unchecked Sendable {
-    private let lock = NSLock()
-    private var _samples: [Int16] = []
-    private var _chunks: [(at: Int64, count: Int)] = []
-    var samples: [Int16] { lock.withLock { _samples } }
-    var chunkCount: Int { lock.withLock { _chunks.count } }
-    /// Arrival time of the chunk holding sample `index`.
-    func arrival(ofSample index: Int) -> Int64? {
-        lock.withLock {
-            var start = 0
-            for c in _chunks {
-                if index < start + c.count { return c.at }
-                start += c.count
-            }
-            return nil
-        }
-    }
-    func audioCaptured(_ samples: UnsafeBufferPointer<Int16>, settings: AudioDeviceSettings) {
-        let now = MonotonicClock.now().micros
-        lock.withLock {
-            _samples.append(contentsOf: samples)
-            _chunks.append((now, samples.count))
-        }
-    }
-}
-
 /// A render source playing a sine and counting how often it was asked.
 private final class ToneSource: AudioRenderSource, @unchecked Sendable {
     private let lock = NSLock()
@@ -76,7 +49,7 @@ final class PulseAudioDeviceTests: XCTestCase {
         let device = try PulseAudioDevice(server: missing, source: "mic")
         let errors = Mutex<[DeviceError]>([])
         let observation = device.observeErrors { e in errors.withLock { $0.append(e) } }
-        let rec = TimedCaptureRecorder()
+        let rec = TimedAudioRecorder()
         device.setCaptureSink(rec)
         try device.startCapture()
         XCTAssertTrue(device.isCapturing)
@@ -101,7 +74,7 @@ final class PulseAudioDeviceTests: XCTestCase {
         let microphone = try PulseAudioDevice(server: pulse.server, source: "alpha.monitor")
         let tone = ToneSource(440)
         speaker.setRenderSource(tone)
-        let rec = TimedCaptureRecorder()
+        let rec = TimedAudioRecorder()
         microphone.setCaptureSink(rec)
         try microphone.startCapture()
         try speaker.startRender()
