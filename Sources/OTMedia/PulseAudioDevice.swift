@@ -146,15 +146,22 @@ public final class PulseAudioDevice: AudioDevice, DeviceErrorReporting, @uncheck
         }
         if let stream, let connection { connection.withLock { Self.end(stream.pointer) } }
         if capture { fallback?.stopCapture() } else { fallback?.stopRender() }
-        // With both directions stopped, let the connection (and libpulse's thread) go.
-        state.withLock { s in if !s.capture.running && !s.render.running { s.connection = nil } }
+        // With both directions stopped, let the connection (and libpulse's thread) go: released here, outside the
+        // state's lock (closing takes the main loop's lock, which libpulse's thread holds while it waits for ours).
+        let idle = state.withLock { s -> PulseContext? in
+            guard !s.capture.running, !s.render.running else { return nil }
+            defer { s.connection = nil }
+            return s.connection
+        }
+        withExtendedLifetime(idle) {}
     }
 
     /// The connection, made (or remade after a failure) when needed.
     private func connection() throws -> PulseContext {
         if let c = state.withLock({ $0.connection }), c.isReady { return c }
         let c = try PulseContext(server: server, onFailure: { [weak self] in self?.connectionLost() })
-        state.withLock { $0.connection = c }
+        let old = state.withLock { s in defer { s.connection = c }; return s.connection }
+        withExtendedLifetime(old) {}  // a failed connection is closed here, outside the state's lock
         return c
     }
 
@@ -267,7 +274,8 @@ public final class PulseAudioDevice: AudioDevice, DeviceErrorReporting, @uncheck
         }
         guard let stream else { return }
         connection?.withLock { Self.end(stream.pointer) }
-        if connection?.isReady == false { state.withLock { $0.connection = nil } }
+        // A failed connection is dropped (closed when `connection` goes, outside the state's lock).
+        if connection?.isReady == false { state.withLock { s in if s.connection === connection { s.connection = nil } } }
         let name = (capture ? sourceName : sinkName) ?? ""
         fallBack(capture: capture, DeviceError(kind: capture ? .microphone : .speaker, device: name,
                                                error: OTError(.deviceLost, "the \(capture ? "microphone" : "speaker") \(name.isEmpty ? "(default)" : name) was lost: \(why)")))

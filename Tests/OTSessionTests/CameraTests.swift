@@ -8,7 +8,8 @@ import XCTest
 
 /// The V4L2 camera through a routed session, without a kernel module: each test runs `CameraCallChild` in a child
 /// copy of this test binary with the user-space V4L2 stand-in (Tests/fixtures/fake-v4l2, built here from its C source)
-/// preloaded, so the library's open/ioctl/mmap/poll calls meet a fake /dev/video77 that sends a known picture.
+/// preloaded, so the library's open/ioctl/mmap/poll calls meet a fake /dev/video77 that sends a known picture, in each
+/// camera format the library takes from V4L2 devices: YUYV, MJPEG, NV12 and I420 (YU12).
 /// (The machine's kernel has no v4l2loopback; the stand-in speaks the same ioctl protocol to the same code.)
 final class CameraTests: XCTestCase {
     static let device = "/dev/video77"
@@ -57,6 +58,8 @@ final class CameraTests: XCTestCase {
 
     func testYUYVCameraThroughARoutedSessionAndUnplugged() throws { try runChild(format: "YUYV") }
     func testMJPEGCameraThroughARoutedSessionAndUnplugged() throws { try runChild(format: "MJPG") }
+    func testNV12CameraThroughARoutedSessionAndUnplugged() throws { try runChild(format: "NV12") }
+    func testI420CameraThroughARoutedSessionAndUnplugged() throws { try runChild(format: "YU12") }
 }
 
 /// Runs only as the child of `CameraTests` (OT_CAMERA_CHILD set, the stand-in preloaded): enumerates the fake camera,
@@ -66,7 +69,7 @@ final class CameraCallChild: XCTestCase {
         guard let format = ProcessInfo.processInfo.environment["OT_CAMERA_CHILD"] else {
             throw XCTSkip("runs as CameraTests' child process only")
         }
-        let expected: PixelFormat = format == "MJPG" ? .mjpeg : .yuy2
+        let expected = try XCTUnwrap(["MJPG": PixelFormat.mjpeg, "YUYV": .yuy2, "NV12": .nv12, "YU12": .i420][format])
 
         // Enumeration: the fake camera with its formats, sizes and rates.
         let camera = try XCTUnwrap(V4L2Cameras.list().first { $0.path == CameraTests.device }, "\(V4L2Cameras.list())")

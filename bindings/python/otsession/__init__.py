@@ -14,6 +14,7 @@ from typing import Callable, Optional
 
 from ._errors import ErrorCode, OTError, check, status_message
 from ._lib import LibraryNotFound, lib
+from .devices import CameraMode, Device, DeviceKind, devices
 from .media import (AudioSource, PixelFormat, Publisher, Subscriber, VideoFrame, VideoReason, VideoSource,
                     monotonic_us)
 from .session import (Capabilities, Connection, ICEConfig, ICEIncludeServers, ICEServer, ICETransportPolicy, Role, Server,
@@ -23,7 +24,7 @@ __all__ = ["version", "ErrorCode", "OTError", "LibraryNotFound", "LogLevel", "se
            "set_log_callback", "status_message", "Server", "Session", "SessionStatus", "Role", "Stream",
            "Connection", "Capabilities", "VideoType", "token", "ICEConfig", "ICEServer", "ICETransportPolicy",
            "ICEIncludeServers", "Publisher", "Subscriber", "VideoFrame", "VideoSource",
-           "AudioSource", "PixelFormat", "VideoReason", "monotonic_us"]
+           "AudioSource", "PixelFormat", "VideoReason", "monotonic_us", "devices", "Device", "DeviceKind", "CameraMode"]
 
 
 def version() -> str:
