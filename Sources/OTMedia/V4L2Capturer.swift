@@ -24,7 +24,6 @@ public final class V4L2Capturer: VideoCapturer, DeviceErrorReporting, @unchecked
         var wake: Int32 = -1
         var exited: DispatchSemaphore?
         var thread: pthread_t?
-        var framesDelivered = 0
     }
     private let state = Mutex(State())
     private let observers = DeviceErrorObservers()
@@ -48,8 +47,6 @@ public final class V4L2Capturer: VideoCapturer, DeviceErrorReporting, @unchecked
     public func initCapture(consumer: any VideoFrameConsumer) throws { state.withLock { $0.consumer = consumer } }
 
     public var isCapturing: Bool { state.withLock { $0.running } }
-    /// Frames handed to the consumer since the capturer was made, black ones included (tests, diagnostics).
-    public var framesDelivered: Int { state.withLock { $0.framesDelivered } }
 
     public func startCapture() throws {
         guard state.withLock({ $0.consumer != nil }) else { throw OTError(.illegalState, "startCapture before initCapture") }
@@ -106,11 +103,7 @@ public final class V4L2Capturer: VideoCapturer, DeviceErrorReporting, @unchecked
     }
 
     private func deliver(_ frame: CapturedFrame) {
-        guard let consumer = state.withLock({ s -> (any VideoFrameConsumer)? in
-            guard s.running else { return nil }
-            s.framesDelivered += 1
-            return s.consumer
-        }) else { return }
+        guard let consumer = state.withLock({ $0.running ? $0.consumer : nil }) else { return }
         consumer.consumeFrame(frame)
     }
 
