@@ -67,6 +67,29 @@ final class PulseAudioDeviceTests: XCTestCase {
         observation.cancel()
     }
 
+    /// A server without the named source: `deviceUnavailable`, then silence from the headless stand-in; the next start
+    /// tries the server again (and succeeds once the source exists).
+    func testMissingNamedSourceFallsBackAndIsRetriedOnTheNextStart() throws {
+        let pulse = try PulseAudioServer(sinks: ["alpha"])
+        let device = try PulseAudioDevice(server: pulse.server, source: "later.monitor")
+        let errors = Mutex<[DeviceError]>([])
+        let observation = device.observeErrors { e in errors.withLock { $0.append(e) } }
+        defer { observation.cancel() }
+        let rec = TimedAudioRecorder()
+        device.setCaptureSink(rec)
+        try device.startCapture()
+        eventually("the error event") { !errors.withLock { $0 }.isEmpty }
+        XCTAssertEqual(errors.withLock { $0.first?.error.code }, .deviceUnavailable)
+        XCTAssertTrue(device.usingFallback.capture)
+        eventually("silence") { rec.chunkCount >= 10 }
+        device.stopCapture()
+        try pulse.pactl(["load-module", "module-null-sink", "sink_name=later", "rate=48000", "channels=1"])
+        try device.startCapture()
+        XCTAssertFalse(device.usingFallback.capture, "the source exists now")
+        XCTAssertEqual(errors.withLock { $0.count }, 1)
+        device.stopCapture()
+    }
+
     /// A tone played to one sink comes back from its monitor: both directions, through the server.
     func testPlayoutAndCaptureThroughANullSink() throws {
         let pulse = try PulseAudioServer(sinks: ["alpha"])
