@@ -281,10 +281,12 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
             deliver(on: s) { $0.publisher($1, streamCreated: stream) }
             if muted { deliver(on: s) { $0.publisher($1, muteForced: true) } }
             if !s.isRelayed {
-                var c = PublisherLinkControl(peerIdBase: UUID().uuidString.lowercased())
-                let out = c.start(now: MonotonicClock.now())
-                linkControl = c
-                applyLink(out, session: s)
+                s.onControl {
+                    var c = PublisherLinkControl(peerIdBase: UUID().uuidString.lowercased())
+                    let out = c.start(now: MonotonicClock.now())
+                    linkControl = c
+                    applyLink(out, session: s)
+                }
             }
         }
     }

@@ -3,12 +3,6 @@ import FoundationEssentials
 import OTBase
 import OTMedia
 import OTTransport
-@_exported import struct OTBase.OTError
-@_exported import enum OTBase.OTErrorCode
-@_exported import struct OTWire.ConnectionInfo
-@_exported import struct OTWire.StreamInfo
-@_exported import struct OTWire.PublishRequest
-@_exported import enum OTWire.SessionRole
 import OTWire
 
 /// Settings of a `Session` (as OTSessionSettings).

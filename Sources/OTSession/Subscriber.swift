@@ -300,6 +300,11 @@ public final class Subscriber: SessionMediaClient, MediaSignalingPeer, @unchecke
     /// Executor: one input to the control machine, and its decisions carried out.
     private func controlInput(_ s: Session, now: Instant = MonotonicClock.now(),
                               _ input: (inout SubscriberControl, Instant) -> [SubscriberControl.Output]) {
+        // Inline on the executor; then the session re-arms its timer for the machine's next deadline.
+        s.onControl { apply(s, now: now, input) }
+    }
+
+    private func apply(_ s: Session, now: Instant, _ input: (inout SubscriberControl, Instant) -> [SubscriberControl.Output]) {
         guard var c = control else { return }
         let out = input(&c, now)
         control = c

@@ -28,8 +28,19 @@ final class SeedFidelityTests: RoutedServerTestCase {
         let sub = Subscriber(stream: stream, delegate: rec)
         try s.subscribe(sub)
         rec.waitFor(.connected)
-        rec.wait("\(name): audio and video") { _ in sub.stats.audioPacketsReceived > 10 && sub.stats.videoPacketsReceived > 10 }
+        // Polled: `stats` waits for the media thread, which must not wait for the recorder's lock meanwhile.
+        XCTAssertTrue(within(10) { sub.stats.audioPacketsReceived > 10 && sub.stats.videoPacketsReceived > 10 }, "\(name): audio and video")
         return (sub, rec)
+    }
+
+    /// Polls `cond` every 50 ms for up to `seconds`; true once it holds.
+    private func within(_ seconds: Double, _ cond: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !cond() {
+            if Date() > deadline { return false }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        return true
     }
 
     /// Waits until `sub`'s received audio packets stay the same for 600 ms (bounded); true when they did.
@@ -48,12 +59,7 @@ final class SeedFidelityTests: RoutedServerTestCase {
     /// Waits until `sub` has received `more` audio packets than now; true when it did.
     private func audioFlows(_ sub: Subscriber, more: Int = 20) -> Bool {
         let start = sub.stats.audioPacketsReceived
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
-            if sub.stats.audioPacketsReceived >= start + more { return true }
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        return false
+        return within(10) { sub.stats.audioPacketsReceived >= start + more }
     }
 
     func testForceMuteAllStopsAudioAtEverySubscriberAndNewPublishersJoinMutedUntilDisabled() throws {
@@ -103,9 +109,7 @@ final class SeedFidelityTests: RoutedServerTestCase {
         modRec.wait("late stream at mod") { $0.contains { if case .streamCreated(let s) = $0 { s.id == streamL.id } else { false } } }
         let modFromL = Subscriber(stream: try XCTUnwrap(mod.streams[streamL.id]), delegate: nil)
         try mod.subscribe(modFromL)
-        let deadline = Date().addingTimeInterval(10)
-        while modFromL.stats.videoPacketsReceived < 20 && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-        XCTAssertGreaterThanOrEqual(modFromL.stats.videoPacketsReceived, 20)
+        XCTAssertTrue(within(10) { modFromL.stats.videoPacketsReceived >= 20 })
         XCTAssertEqual(modFromL.stats.audioPacketsReceived, 0, "a stream published during the mute sends no audio")
         XCTAssertGreaterThan(modFromA.stats.videoPacketsReceived, videoBefore, "video was never muted")
 
