@@ -31,17 +31,13 @@ struct PublisherLinkControl {
     let republishWindow: Duration
     static let retryPause: Duration = .milliseconds(500)
 
-    private let peerIdBase: String
     private var phase = Phase.idle
-    private var linkOpen = false
-    private var links = 0
-    /// The current peer connection's id.
-    private(set) var peerId: String?
+    private var link: ControlledLink
     /// Republications so far.
     private(set) var republishCount = 0
 
     init(peerIdBase: String, connectTimeout: Duration = .seconds(15), republishWindow: Duration = .seconds(15)) {
-        self.peerIdBase = peerIdBase
+        link = ControlledLink(base: peerIdBase)
         self.connectTimeout = connectTimeout
         self.republishWindow = republishWindow
     }
@@ -60,8 +56,11 @@ struct PublisherLinkControl {
         return [openNext()]
     }
 
+    /// The current peer connection's id.
+    var peerId: String? { link.peerId }
+
     mutating func linkConnected(_ id: String) {
-        guard id == peerId, linkOpen else { return }
+        guard link.isCurrent(id) else { return }
         switch phase {
         case .connecting, .republishing: phase = .connected
         case .idle, .connected, .over: break
@@ -70,23 +69,23 @@ struct PublisherLinkControl {
 
     /// The connection `id` failed, or its offer was lost with a dropped signaling connection (1022).
     mutating func linkFailed(_ id: String, _ error: OTError, now: Instant) -> [Output] {
-        guard id == peerId, linkOpen else { return [] }
-        linkOpen = false
+        guard link.isCurrent(id) else { return [] }
+        let close = closeLink()
         switch phase {
         case .connecting where error.code != .connectionDropped:
             phase = .over
-            return [.close(peerId: id), .failed(OTError(.publisherWebRTC, "media connection failed: \(error.message)"))]
+            return close + [.failed(OTError(.publisherWebRTC, "media connection failed: \(error.message)"))]
         case .connecting, .connected:
             phase = .republishing(giveUpAt: now + republishWindow, retryAt: now)
-            return [.close(peerId: id)] + tick(now: now)
+            return close + tick(now: now)
         case .republishing(let giveUpAt, _):
             let retry = now + Self.retryPause
             guard retry < giveUpAt else {
                 phase = .over
-                return [.close(peerId: id), .failed(OTError(.publisherWebRTC, "media connection failed: \(error.message)"))]
+                return close + [.failed(OTError(.publisherWebRTC, "media connection failed: \(error.message)"))]
             }
             phase = .republishing(giveUpAt: giveUpAt, retryAt: retry)
-            return [.close(peerId: id)]
+            return close
         case .idle, .over:
             return []
         }
@@ -94,26 +93,23 @@ struct PublisherLinkControl {
 
     /// The router refused the offer, sent an answer that cannot be used, or closed the connection: fail with `error`.
     mutating func refused(_ id: String, _ error: OTError) -> [Output] {
-        guard id == peerId, linkOpen, phase != .over else { return [] }
-        linkOpen = false
+        guard link.isCurrent(id), phase != .over else { return [] }
         phase = .over
-        return [.close(peerId: id), .failed(error)]
+        return closeLink() + [.failed(error)]
     }
 
     mutating func tick(now: Instant) -> [Output] {
         switch phase {
         case .connecting(let d) where now >= d:
             phase = .over
-            linkOpen = false
-            return [.close(peerId: peerId ?? ""),
-                    .failed(OTError(.publisherTimedOut, "media to the router did not connect within \(connectTimeout)"))]
+            return closeLink() + [.failed(OTError(.publisherTimedOut, "media to the router did not connect within \(connectTimeout)"))]
         case .republishing(let giveUpAt, _) where now >= giveUpAt:
-            let attemptRunning = linkOpen
             phase = .over
-            linkOpen = false
-            return (attemptRunning ? [.close(peerId: peerId ?? ""),
-                                      .failed(OTError(.publisherTimedOut, "media to the router did not reconnect within \(republishWindow)"))]
-                                   : [.failed(OTError(.publisherWebRTC, "media connection could not be re-established within \(republishWindow)"))])
+            let close = closeLink()
+            // The last attempt was still running: it timed out (1541); else the attempts failed (1610).
+            return close + [close.isEmpty
+                ? .failed(OTError(.publisherWebRTC, "media connection could not be re-established within \(republishWindow)"))
+                : .failed(OTError(.publisherTimedOut, "media to the router did not reconnect within \(republishWindow)"))]
         case .republishing(let giveUpAt, let retry?) where now >= retry:
             phase = .republishing(giveUpAt: giveUpAt, retryAt: nil)
             republishCount += 1
@@ -125,17 +121,12 @@ struct PublisherLinkControl {
 
     /// The stream ends (unpublish, disconnect): close the connection, no event.
     mutating func stop() -> [Output] {
-        let out: [Output] = linkOpen ? [.close(peerId: peerId ?? "")] : []
-        linkOpen = false
         phase = .over
-        return out
+        return closeLink()
     }
 
-    private mutating func openNext() -> Output {
-        links += 1
-        let id = "\(peerIdBase)-\(links)"
-        peerId = id
-        linkOpen = true
-        return .open(peerId: id)
-    }
+    private mutating func openNext() -> Output { .open(peerId: link.openNext()) }
+
+    /// Closes the connection if it is open.
+    private mutating func closeLink() -> [Output] { link.close().map { [Output.close(peerId: $0)] } ?? [] }
 }

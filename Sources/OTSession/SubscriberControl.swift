@@ -55,20 +55,19 @@ struct SubscriberControl {
     /// How long a failure waits before it is announced as an interruption.
     static let settleDelay: Duration = .seconds(1)
 
-    private let peerIdBase: String
     private var phase = Phase.idle
-    private var linkOpen = false
-    private var links = 0
-    /// The current peer connection's id.
-    private(set) var peerId: String?
+    private var link: ControlledLink
     /// Media reconnections so far (new peer connections after a failure).
     private(set) var reconnections = 0
 
     /// `peerIdBase`: unique on the server (peer ids are `base-1`, `base-2`, ...).
     init(peerIdBase: String, connectTimeout: Duration) {
-        self.peerIdBase = peerIdBase
+        link = ControlledLink(base: peerIdBase)
         self.connectTimeout = connectTimeout
     }
+
+    /// The current peer connection's id.
+    var peerId: String? { link.peerId }
 
     /// True while media flows: from `connected` to the end, except during an interruption.
     var isConnected: Bool { phase == .connected }
@@ -92,7 +91,7 @@ struct SubscriberControl {
 
     /// The peer connection `id` is up: media flows.
     mutating func linkConnected(_ id: String, now: Instant) -> [Output] {
-        guard id == peerId, linkOpen else { return [] }
+        guard link.isCurrent(id) else { return [] }
         switch phase {
         case .connecting:
             phase = .connected
@@ -108,24 +107,24 @@ struct SubscriberControl {
     /// The peer connection `id` failed (ICE failed, consent lost, DTLS closed, the other side closed it, or its offer
     /// was lost with a dropped signaling connection).
     mutating func linkFailed(_ id: String, _ error: OTError, now: Instant) -> [Output] {
-        guard id == peerId, linkOpen else { return [] }
-        linkOpen = false
+        guard link.isCurrent(id) else { return [] }
+        let close = closeLink()
         switch phase {
         case .connecting where error.code == .connectionDropped:
             // The offer went with the signaling connection: offer again (queued until the session has reconnected).
-            return [.close(peerId: id), openNext()]
+            return close + [openNext()]
         case .connecting:
             phase = .failed
-            return [.close(peerId: id), .event(.failed(Self.firstConnectionError(error)))]
+            return close + [.event(.failed(Self.firstConnectionError(error)))]
         case .connected, .publisherDown:
             // The publisher's outage already announced the interruption.
             let announceAt: Instant? = phase == .connected ? now + Self.settleDelay : nil
             phase = .reconnecting(giveUpAt: now + connectTimeout, retryAt: now, announceAt: announceAt)
-            return [.close(peerId: id)] + tick(now: now)
+            return close + tick(now: now)
         case .reconnecting(let giveUpAt, _, let announceAt):
             let retry = now + Self.retryPause
             phase = .reconnecting(giveUpAt: giveUpAt, retryAt: retry < giveUpAt ? retry : nil, announceAt: announceAt)
-            return [.close(peerId: id)] + (retry < giveUpAt ? [] : giveUp())
+            return close + (retry < giveUpAt ? [] : giveUp())
         case .idle, .failed, .ended:
             return []
         }
@@ -133,17 +132,15 @@ struct SubscriberControl {
 
     /// The server refused the offer of peer connection `id` (reply with a code).
     mutating func offerRefused(_ id: String, _ error: OTError, now: Instant) -> [Output] {
-        guard id == peerId, linkOpen else { return [] }
+        guard link.isCurrent(id) else { return [] }
         if error.code == .connectionDropped { return linkFailed(id, error, now: now) }
         switch phase {
         case .connecting:
-            linkOpen = false
             phase = .failed
-            return [.close(peerId: id), .event(.failed(Self.firstConnectionError(error)))]
+            return closeLink() + [.event(.failed(Self.firstConnectionError(error)))]
         case .reconnecting:
             // The stream (or our right to it) is gone: the subscription cannot be re-established.
-            linkOpen = false
-            return [.close(peerId: id)] + giveUp()
+            return closeLink() + giveUp()
         case .idle, .connected, .publisherDown, .failed, .ended:
             return []
         }
@@ -151,7 +148,7 @@ struct SubscriberControl {
 
     /// Routed: what the router says about the publisher's link, for our peer connection `id`.
     mutating func publisherMedia(_ id: String, _ state: PublisherMediaState, now: Instant) -> [Output] {
-        guard id == peerId else { return [] }
+        guard id == link.peerId else { return [] }
         switch (phase, state) {
         case (.connected, .interrupted):
             phase = .publisherDown
@@ -169,13 +166,9 @@ struct SubscriberControl {
         switch phase {
         case .connecting(let deadline) where now >= deadline:
             phase = .failed
-            let close: [Output] = linkOpen ? [.close(peerId: peerId ?? "")] : []
-            linkOpen = false
-            return close + [.event(.failed(OTError(.subscriberTimedOut, "media did not connect within \(connectTimeout)")))]
+            return closeLink() + [.event(.failed(OTError(.subscriberTimedOut, "media did not connect within \(connectTimeout)")))]
         case .reconnecting(let giveUpAt, _, _) where now >= giveUpAt:
-            let close: [Output] = linkOpen ? [.close(peerId: peerId ?? "")] : []
-            linkOpen = false
-            return close + giveUp()
+            return closeLink() + giveUp()
         case .reconnecting(let giveUpAt, let retryAt, let announceAt):
             var out: [Output] = []
             var retry = retryAt, announce = announceAt
@@ -197,19 +190,14 @@ struct SubscriberControl {
 
     /// The subscription ends by the app's unsubscribe, the stream's destruction or the session's end: no event.
     mutating func stop() -> [Output] {
-        let out: [Output] = linkOpen ? [.close(peerId: peerId ?? "")] : []
-        linkOpen = false
         phase = .ended
-        return out
+        return closeLink()
     }
 
-    private mutating func openNext() -> Output {
-        links += 1
-        let id = "\(peerIdBase)-\(links)"
-        peerId = id
-        linkOpen = true
-        return .open(peerId: id)
-    }
+    private mutating func openNext() -> Output { .open(peerId: link.openNext()) }
+
+    /// Closes the connection if it is open.
+    private mutating func closeLink() -> [Output] { link.close().map { [Output.close(peerId: $0)] } ?? [] }
 
     private mutating func giveUp() -> [Output] {
         // An interruption not yet announced is not announced now: the stream's end is what the app hears of.
