@@ -38,6 +38,7 @@ typedef struct client {
     int connected, stream_created, published, unpublished, sub_connected, session_muted, publisher_muted, disabled;
     int publish_on_connect, subscribe_on_stream;
     ot_stream *seen_stream;             /* a copy of the first other stream seen */
+    char muted_stream[OT_ID_BUFFER_SIZE];   /* the stream id of the last session on_mute_forced ("" for a mute all) */
 } client;
 
 static void enter(client *c, const char *what) {
@@ -133,7 +134,7 @@ static void on_stream_created(ot_session *s, void *ud, const ot_stream *stream) 
 static void on_session_mute(ot_session *s, void *ud, const ot_mute_forced_info *info) {
     (void)s; client *c = ud;
     enter(c, info->active ? "session.muteForced" : "session.muteDisabled");
-    EXPECT(info->stream_id == NULL);                   /* a mute all names no stream */
+    snprintf(c->muted_stream, sizeof c->muted_stream, "%s", info->stream_id ? info->stream_id : "");
     if (info->active) c->session_muted++; else c->disabled++;
     leave(c);
 }
@@ -316,6 +317,9 @@ static void run(ot_server *server, const char *key, const char *url) {
     EXPECT(wait_for(&a.publisher_muted, 1));
     EXPECT(pos(&m, "session.muteForced") >= 0 && pos(&m, "session.muteForced") < pos(&m, "publisher.muteForced"));
     EXPECT(pos(&a, "session.muteForced") >= 0 && pos(&a, "session.muteForced") < pos(&a, "publisher.muteForced"));
+    if (!poll_mode) pthread_mutex_lock(&lock);
+    EXPECT(a.muted_stream[0] == 0);   /* a mute all names no stream */
+    if (!poll_mode) pthread_mutex_unlock(&lock);
     EXPECT(audio_stops(m.subscriber));
     EXPECT(grows(video_packets, m.subscriber, 20));
     ot_bool on = 1;
@@ -343,6 +347,16 @@ static void run(ot_server *server, const char *key, const char *url) {
     EXPECT(get(&l.publisher_muted) == 1);
     EXPECT(ot_publisher_set_publish_audio(a.publisher, OT_TRUE) == OT_OK);
     EXPECT(grows(audio_packets, m.subscriber, 20));
+
+    /* One stream's mute names it, and mutes its publisher only. */
+    EXPECT(ot_session_force_mute_stream(m.session, ot_stream_get_id(m.seen_stream)) == OT_OK);
+    EXPECT(wait_for(&a.publisher_muted, 2));
+    if (!poll_mode) pthread_mutex_lock(&lock);
+    EXPECT(strcmp(a.muted_stream, ot_stream_get_id(m.seen_stream)) == 0);
+    if (!poll_mode) pthread_mutex_unlock(&lock);
+    EXPECT(ot_publisher_get_publish_audio(a.publisher, &on) == OT_OK && !on);
+    EXPECT(ot_publisher_get_publish_audio(fresh, &on) == OT_OK && on);
+    EXPECT(audio_stops(m.subscriber));
 
     /* The end: the publisher's stream ends before its session's last message; no subscriber callback. */
     EXPECT(ot_session_disconnect(m.session) == OT_OK);

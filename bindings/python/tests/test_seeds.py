@@ -164,6 +164,14 @@ def test_mute_all_stops_audio_everywhere_and_late_publishers_join_muted_until_di
         pub_a.publish_audio = True
         start = audio_packets(mod_from_a)
         assert wait_until(lambda: audio_packets(mod_from_a) > start + 20)
+
+        # One stream's mute names the stream (not a mute all): only its publisher is muted.
+        mod.force_mute_stream(stream_a.id)
+        assert wait_until(lambda: len(a.seen("publisher.mute_forced")) == 2, 10)
+        assert a.seen("session.mute_forced")[-1][2:] == (True, stream_a.id)
+        assert not pub_a.publish_audio and pub_l2.publish_audio
+        assert len(late.seen("publisher.mute_forced")) == 1
+        assert audio_stops(mod_from_a)
         for sub in (mod_from_a, a_from_m):
             sub.close()
         for p in (pub_a, pub_m, pub_l, pub_l2):
