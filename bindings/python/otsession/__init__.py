@@ -17,14 +17,16 @@ from ._lib import LibraryNotFound, lib
 from .devices import CameraMode, Device, DeviceKind, devices
 from .media import (AudioSource, PixelFormat, Publisher, Subscriber, VideoFrame, VideoReason, VideoSource,
                     monotonic_us)
-from .session import (Capabilities, Connection, ICEConfig, ICEIncludeServers, ICEServer, ICETransportPolicy, Role, Server,
-                      Session, SessionStatus, Stream, VideoType, token)
+from .session import (CallbackMode, Capabilities, Connection, ICEConfig, ICEIncludeServers, ICEServer, ICETransportPolicy,
+                      MuteForcedInfo, Role, Server, Session, SessionStatus, Stream, VideoType, attach_asyncio,
+                      detach_asyncio, poll, poll_fd, token)
 
 __all__ = ["version", "ErrorCode", "OTError", "LibraryNotFound", "LogLevel", "set_log_level",
            "set_log_callback", "status_message", "Server", "Session", "SessionStatus", "Role", "Stream",
            "Connection", "Capabilities", "VideoType", "token", "ICEConfig", "ICEServer", "ICETransportPolicy",
            "ICEIncludeServers", "Publisher", "Subscriber", "VideoFrame", "VideoSource",
-           "AudioSource", "PixelFormat", "VideoReason", "monotonic_us", "devices", "Device", "DeviceKind", "CameraMode"]
+           "AudioSource", "PixelFormat", "VideoReason", "monotonic_us", "CallbackMode", "MuteForcedInfo", "poll",
+           "poll_fd", "attach_asyncio", "detach_asyncio", "devices", "Device", "DeviceKind", "CameraMode"]
 
 
 def version() -> str:
