@@ -4,7 +4,7 @@ import OTBase
 
 /// One connection to a PulseAudio server (or PipeWire's pipewire-pulse): a threaded main loop and a context in
 /// the READY state. libpulse calls back on the main loop's thread with the loop's lock held; everything else
-/// that touches the context or its streams takes that lock (`withLock`). Never released on the loop's thread.
+/// that touches the context or its streams takes that lock (`withLock`). It may be released on any thread.
 final class PulseContext: @unchecked Sendable {
     let mainloop: OpaquePointer
     let context: OpaquePointer
@@ -66,7 +66,8 @@ final class PulseContext: @unchecked Sendable {
     deinit { close() }
 
     private var closed = false
-    /// Disconnects and stops the loop's thread (idempotent; not from the loop's thread).
+    /// Disconnects, then stops the loop's thread and frees the loop (idempotent). From the loop's own thread (the last
+    /// reference dropped inside a callback) the stopping is handed to another thread: a loop cannot stop itself.
     private func close() {
         guard !closed else { return }
         closed = true
@@ -74,10 +75,22 @@ final class PulseContext: @unchecked Sendable {
             pa_context_set_state_callback(context, nil, nil)
             pa_context_disconnect(context)
         }
-        pa_threaded_mainloop_stop(mainloop)
-        pa_context_unref(context)
-        pa_threaded_mainloop_free(mainloop)
+        let loop = Loop(mainloop: mainloop, context: context)
+        if onLoopThread { DispatchQueue.global().async { loop.free() } } else { loop.free() }
     }
+
+    /// The loop and context to free once the loop's thread has stopped.
+    private struct Loop: @unchecked Sendable {
+        let mainloop: OpaquePointer, context: OpaquePointer
+        func free() {
+            pa_threaded_mainloop_stop(mainloop)
+            pa_context_unref(context)
+            pa_threaded_mainloop_free(mainloop)
+        }
+    }
+
+    /// Whether the caller is libpulse's loop thread (in a callback, so holding the loop's lock).
+    private var onLoopThread: Bool { pa_threaded_mainloop_in_thread(mainloop) != 0 }
 
     /// Whether the connection is still up.
     var isReady: Bool { withLock { pa_context_get_state(context) == PA_CONTEXT_READY } }
@@ -85,7 +98,10 @@ final class PulseContext: @unchecked Sendable {
     /// libpulse's text for the context's last error (call with the lock held).
     var errorText: String { String(cString: pa_strerror(pa_context_errno(context))) }
 
+    /// Runs `body` holding the loop's lock: taking it, or inline on the loop's thread, where libpulse runs callbacks
+    /// with the lock held (and aborts when it is taken again).
     func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        if onLoopThread { return try body() }
         pa_threaded_mainloop_lock(mainloop)
         defer { pa_threaded_mainloop_unlock(mainloop) }
         return try body()

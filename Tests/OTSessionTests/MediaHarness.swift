@@ -27,6 +27,7 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
     private var _audio: [Int16] = []
     private var _audioRate = 0
     private var _audioTotal = 0
+    private var _firstLoudAudioMicros: Int64?
     private var _stats: [SubscriberStats] = []
     private var _pubStats: [PublisherStats] = []
     private var _failureMessages: [String] = []
@@ -44,6 +45,8 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
     /// on the monotonic clock of this process).
     var latencyMicros: [Int64] { lock.withLock { _latencyMicros } }
     var audio: (samples: [Int16], rate: Int) { lock.withLock { (_audio, _audioRate) } }
+    /// When (monotonic µs) the first audio frame with a sample beyond ±4000 arrived (a tone's onset).
+    var firstLoudAudioMicros: Int64? { lock.withLock { _firstLoudAudioMicros } }
     /// Samples received in all (the kept `audio` is the last 4 s).
     var audioTotal: Int { lock.withLock { _audioTotal } }
     var publisherStats: [PublisherStats] { lock.withLock { _pubStats } }
@@ -109,7 +112,10 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
         }
     }
     func subscriber(_ subscriber: Subscriber, didReceiveAudio audio: AudioFrame) {
+        let now = MonotonicClock.now().micros
+        let loud = audio.samples.contains { abs(Int($0)) > 4000 }
         changed {
+            if loud, _firstLoudAudioMicros == nil { _firstLoudAudioMicros = now }
             _audio.append(contentsOf: audio.samples)
             _audioTotal += audio.samples.count
             _audioRate = audio.sampleRate

@@ -73,8 +73,12 @@ final class SoundCardCallTests: RoutedServerTestCase {
         let onIn = try XCTUnwrap(heardIn.onset(rmsAbove: 2000)), onOut = try XCTUnwrap(heardOut.onset(rmsAbove: 2000))
         let latencyMillis = Double(onOut.arrivalMicros - onIn.arrivalMicros) / 1000
         XCTAssertGreaterThan(latencyMillis, 0)
+        // Where it goes: to the subscriber's decoded-audio callback, then through the mixer and the speaker.
+        let decoded = try XCTUnwrap(subRec.firstLoudAudioMicros)
         print(String(format: "[figures] sound card call (routed): tone onset tone_in.monitor -> speaker.monitor %.0f ms added latency "
-                     + "(microphone 10 ms fragments, playout buffer %d ms)", latencyMillis, speaker.playoutLatencyMillis))
+                     + "(to the subscriber's decoded audio %.0f ms, then mixer and playout %.0f ms; microphone 10 ms fragments, "
+                     + "playout buffer %d ms)", latencyMillis, Double(decoded - onIn.arrivalMicros) / 1000,
+                     Double(onOut.arrivalMicros - decoded) / 1000, speaker.playoutLatencyMillis))
 
         // Unplug the speaker mid-call: the session reports it, playout carries on (discarded), audio still arrives.
         try pulse.unplug(sink: "speaker")
