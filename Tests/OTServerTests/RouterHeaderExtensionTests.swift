@@ -9,16 +9,7 @@ import XCTest
 
 /// The router writes each subscriber the header extensions it negotiated, under its ids, with its own mids; and
 /// learns the SSRCs of a publisher whose offer had no `a=ssrc` from the MID of its first packets.
-final class RouterHeaderExtensionTests: XCTestCase {
-    static let audio: UInt32 = 0xA0D1, video: UInt32 = 0x71DE
-    var router: MediaRouter!
-    var clients: [RouterClient] = []
-
-    override func tearDown() {
-        for c in clients { c.driver.close() }
-        router?.stop()
-    }
-
+final class RouterHeaderExtensionTests: RouterTestCase {
     /// An offer of ours as another stack would write it: mids renamed, extension ids changed, extensions added.
     struct Munge {
         var mids: [String: String] = [:]

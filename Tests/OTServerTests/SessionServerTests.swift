@@ -9,10 +9,9 @@ import OTWire
 import OTTestSupport
 import XCTest
 
-/// A blocking loopback HTTP exchange: sends raw bytes, reads until the server closes.
-func rawExchange(port: UInt16, _ bytes: [UInt8]) -> String {
+/// A blocking TCP socket connected to 127.0.0.1:`port` (reads time out after 10 s), or -1.
+func loopbackSocket(port: UInt16) -> Int32 {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
     var addr = sockaddr_in()
     addr.sin_family = sa_family_t(AF_INET)
     addr.sin_port = port.bigEndian
@@ -20,7 +19,15 @@ func rawExchange(port: UInt16, _ bytes: [UInt8]) -> String {
     var tv = timeval(tv_sec: 10, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-    guard rc == 0 else { return "" }
+    guard rc == 0 else { close(fd); return -1 }
+    return fd
+}
+
+/// A blocking loopback HTTP exchange: sends raw bytes, reads until the server closes.
+func rawExchange(port: UInt16, _ bytes: [UInt8]) -> String {
+    let fd = loopbackSocket(port: port)
+    guard fd >= 0 else { return "" }
+    defer { close(fd) }
     _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
     var out: [UInt8] = []
     var buf = [UInt8](repeating: 0, count: 65536)
@@ -160,15 +167,9 @@ final class SessionServerTests: XCTestCase {
 
     func testUnknownMessageTypesGetAnErrorReplyAndTheConnectionStays() throws {
         let sid = try server.createSession(apiKey: project.apiKey)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = loopbackSocket(port: server.port)
+        XCTAssertGreaterThanOrEqual(fd, 0)
         defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = server.port.bigEndian
-        inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr)
-        var tv = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        XCTAssertEqual(withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }, 0)
         func sendText(_ text: String) {
             let frame = WebSocketFrame(opcode: .text, payload: Array(text.utf8)).encoded(maskKey: (9, 8, 7, 6))
             _ = frame.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
@@ -256,13 +257,8 @@ final class KeepaliveTests: XCTestCase {
         try live.connect(token: server.token(sessionId: sid))
         rec.waitFor(.connected)
         // A dead client: completes the upgrade and connect, then never reads or answers again.
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = loopbackSocket(port: server.port)
         defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = server.port.bigEndian
-        inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr)
-        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         let key = WebSocketHandshake.makeKey()
         var bytes = WebSocketHandshake.clientRequest(host: "x", path: SessionServer.signalingPath, key: key).serialized()
         let hello = ClientMessage.connect(ConnectRequest(id: 1, apiKey: project.apiKey, sessionId: sid, token: try server.token(sessionId: sid)))

@@ -30,16 +30,14 @@ import sys
 import time
 import uuid
 
-import aioice.ice
 import av
 import numpy as np
 from aiortc import RTCBundlePolicy, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
-from aiortc.mediastreams import MediaStreamTrack
 from aiortc.sdp import candidate_from_sdp
 
 import pattern_stamp
+from aiortc_peer import PacedTrack, SineTrack  # loopback host candidates only, as there
 
-aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: ["127.0.0.1"]
 
 
 def emit(obj):
@@ -100,48 +98,16 @@ class Signaling:
                 raise ConnectionError("server closed the socket")
 
 
-class StampedTrack(MediaStreamTrack):
+class StampedTrack(PacedTrack):
     """320x240 frames at 30 fps carrying libotsession's test-pattern stamp (frame number, capture time)."""
     kind = "video"
 
     def __init__(self):
-        super().__init__()
-        self.index = 0
-        self.start = None
+        super().__init__(1 / 30)
 
-    async def recv(self):
-        if self.start is None:
-            self.start = time.monotonic()
-        delay = self.start + self.index / 30 - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        yuv = pattern_stamp.render(320, 240, self.index, int(time.monotonic() * 1e6))
-        frame = av.VideoFrame.from_ndarray(yuv, format="yuv420p")
-        frame.pts, frame.time_base = self.index * 3000, fractions.Fraction(1, 90000)
-        self.index += 1
-        return frame
-
-
-class ToneTrack(MediaStreamTrack):
-    """20 ms frames of a 440 Hz sine, 48 kHz mono."""
-    kind = "audio"
-
-    def __init__(self):
-        super().__init__()
-        self.index = 0
-        self.start = None
-
-    async def recv(self):
-        if self.start is None:
-            self.start = time.monotonic()
-        delay = self.start + self.index * 0.02 - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        t = (np.arange(960) + self.index * 960) / 48000.0
-        frame = av.AudioFrame.from_ndarray((8000 * np.sin(2 * np.pi * 440 * t)).astype(np.int16).reshape(1, -1),
-                                           format="s16", layout="mono")
-        frame.sample_rate, frame.pts, frame.time_base = 48000, self.index * 960, fractions.Fraction(1, 48000)
-        self.index += 1
+    def make(self, index):
+        frame = av.VideoFrame.from_ndarray(pattern_stamp.render(320, 240, index, int(time.monotonic() * 1e6)), format="yuv420p")
+        frame.pts, frame.time_base = index * 3000, fractions.Fraction(1, 90000)
         return frame
 
 
@@ -233,7 +199,7 @@ class Client:
         """Relayed: a subscriber's offer to our stream; we answer with our tracks."""
         pc = self.new_pc(m["peerId"])
         await pc.setRemoteDescription(RTCSessionDescription(sdp=m["sdp"], type="offer"))
-        pc.addTrack(ToneTrack())
+        pc.addTrack(SineTrack())
         pc.addTrack(StampedTrack())
         await pc.setLocalDescription(await pc.createAnswer())
         self.sig.send({"type": "mediaAnswer", "peerId": m["peerId"], "sdp": pc.localDescription.sdp})
@@ -279,7 +245,7 @@ async def main(mode, port, api_key, session_id, token, policy, seconds, options)
         if not connected["relayed"]:
             peer_id = "aiortc-" + uuid.uuid4().hex
             pc = client.new_pc(peer_id)
-            pc.addTrack(ToneTrack())
+            pc.addTrack(SineTrack())
             pc.addTrack(StampedTrack())
             await client.offer(peer_id, stream_id, "publish", pc)
         emit({"event": "published", "streamId": stream_id})
