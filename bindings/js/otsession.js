@@ -95,12 +95,16 @@ class Emitter {
 
   /** Calls the handlers of `event.type` (a handler's exception is logged, never thrown into the library), then the
    * default action unless a handler prevented it. */
-  dispatchEvent(event, defaultAction) {
-    const list = this.#handlers.get(event.type);
+  dispatchEvent(event, defaultAction) { return this._dispatch(event.type, event, defaultAction); }
+
+  /** Calls the handlers registered for `name` with `event`, whose own type may differ: a typed signal's event is
+   * "signal:<type>" for both its `signal:<type>` and its `signal` handlers, as in OpenTok.js. */
+  _dispatch(name, event, defaultAction) {
+    const list = this.#handlers.get(name);
     if (list && list.length) {
-      this.#handlers.set(event.type, list.filter((h) => !h.once));
+      this.#handlers.set(name, list.filter((h) => !h.once));
       for (const h of list) {
-        try { h.handler.call(h.context ?? this, event); } catch (e) { console.error(`otsession.js: ${event.type} handler threw`, e); }
+        try { h.handler.call(h.context ?? this, event); } catch (e) { console.error(`otsession.js: ${name} handler threw`, e); }
       }
     }
     if (defaultAction && !event.isDefaultPrevented()) defaultAction();
@@ -109,13 +113,6 @@ class Emitter {
 
   _emit(type, fields, defaultAction) { return this.dispatchEvent(new Event(type, this, fields), defaultAction); }
 
-  /** Calls the handlers registered for `name` with `event` (whose own type may differ: a typed signal's event is
-   * "signal:<type>" for both its `signal:<type>` and its `signal` handlers, as in OpenTok.js). */
-  _dispatchAs(name, event) {
-    const type = event.type;
-    event.type = name;
-    try { this.dispatchEvent(event); } finally { event.type = type; }
-  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -386,7 +383,13 @@ export class Publisher extends Emitter {
       const audioSrc = p.audioSource === undefined ? true : p.audioSource;
       const videoSrc = p.videoSource === undefined ? true : p.videoSource;
       if (audioSrc instanceof MediaStreamTrack) tracks.push(audioSrc);
-      else if (want(audioSrc)) constraints.audio = typeof audioSrc === "string" ? { deviceId: audioSrc } : true;
+      else if (want(audioSrc)) {
+        const a = typeof audioSrc === "string" ? { deviceId: audioSrc } : {};
+        for (const k of ["echoCancellation", "noiseSuppression", "autoGainControl"]) {
+          if (p.disableAudioProcessing) a[k] = false; else if (p[k] !== undefined) a[k] = !!p[k];
+        }
+        constraints.audio = Object.keys(a).length ? a : true;
+      }
       if (videoSrc instanceof MediaStreamTrack) tracks.push(videoSrc);
       else if (videoSrc === "screen") {
         const s = await navigator.mediaDevices.getDisplayMedia({ video: true });
@@ -1186,7 +1189,7 @@ export class Session extends Emitter {
     const type = m.signalType || "";
     const event = new Event(type ? `signal:${type}` : "signal", this, { data: m.data ?? "", from });
     if (type) this.dispatchEvent(event);
-    this._dispatchAs("signal", event);
+    this._dispatch("signal", event);
   }
 
   #muteForcedMessage(m) {
@@ -1371,7 +1374,8 @@ export class Session extends Emitter {
 export function initSession(apiKey, sessionId, options) { return new Session(apiKey, sessionId, options); }
 
 /** `OT.initPublisher(targetElement, {name, publishAudio, publishVideo, audioSource, videoSource, resolution,
- * frameRate, width, height, insertMode, mirror}, callback)`. */
+ * frameRate, width, height, insertMode, mirror, disableAudioProcessing, echoCancellation, noiseSuppression,
+ * autoGainControl, videoContentHint, audioFallbackEnabled}, callback)`. */
 export function initPublisher(target, properties, callback) {
   if (typeof properties === "function") { callback = properties; properties = undefined; }
   return new Publisher(target, properties || {}, callback);
