@@ -99,7 +99,8 @@ class TCPProxy:
         self.port = self.listener.getsockname()[1]
         self.lock = threading.Lock()
         self.open = []
-        self.cuts = 0
+        self.passing = threading.Event()
+        self.passing.set()
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
@@ -108,6 +109,7 @@ class TCPProxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
+            self.passing.wait()
             try:
                 upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
             except OSError:
@@ -132,20 +134,28 @@ class TCPProxy:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+            src.close()
 
-    def cut(self):
+    def cut(self, hold=False):
+        """Resets the open connections; with `hold`, new ones wait (connected, unanswered) until `release()`.
+        Returns how many connections were cut."""
+        if hold:
+            self.passing.clear()
         with self.lock:
             victims, self.open = self.open, []
-            self.cuts += 1
         for s in victims:
             try:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST, not FIN
-                s.close()
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset once closed
+                s.shutdown(socket.SHUT_RDWR)  # wakes the pump blocked in recv, which closes it
             except OSError:
                 pass
         return len(victims) // 2
 
+    def release(self):
+        self.passing.set()
+
     def close(self):
+        self.release()
         self.listener.close()
         self.cut()
 

@@ -103,6 +103,24 @@ window.H = (() => {
   };
 
   H.signal = async (type, data, to) => { await H.session.signal({ type, data, to }); return true; };
+  /** Sends a signal without waiting for it (it may be queued while reconnecting); `H.sent` settles with it. */
+  H.signalLater = async (type, data, to) => {
+    H.sent = H.session.signal({ type, data, to }).then(() => "sent", (e) => `failed ${e.code}`);
+    return H.session.isReconnecting;
+  };
+  H.sentResult = async () => H.sent;
+
+  /** Moderation: "forceMuteStream" (a stream's name), "forceDisconnect" (a connection id), "forceMuteAll",
+   * "disableForceMute". */
+  H.moderate = async (what, target) => {
+    const s = H.session;
+    if (what === "forceMuteStream") await s.forceMuteStream(await H.streamNamed(target));
+    else if (what === "forceDisconnect") await s.forceDisconnect(s.connections.find((c) => c.connectionId === target) ?? target);
+    else if (what === "forceMuteAll") await s.forceMuteAll();
+    else if (what === "disableForceMute") await s.disableForceMute();
+    else throw new Error(`no ${what}`);
+    return true;
+  };
   H.signalsFrom = (type) => H.signals.filter((s) => s.type === type);
   H.eventsOf = (type) => H.events.filter((e) => e.type === type);
   H.localCandidates = () => [...H.subs.values()].flatMap((s) => s.localCandidates)

@@ -57,6 +57,12 @@ class Native(otsession.Session):
     def on_disconnected(self):
         self.events.put(("disconnected",))
 
+    def on_stream_destroyed(self, stream):
+        self.events.put(("stream_destroyed", stream.id))
+
+    def on_connection_destroyed(self, connection):
+        self.events.put(("connection_destroyed", connection.id))
+
     def stream_named(self, name, timeout=15):
         end = time.time() + timeout
         while time.time() < end:
@@ -168,5 +174,142 @@ def test_media_and_signals_both_ways(chromium, server, mode):
         viewer.close()
     finally:
         page.close()
+        native.close()
+        pub.close()
+
+
+def test_a_viewer_page_without_camera_signals_mdns_candidates_and_receives(chromium, server, mode):
+    """No camera permission on this origin: Chromium hides its addresses behind mDNS names, as for a real viewer."""
+    sid = server.create_session(relayed=mode == "relayed")
+    native, pub = native_publisher(server, sid)
+    page = Page(chromium, f"http://127.0.0.1:{server.port}", media=False)
+    try:
+        me = page.call("connect", server.api_key, sid, server.token(sid, "subscriber", data="viewer"))
+        assert me["role"] == "subscriber" and me["capabilities"]["publish"] == 0
+        got = page.call("subscribe", "native")
+        stats = page.call("framesDecoded", got["streamId"], 30)
+        assert (stats["video"]["frameWidth"], stats["video"]["frameHeight"]) == (W, H), stats
+        hosts = [c.split()[4] for c in page.js("H.localCandidates()") if " typ host" in c]
+        assert hosts and all(h.endswith(".local") for h in hosts), hosts
+    finally:
+        page.close()
+        native.close()
+        pub.close()
+
+
+def test_a_moderator_force_mutes_the_browsers_publisher(chromium, server):
+    sid = server.create_session()
+    page = Page(chromium, f"http://127.0.0.1:{server.port}")
+    moderator = Native(server, sid, role="moderator", data="moderator")
+    try:
+        page.call("connect", server.api_key, sid, server.token(sid, "publisher", data="browser"))
+        page.call("publish", {"name": "browser", "resolution": f"{W}x{H}", "disableAudioProcessing": True})
+        stream = moderator.stream_named("browser")
+        viewer = Viewer(stream)
+        moderator.subscribe(viewer)
+        viewer.expect("connected", timeout=20)
+        assert wait_until(lambda: len(viewer.pcm) >= 100, timeout=20)
+        loud = rms(b"".join(viewer.pcm[50:]))
+        assert loud > 300 and abs(tone_hz(b"".join(viewer.pcm[50:]), viewer.rate) - BROWSER_TONE_HZ) < 25, loud
+
+        moderator.force_mute_stream(stream.id)
+        assert moderator.expect(moderator.events, lambda e: e[0] == "has_audio") == ("has_audio", stream.id, False)
+        assert wait_until(lambda: page.js("H.eventsOf('publisher:muteForced').length") == 1)
+        forced = page.js("H.eventsOf('muteForced')")
+        assert [(e["active"], e["streamId"]) for e in forced] == [(True, stream.id)], forced
+        assert page.js("[H.publisher.isPublishingAudio, H.publisher.stream.hasAudio]") == [False, False]
+        n = len(viewer.pcm)
+        assert wait_until(lambda: len(viewer.pcm) >= n + 100, timeout=20)
+        quiet = rms(b"".join(viewer.pcm[n + 50:]))
+        assert quiet < loud / 20, (loud, quiet)
+        moderator.unsubscribe(viewer)
+        viewer.close()
+    finally:
+        page.close()
+        moderator.close()
+
+
+def test_the_browser_as_moderator_and_its_errors(chromium, server):
+    sid = server.create_session()
+    native, pub = native_publisher(server, sid)
+    muted = threading.Event()
+    pub.on("mute_forced", lambda active: active and muted.set())
+    other = Native(server, sid, data="other")
+    page = Page(chromium, f"http://127.0.0.1:{server.port}", media=False)
+    try:
+        with pytest.raises(PageError) as e:
+            page.call("connect", server.api_key, sid, server.token(sid, "moderator") + "x")
+        assert e.value.code == 1004
+        me = page.call("connect", server.api_key, sid, server.token(sid, "moderator", data="browser moderator"))
+        assert me["capabilities"]["forceMute"] == 1 and me["capabilities"]["forceDisconnect"] == 1
+        for bad, code in (("no spaces", 1461), ("x" * 129, 1414)):
+            with pytest.raises(PageError) as e:
+                page.call("signal", bad, "data")
+            assert e.value.code == code
+        with pytest.raises(PageError) as e:
+            page.call("signal", "big", "x" * 8193)
+        assert e.value.code == 1413
+
+        page.call("moderate", "forceMuteStream", "native")
+        assert muted.wait(10), "the native publisher was not told"
+        assert native.expect(native.events, lambda e: e[0] == "mute_forced") == ("mute_forced", True)
+        assert wait_until(lambda: page.js("H.eventsOf('streamPropertyChanged').some((e) => e.changedProperty === 'hasAudio' && e.newValue === false)"))
+
+        other_id = other.connection.id
+        page.call("moderate", "forceDisconnect", other_id)
+        assert other.expect(other.events, lambda e: e[0] == "disconnected")
+        gone = [other_id, "forceDisconnected"]
+        assert wait_until(lambda: page.js("H.eventsOf('connectionDestroyed').map((e) => [e.connection, e.reason])") == [gone])
+
+        page.call("moderate", "forceMuteAll")
+        assert native.expect(native.events, lambda e: e[0] == "mute_forced") == ("mute_forced", True)
+        page.call("moderate", "disableForceMute")
+        assert native.expect(native.events, lambda e: e[0] == "mute_forced") == ("mute_forced", False)
+        assert [e["active"] for e in page.js("H.eventsOf('muteForced')")] == [True, True, False]
+    finally:
+        page.close()
+        other.close()
+        native.close()
+        pub.close()
+
+
+def test_the_browser_resumes_after_its_signaling_connection_is_cut(chromium, server):
+    sid = server.create_session()
+    native, pub = native_publisher(server, sid)
+    proxy = TCPProxy(server.port)
+    page = Page(chromium, f"http://127.0.0.1:{proxy.port}")  # otsession.js then signals through the proxy too
+    try:
+        me = page.call("connect", server.api_key, sid, server.token(sid, "publisher", data="browser"))
+        got = page.call("subscribe", "native")
+        page.call("framesDecoded", got["streamId"], 10)
+        page.call("publish", {"name": "browser", "resolution": f"{W}x{H}"})
+        viewer = Viewer(native.stream_named("browser"))
+        native.subscribe(viewer)
+        viewer.expect("connected", timeout=20)
+
+        assert proxy.cut(hold=True) >= 1
+        assert wait_until(lambda: page.js("H.session.isReconnecting"), timeout=10)
+        assert page.call("signalLater", "queued", "sent while reconnecting", native.connection.id) is True
+        proxy.release()
+        assert page.call("sentResult") == "sent"
+        assert native.expect(native.signals, lambda s: s[0] == "queued")[1] == "sent while reconnecting"
+        kinds = [e["type"] for e in page.js("H.events") if e["type"].startswith("session")]
+        assert kinds == ["sessionConnected", "sessionReconnecting", "sessionReconnected"], kinds
+        assert page.js("H.session.connection.connectionId") == me["connectionId"]
+        seen = []
+        while not native.events.empty():
+            seen.append(native.events.get())
+        assert not [e for e in seen if e[0] in ("stream_destroyed", "connection_destroyed")], seen  # others saw nothing
+
+        native.send_signal("back", "after the cut")
+        assert wait_until(lambda: page.js("H.signalsFrom('signal:back').length") >= 1)
+        before = page.call("subscriberStats", got["streamId"])["video"]["framesDecoded"]
+        page.call("framesDecoded", got["streamId"], 30, before)
+        n = len(viewer.frames)
+        assert wait_until(lambda: len(viewer.frames) >= n + 30), "the browser's stream stopped"
+        viewer.close()
+    finally:
+        page.close()
+        proxy.close()
         native.close()
         pub.close()
