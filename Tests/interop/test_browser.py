@@ -22,7 +22,7 @@ import time
 import pytest
 
 import otsession
-from browser import BROWSER_TONE_HZ, Page, PageError, TCPProxy
+from browser import BROWSER_TONE_HZ, Page, PageError, TCPProxy, region_spread
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bindings", "python", "tests"))
 from session_recorder import SubscriberRecorder, wait_until  # noqa: E402
@@ -197,8 +197,8 @@ def test_a_viewer_page_without_camera_signals_mdns_candidates_and_receives(chrom
         pub.close()
 
 
-def test_a_moderator_force_mutes_the_browsers_publisher(chromium, server):
-    sid = server.create_session()
+def test_a_moderator_force_mutes_the_browsers_publisher(chromium, server, mode):
+    sid = server.create_session(relayed=mode == "relayed")
     page = Page(chromium, f"http://127.0.0.1:{server.port}")
     moderator = Native(server, sid, role="moderator", data="moderator")
     try:
@@ -273,8 +273,8 @@ def test_the_browser_as_moderator_and_its_errors(chromium, server):
         pub.close()
 
 
-def test_the_browser_resumes_after_its_signaling_connection_is_cut(chromium, server):
-    sid = server.create_session()
+def test_the_browser_resumes_after_its_signaling_connection_is_cut(chromium, server, mode):
+    sid = server.create_session(relayed=mode == "relayed")
     native, pub = native_publisher(server, sid)
     proxy = TCPProxy(server.port)
     page = Page(chromium, f"http://127.0.0.1:{proxy.port}")  # otsession.js then signals through the proxy too
@@ -313,3 +313,65 @@ def test_the_browser_resumes_after_its_signaling_connection_is_cut(chromium, ser
         proxy.close()
         native.close()
         pub.close()
+
+
+def test_the_demo_web_page(chromium, ot_demo, tmp_path):
+    """`ot-demo --web` prints a URL of its embedded server's /demo page; opened in Chromium, the page shows the demo's
+    test pattern and its own camera (a screenshot's video areas are not blank), the browser's stream reaches the
+    demo's status lines, and the page's signal box reaches the demo. Ctrl-C ends the demo, which still passes."""
+    import re
+    import signal
+    import subprocess
+
+    demo = subprocess.Popen([ot_demo, "--web", "--resolution", f"{W}x{H}", "--fps", "15", "--out", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, url = queue.Queue(), None
+    threading.Thread(target=lambda: [lines.put(line.rstrip("\n")) for line in demo.stdout], daemon=True).start()
+    seen = []
+
+    def until(pattern, timeout=30):
+        end = time.time() + timeout
+        while time.time() < end:
+            try:
+                line = lines.get(timeout=max(0.01, end - time.time()))
+            except queue.Empty:
+                break
+            seen.append(line)
+            m = re.search(pattern, line)
+            if m:
+                return m
+        raise AssertionError(f"ot-demo never printed /{pattern}/:\n" + "\n".join(seen))
+
+    try:
+        url = until(r"^web page: (http://\S+/demo#\S+)$").group(1)
+        page = Page(chromium, re.match(r"http://[^/]+", url).group(0), path=url[url.index("/demo"):])
+        m = until(r'^  browser "browser": video [\d.]+ fps (\d+)x(\d+) .*, (\d+) frames decoded', timeout=30)
+        while int(m.group(3)) < 30:
+            m = until(r'^  browser "browser": video [\d.]+ fps (\d+)x(\d+) .*, (\d+) frames decoded')
+        assert (int(m.group(1)), int(m.group(2))) == (640, 480), m.group(0)
+
+        assert wait_until(lambda: page.js("[...demo.subscribers.values()].length === 1 && "
+                                          "[...document.querySelectorAll('video')].every((v) => v.videoWidth > 0)")), page.log()
+        time.sleep(1)  # a few more frames on screen
+        rects = page.js("[...document.querySelectorAll('video')].map((v) => { const r = v.getBoundingClientRect();"
+                        " return { x: r.x, y: r.y, width: r.width, height: r.height }; })")
+        assert len(rects) == 2, rects  # the page's own camera and the demo's stream
+        png = chromium.get_screenshot_as_png()
+        (tmp_path / "page.png").write_bytes(png)
+        scale = page.js("window.devicePixelRatio")
+        spreads = [region_spread(png, r, scale) for r in rects]
+        assert all(s > 8 for s in spreads), (spreads, rects)
+
+        from selenium.webdriver.common.by import By
+        chromium.find_element(By.ID, "signal-text").send_keys("hello demo")
+        chromium.find_element(By.CSS_SELECTOR, "#signal-form button").click()
+        until(r'^signal "chat" from browser: hello demo$')
+        demo.send_signal(signal.SIGINT)
+        until(r"^  browser streams received: 1$")
+        until(r'^  browser "browser": (\d+) frames decoded \(640x480\)')
+        assert demo.wait(timeout=30) == 0, "\n".join(seen)
+    finally:
+        chromium.get("about:blank")
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()

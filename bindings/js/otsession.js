@@ -30,8 +30,7 @@ const ERROR_NAMES = {
   1022: "OT_CONNECTION_DROPPED", 1027: "OT_CONNECTION_LIMIT_EXCEEDED", 1413: "OT_SIGNAL_DATA_TOO_LONG",
   1414: "OT_SIGNAL_TYPE_TOO_LONG", 1461: "OT_INVALID_SIGNAL_TYPE", 1500: "OT_UNABLE_TO_PUBLISH",
   1535: "OT_PERMISSION_DENIED", 1600: "OT_STREAM_CREATE_FAILED", 1604: "OT_STREAM_NOT_FOUND",
-  1605: "OT_STREAM_LIMIT_EXCEEDED", 1610: "OT_SUBSCRIBER_FAILED", 1620: "OT_ENCRYPTION_NOT_SUPPORTED",
-  1650: "OT_USER_MEDIA_ACCESS_DENIED", 2000: "OT_NO_MEDIA_ROUTER",
+  1605: "OT_STREAM_LIMIT_EXCEEDED", 1031: "OT_ENCRYPTION_SECRET_MISSING", 2000: "OT_NO_MEDIA_ROUTER",
 };
 
 /** An error with an OpenTok code (`code`), a name like OpenTok.js's (`name`) and a message. */
@@ -408,7 +407,7 @@ export class Publisher extends Emitter {
         tracks.push(...s.getTracks());
       }
     } catch (e) {
-      const err = new OTError(1650, `no access to the camera or microphone: ${e.message || e}`);
+      const err = new OTError(1500, `no access to the camera or microphone: ${e.message || e}`);
       this._emit("accessDenied", { message: err.message });
       throw err;
     }
@@ -1243,7 +1242,7 @@ export class Session extends Emitter {
     const p = (async () => {
       if (this.#state !== "connected") throw new OTError(1010, "connect before publishing");
       if (!this.capabilities.publish) throw new OTError(1500, `role ${this.#role} cannot publish`);
-      if (this._e2ee) throw new OTError(1620, "otsession.js does not do end-to-end encryption");
+      if (this._e2ee) throw new OTError(1031, "otsession.js does not do end-to-end encryption");
       if (publisher.stream) throw new OTError(1011, "this publisher is already published");
       await publisher._ready;
       const r = await this._request({ type: "publish", stream: publisher._publishRequest() });
@@ -1275,7 +1274,7 @@ export class Session extends Emitter {
     const p = (async () => {
       if (this.#state !== "connected") throw new OTError(1010, "connect before subscribing");
       if (!this.capabilities.subscribe) throw new OTError(1535, `role ${this.#role} cannot subscribe`);
-      if (this._e2ee) throw new OTError(1620, "otsession.js does not do end-to-end encryption");
+      if (this._e2ee) throw new OTError(1031, "otsession.js does not do end-to-end encryption");
       if (!stream?.streamId) throw new OTError(1604, "no such stream");
       this.#subscribers.add(sub);
       return sub._start();
