@@ -222,6 +222,15 @@ def test_a_moderator_force_mutes_the_browsers_publisher(chromium, server, mode):
         assert wait_until(lambda: len(viewer.pcm) >= n + 100, timeout=20)
         quiet = rms(b"".join(viewer.pcm[n + 50:]))
         assert quiet < loud / 20, (loud, quiet)
+
+        # The page unmutes; then a mute all (nothing excluded) mutes it again.
+        page.js("H.publisher.publishAudio(true)")
+        assert moderator.expect(moderator.events, lambda e: e[0] == "has_audio") == ("has_audio", stream.id, True)
+        moderator.force_mute_all()
+        assert wait_until(lambda: page.js("H.eventsOf('publisher:muteForced').length") == 2)
+        assert page.js("[H.publisher.isPublishingAudio, H.session.muteForced]") == [False, True]
+        moderator.disable_force_mute()
+        assert wait_until(lambda: page.js("H.session.muteForced") is False)
         moderator.unsubscribe(viewer)
         viewer.close()
     finally:
@@ -375,3 +384,20 @@ def test_the_demo_web_page(chromium, ot_demo, tmp_path):
         if demo.poll() is None:
             demo.kill()
             demo.wait()
+
+
+def test_end_to_end_encrypted_sessions_refuse_browser_media_clearly(chromium, server):
+    """otsession.js cannot apply the E2EE frame transform: publish and subscribe fail with 1031, signals still work."""
+    sid = server.create_session(e2ee=True)
+    native = Native(server, sid)
+    page = Page(chromium, f"http://127.0.0.1:{server.port}")
+    try:
+        page.call("connect", server.api_key, sid, server.token(sid, "publisher", data="browser"))
+        with pytest.raises(PageError) as e:
+            page.call("publish", {"name": "browser", "resolution": f"{W}x{H}"})
+        assert e.value.code == 1031
+        page.call("signal", "hello", "still signals", native.connection.id)
+        assert native.expect(native.signals, lambda s: s[0] == "hello")[1] == "still signals"
+    finally:
+        page.close()
+        native.close()

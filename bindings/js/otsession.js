@@ -1191,9 +1191,14 @@ export class Session extends Emitter {
     this._dispatch("signal", event);
   }
 
+  /** One stream muted (`streamId`), or the whole session but `excludedStreamIds` (`active`), or the end of a mute
+   * all (`active` false): our publishers concerned stop sending audio. */
   #muteForcedMessage(m) {
     if (!m.streamId) this.muteForced = !!m.active;
-    if (m.active && m.streamId) this.#publishers.get(m.streamId)?._muteForced();
+    if (m.active) {
+      const excluded = new Set(Array.isArray(m.excludedStreamIds) ? m.excludedStreamIds : []);
+      for (const [id, p] of this.#publishers) if (m.streamId ? id === m.streamId : !excluded.has(id)) p._muteForced();
+    }
     this._emit("muteForced", { active: !!m.active, streamId: m.streamId ?? null });
   }
 
@@ -1245,10 +1250,13 @@ export class Session extends Emitter {
       if (this._e2ee) throw new OTError(1031, "otsession.js does not do end-to-end encryption");
       if (publisher.stream) throw new OTError(1011, "this publisher is already published");
       await publisher._ready;
-      const r = await this._request({ type: "publish", stream: publisher._publishRequest() });
+      const request = publisher._publishRequest();
+      const r = await this._request({ type: "publish", stream: request });
       const stream = new Stream(r.stream, this.connection);
       this.#publishers.set(stream.streamId, publisher);
       publisher._published(this, stream);
+      // A mute all is active: the server made the stream without audio; it stays off until the page turns it on.
+      if (request.hasAudio && !stream.hasAudio) publisher._muteForced();
       return publisher;
     })();
     complete(p, callback && ((e) => callback(e)));
