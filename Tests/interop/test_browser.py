@@ -13,6 +13,7 @@ the Python package on the other side. Routed and relayed:
 
 One browser serves every test (conftest's `chromium`); each test has its own server, hence its own page origin."""
 import array
+import contextlib
 import os
 import queue
 import sys
@@ -125,19 +126,28 @@ def server():
         yield s
 
 
-def native_publisher(server, sid, name="native"):
-    """A native client publishing the test pattern and a 440 Hz tone."""
-    n = Native(server, sid)
-    pub = otsession.Publisher(name, width=W, height=H, audio_source=otsession.AudioSource.TONE, tone_hz=NATIVE_TONE_HZ)
-    n.publish(pub)
-    return n, pub
+@contextlib.contextmanager
+def native_and_page(chromium, server, sid, media=True, port=None):
+    """A native client publishing the test pattern and a 440 Hz tone as "native", and a page of the server (reached
+    at `port` when given); both closed after."""
+    native = Native(server, sid)
+    pub = native.publisher = otsession.Publisher("native", width=W, height=H, audio_source=otsession.AudioSource.TONE,
+                                                 tone_hz=NATIVE_TONE_HZ)
+    try:
+        native.publish(pub)
+        page = Page(chromium, f"http://127.0.0.1:{port or server.port}", media=media)
+        try:
+            yield native, page
+        finally:
+            page.close()
+    finally:
+        native.close()
+        pub.close()
 
 
 def test_media_and_signals_both_ways(chromium, server, mode):
     sid = server.create_session(relayed=mode == "relayed")
-    native, pub = native_publisher(server, sid)
-    page = Page(chromium, f"http://127.0.0.1:{server.port}")
-    try:
+    with native_and_page(chromium, server, sid) as (native, page):
         me = page.call("connect", server.api_key, sid, server.token(sid, "publisher", data="browser"))
         got = page.call("subscribe", "native")
         stats = page.call("framesDecoded", got["streamId"], 30)
@@ -172,18 +182,12 @@ def test_media_and_signals_both_ways(chromium, server, mode):
         assert all(s["type"] == "signal:typed" and s["from"] == native.connection.id for s in typed), typed
         native.unsubscribe(viewer)
         viewer.close()
-    finally:
-        page.close()
-        native.close()
-        pub.close()
 
 
 def test_a_viewer_page_without_camera_signals_mdns_candidates_and_receives(chromium, server, mode):
     """No camera permission on this origin: Chromium hides its addresses behind mDNS names, as for a real viewer."""
     sid = server.create_session(relayed=mode == "relayed")
-    native, pub = native_publisher(server, sid)
-    page = Page(chromium, f"http://127.0.0.1:{server.port}", media=False)
-    try:
+    with native_and_page(chromium, server, sid, media=False) as (native, page):
         me = page.call("connect", server.api_key, sid, server.token(sid, "subscriber", data="viewer"))
         assert me["role"] == "subscriber" and me["capabilities"]["publish"] == 0
         got = page.call("subscribe", "native")
@@ -191,10 +195,6 @@ def test_a_viewer_page_without_camera_signals_mdns_candidates_and_receives(chrom
         assert (stats["video"]["frameWidth"], stats["video"]["frameHeight"]) == (W, H), stats
         hosts = [c.split()[4] for c in page.js("H.localCandidates()") if " typ host" in c]
         assert hosts and all(h.endswith(".local") for h in hosts), hosts
-    finally:
-        page.close()
-        native.close()
-        pub.close()
 
 
 def test_a_moderator_force_mutes_the_browsers_publisher(chromium, server, mode):
@@ -240,12 +240,10 @@ def test_a_moderator_force_mutes_the_browsers_publisher(chromium, server, mode):
 
 def test_the_browser_as_moderator_and_its_errors(chromium, server):
     sid = server.create_session()
-    native, pub = native_publisher(server, sid)
-    muted = threading.Event()
-    pub.on("mute_forced", lambda active: active and muted.set())
-    other = Native(server, sid, data="other")
-    page = Page(chromium, f"http://127.0.0.1:{server.port}", media=False)
-    try:
+    with native_and_page(chromium, server, sid, media=False) as (native, page), \
+            contextlib.closing(Native(server, sid, data="other")) as other:
+        muted = threading.Event()
+        native.publisher.on("mute_forced", lambda active: active and muted.set())
         with pytest.raises(PageError) as e:
             page.call("connect", server.api_key, sid, server.token(sid, "moderator") + "x")
         assert e.value.code == 1004
@@ -275,19 +273,13 @@ def test_the_browser_as_moderator_and_its_errors(chromium, server):
         page.call("moderate", "disableForceMute")
         assert native.expect(native.events, lambda e: e[0] == "mute_forced") == ("mute_forced", False)
         assert [e["active"] for e in page.js("H.eventsOf('muteForced')")] == [True, True, False]
-    finally:
-        page.close()
-        other.close()
-        native.close()
-        pub.close()
 
 
 def test_the_browser_resumes_after_its_signaling_connection_is_cut(chromium, server, mode):
     sid = server.create_session(relayed=mode == "relayed")
-    native, pub = native_publisher(server, sid)
     proxy = TCPProxy(server.port)
-    page = Page(chromium, f"http://127.0.0.1:{proxy.port}")  # otsession.js then signals through the proxy too
-    try:
+    # The page comes through the proxy, so otsession.js (whose server is where it came from) signals through it too.
+    with contextlib.closing(proxy), native_and_page(chromium, server, sid, port=proxy.port) as (native, page):
         me = page.call("connect", server.api_key, sid, server.token(sid, "publisher", data="browser"))
         got = page.call("subscribe", "native")
         page.call("framesDecoded", got["streamId"], 10)
@@ -317,11 +309,6 @@ def test_the_browser_resumes_after_its_signaling_connection_is_cut(chromium, ser
         n = len(viewer.frames)
         assert wait_until(lambda: len(viewer.frames) >= n + 30), "the browser's stream stopped"
         viewer.close()
-    finally:
-        page.close()
-        proxy.close()
-        native.close()
-        pub.close()
 
 
 def test_the_demo_web_page(chromium, ot_demo, tmp_path):
