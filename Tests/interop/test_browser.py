@@ -208,7 +208,8 @@ def test_a_moderator_force_mutes_the_browsers_publisher(chromium, server, mode):
         viewer = Viewer(stream)
         moderator.subscribe(viewer)
         viewer.expect("connected", timeout=20)
-        assert wait_until(lambda: len(viewer.pcm) >= 100, timeout=20)
+        assert wait_until(lambda: len(viewer.pcm) >= 100 and len(viewer.frames) >= 30, timeout=20)
+        assert {(w, h) for w, h, _ in viewer.frames} == {(W, H)}  # the browser's camera at the size it asked for
         loud = rms(b"".join(viewer.pcm[50:]))
         assert loud > 300 and abs(tone_hz(b"".join(viewer.pcm[50:]), viewer.rate) - BROWSER_TONE_HZ) < 25, loud
 
