@@ -35,6 +35,10 @@ final class PublisherEngine: @unchecked Sendable {
         var rttCount = 0
         /// Fails the connection to the router if it does not connect in time; cancelled once connected or dropped.
         var connectTimer: (any DispatchSourceTimer)?
+        /// What this peer negotiated for each kind (set once connected): the payload type and header extensions its
+        /// copy of each packet carries.
+        var audioOut: (payloadType: UInt8, extensions: RTPExtensionRewriter)?
+        var videoOut: (payloadType: UInt8, extensions: RTPExtensionRewriter)?
 
         init(id: String, link: MediaLink, subscriber: String?, rate: LossBasedBitrate) {
             self.id = id; self.link = link; self.subscriber = subscriber; self.rate = rate
@@ -214,7 +218,10 @@ final class PublisherEngine: @unchecked Sendable {
 
     // MARK: peers (on queue)
 
-    static let extensionIds = RTPHeaderExtensionIds(transportSequenceNumber: SDPNegotiation.transportCCExtensionId)
+    /// What the send pipelines write (each peer's copy is rewritten to what that peer negotiated): a transport-wide
+    /// sequence number (each connection stamps its own) and the audio level.
+    static let extensionIds = RTPHeaderExtensionIds(transportSequenceNumber: SDPNegotiation.transportCCExtensionId,
+                                                    audioLevel: SDPNegotiation.audioLevelExtensionId)
 
     private func linkConfig() -> PeerConnectionConfig {
         let sid = stream?.id ?? "ot"
@@ -340,7 +347,7 @@ final class PublisherEngine: @unchecked Sendable {
                 onFailure?(OTError(.publisherWebRTC, "bad answer from the media router: \(error)"))
                 dropPeer(p.id, tellOtherSide: true)
             }
-        case .mediaCandidate(_, let c):
+        case .mediaCandidate(_, let c, _, _):
             p.link.addRemoteCandidate(c)
         case .mediaClose:
             let router = p.subscriber == nil
@@ -361,11 +368,15 @@ final class PublisherEngine: @unchecked Sendable {
         guard peers[p.id] === p else { return }
         switch e {
         case .localCandidate(let c):
-            session?.sendMedia(.mediaCandidate(peerId: p.id, candidate: c.description))
+            session?.sendMedia(p.link.candidateMessage(peerId: p.id, c.description))
         case .localCandidatesComplete:
-            session?.sendMedia(.mediaCandidate(peerId: p.id, candidate: ""))
+            session?.sendMedia(p.link.candidateMessage(peerId: p.id, ""))
         case .connected:
             p.connected = true
+            for m in p.link.negotiated?.media ?? [] {
+                let out = (m.codec.payloadType, RTPExtensionRewriter(source: Self.extensionIds, target: m.extensionIds, mid: m.mid))
+                if m.kind == "audio" { p.audioOut = out } else if m.kind == "video" { p.videoOut = out }
+            }
             if p.subscriber == nil { republishDeadline = nil }
             p.stopConnectTimer()
             rebuildTargets()
@@ -459,7 +470,7 @@ final class PublisherEngine: @unchecked Sendable {
         do {
             try video.send(frame, now: now) { packet in
                 videoRate.record(bytes: packet.count, at: now)
-                fanOut(&packet, to: videoTargets)
+                fanOut(packet, to: videoTargets, now: now, \.videoOut)
             }
         } catch {
             Log.warn("publisher", "video encode failed: \(error)")
@@ -472,18 +483,20 @@ final class PublisherEngine: @unchecked Sendable {
         queue.async { [self] in
             guard running, sendingAudio, !audioTargets.isEmpty, let audio else { return }
             do {
-                try audio.send(copy, settings: settings, now: MonotonicClock.now()) { packet in fanOut(&packet, to: audioTargets) }
+                let now = MonotonicClock.now()
+                try audio.send(copy, settings: settings, now: now) { packet in fanOut(packet, to: audioTargets, now: now, \.audioOut) }
             } catch {
                 Log.warn("publisher", "audio encode failed: \(error)")
             }
         }
     }
 
-    /// Sends one packet to every target: each gets its own copy, protected in place by its connection.
-    private func fanOut(_ packet: inout [UInt8], to targets: [Peer]) {
+    /// Sends one packet to every target: each gets its own copy, with the payload type and header extensions that
+    /// peer negotiated, written into the reused `scratch` and protected in place by its connection.
+    private func fanOut(_ packet: [UInt8], to targets: [Peer], now: Instant, _ negotiated: KeyPath<Peer, (payloadType: UInt8, extensions: RTPExtensionRewriter)?>) {
         for p in targets {
-            scratch.removeAll(keepingCapacity: true)
-            scratch.append(contentsOf: packet)
+            guard let out = p[keyPath: negotiated], out.extensions.rewrite(packet, into: &scratch, now: now) else { continue }
+            scratch[1] = scratch[1] & 0x80 | out.payloadType
             p.link.sendRTP(&scratch)
         }
     }

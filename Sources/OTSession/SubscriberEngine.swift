@@ -222,7 +222,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
                 } catch {
                     fail(OTError(.subscriberWebRTC, "bad answer: \(error)"))
                 }
-            case .mediaCandidate(_, let c):
+            case .mediaCandidate(_, let c, _, _):
                 link.addRemoteCandidate(c)
             case .mediaQuality(_, let event) where routed:
                 switch event {
@@ -247,9 +247,9 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         guard running else { return }
         switch e {
         case .localCandidate(let c):
-            session?.sendMedia(.mediaCandidate(peerId: peerId, candidate: c.description))
+            if let link { session?.sendMedia(link.candidateMessage(peerId: peerId, c.description)) }
         case .localCandidatesComplete:
-            session?.sendMedia(.mediaCandidate(peerId: peerId, candidate: ""))
+            if let link { session?.sendMedia(link.candidateMessage(peerId: peerId, "")) }
         case .connected:
             guard !connected else { return }
             connected = true
