@@ -52,6 +52,9 @@ class Native(otsession.Session):
     def on_stream_has_audio_changed(self, stream, has_audio):
         self.events.put(("has_audio", stream.id, has_audio))
 
+    def on_stream_has_video_changed(self, stream, has_video):
+        self.events.put(("has_video", stream.id, has_video))
+
     def on_mute_forced(self, active):
         self.events.put(("mute_forced", active))
 
@@ -180,6 +183,18 @@ def test_media_and_signals_both_ways(chromium, server, mode):
         typed = page.js("H.signals.filter((s) => s.data === 'from native')")
         assert {s.get("handler", "signal") for s in typed} == {"signal", "signal:typed"}, typed
         assert all(s["type"] == "signal:typed" and s["from"] == native.connection.id for s in typed), typed
+
+        # subscribeToVideo(false): the router (relayed: the native publisher) stops sending it; true brings it back.
+        page.js(f"H.subs.get('{got['streamId']}').subscribeToVideo(false)")
+        time.sleep(0.5)
+        stopped = page.call("subscriberStats", got["streamId"])["video"]["framesDecoded"]
+        time.sleep(1)
+        assert page.call("subscriberStats", got["streamId"])["video"]["framesDecoded"] - stopped <= 1
+        page.js(f"H.subs.get('{got['streamId']}').subscribeToVideo(true)")
+        page.call("framesDecoded", got["streamId"], 10, stopped)
+        # publishVideo(false): the others see hasVideo false.
+        page.js("H.publisher.publishVideo(false)")
+        assert native.expect(native.events, lambda e: e[0] == "has_video")[2] is False
         native.unsubscribe(viewer)
         viewer.close()
 
