@@ -77,7 +77,7 @@ public struct RTPExtensionRewriter: Sendable, Equatable {
             if writeMid, let id = target.mid { element(id, count: mid.count, &out); out.append(contentsOf: mid) }
             if let id = target.transportSequenceNumber { element(id, count: 2, &out); out.append(0); out.append(0) }
             if let id = target.absSendTime {
-                let v = UInt32(truncatingIfNeeded: ((now.micros % 64_000_000 + 64_000_000) % 64_000_000 << 18) / 1_000_000)
+                let v = AbsSendTime.value(micros: now.micros)
                 element(id, count: 3, &out)
                 out.append(UInt8(truncatingIfNeeded: v >> 16)); out.append(UInt8(truncatingIfNeeded: v >> 8)); out.append(UInt8(truncatingIfNeeded: v))
             }

@@ -264,7 +264,7 @@ extension ClientMessage: Codable {
                                    sdpMLineIndex: try c.opt("sdpMLineIndex"))
         case "mediaClose": self = .mediaClose(peerId: try c.req("peerId"))
         case "subscriberSettings": self = .subscriberSettings(peerId: try c.req("peerId"), audio: try c.req("audio"), video: try c.req("video"))
-        default: throw WireError("unknown client message type \(type.prefix(40))")
+        default: throw UnknownMessageType(type: String(type.prefix(64)), id: try? c.opt("id"))
         }
     }
 
@@ -385,6 +385,14 @@ extension ServerMessage: Codable {
     }
 }
 
+/// A well-formed client message whose `type` this server does not know (a newer client's). The server answers a
+/// request (one with an integer `id`) with an error `reply` and keeps the connection: forward compatibility.
+public struct UnknownMessageType: Error, Equatable, Sendable {
+    public var type: String
+    public var id: Int?
+    public init(type: String, id: Int?) { self.type = type; self.id = id }
+}
+
 /// JSON text for the wire, and back.
 public enum SignalingCodec {
     public static func encode<T: Encodable>(_ m: T) -> String {
@@ -393,8 +401,10 @@ public enum SignalingCodec {
         guard let d = try? enc.encode(m) else { return "{}" }
         return String(decoding: d, as: UTF8.self)
     }
+    /// Throws `UnknownMessageType` for a message of a type it does not know, `WireError` for anything malformed.
     public static func decodeClient(_ text: String) throws -> ClientMessage {
-        do { return try JSONDecoder().decode(ClientMessage.self, from: Data(text.utf8)) } catch let e as WireError { throw e } catch {
+        do { return try JSONDecoder().decode(ClientMessage.self, from: Data(text.utf8)) } catch let e as WireError { throw e }
+        catch let e as UnknownMessageType { throw e } catch {
             throw WireError("bad client message: \(error)")
         }
     }
