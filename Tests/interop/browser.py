@@ -91,7 +91,8 @@ class Page:
 
 class TCPProxy:
     """Forwards 127.0.0.1:port to `target_port`; `cut()` resets every connection open so far (new ones still pass),
-    as a network drop would look to both ends."""
+    as a network drop would look to both ends; `freeze()` black-holes them instead (nothing passes, nothing
+    closes), as a dead path does."""
 
     def __init__(self, target_port):
         self.target_port = target_port
@@ -99,6 +100,7 @@ class TCPProxy:
         self.port = self.listener.getsockname()[1]
         self.lock = threading.Lock()
         self.open = []
+        self.frozen = set()
         self.passing = threading.Event()
         self.passing.set()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -121,11 +123,11 @@ class TCPProxy:
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pump(src, dst):
+    def _pump(self, src, dst):
         try:
             while data := src.recv(65536):
-                dst.sendall(data)
+                if src not in self.frozen:
+                    dst.sendall(data)
         except OSError:
             pass
         finally:
@@ -150,6 +152,12 @@ class TCPProxy:
             except OSError:
                 pass
         return len(victims) // 2
+
+    def freeze(self):
+        """Stops forwarding on every connection open so far, without closing any; returns how many."""
+        with self.lock:
+            self.frozen.update(self.open)
+            return len(self.open) // 2
 
     def release(self):
         self.passing.set()

@@ -327,6 +327,22 @@ def test_the_browser_resumes_after_its_signaling_connection_is_cut(chromium, ser
         viewer.close()
 
 
+def test_the_browser_notices_a_silent_connection_and_resumes(chromium, server):
+    """A page cannot see WebSocket pings: it sends a `ping` request after an interval without messages and counts a
+    connection silent for three intervals as dropped. A proxy black-holes the connection (nothing passes, nothing
+    closes): the page resumes on a new one."""
+    sid = server.create_session()
+    proxy = TCPProxy(server.port)
+    with contextlib.closing(proxy), native_and_page(chromium, server, sid, media=False, port=proxy.port) as (native, page):
+        page.call("connect", server.api_key, sid, server.token(sid, "subscriber", data="browser"), {"pingInterval": 500})
+        time.sleep(2.5)  # idle but alive: the server answers the page's pings
+        assert page.js("H.eventsOf('sessionReconnecting').length") == 0
+        assert proxy.freeze() >= 1
+        assert wait_until(lambda: page.js("H.eventsOf('sessionReconnected').length") == 1, timeout=15), page.log()
+        native.send_signal("back", "after the silence")
+        assert wait_until(lambda: page.js("H.signalsFrom('signal:back').length") >= 1)
+
+
 def test_the_demo_web_page(chromium, ot_demo, tmp_path):
     """`ot-demo --web` prints a URL of its embedded server's /demo page; opened in Chromium, the page shows the demo's
     test pattern and its own camera (a screenshot's video areas are not blank), the browser's stream reaches the

@@ -16,6 +16,9 @@ const RECONNECT_ATTEMPT_MS = 4000;
 const DEFAULT_GRACE_MS = 10000;
 /** How long the first `connect` may take. */
 const CONNECT_TIMEOUT_MS = 15000;
+/** Liveness: after this long without a message the page sends a `ping` request; after three times as long the
+ * connection counts as dropped (as the native client's WebSocket pings, docs/protocol.md "Pings"). */
+const DEFAULT_PING_INTERVAL_MS = 10000;
 /** A subscriber or publisher whose media does not connect (or reconnect) within this time fails. */
 const MEDIA_TIMEOUT_MS = 30000;
 const MAX_SIGNAL_TYPE = 128;
@@ -874,7 +877,7 @@ const blockedAudio = new Set();
 // Session
 
 /** A session of a libotsession server: `OT.initSession(apiKey, sessionId, {serverUrl, iceConfig,
- * connectionEventsSuppressed})`. Events: sessionConnected, sessionDisconnected, sessionReconnecting,
+ * connectionEventsSuppressed, pingInterval})`. Events: sessionConnected, sessionDisconnected, sessionReconnecting,
  * sessionReconnected, connectionCreated, connectionDestroyed, streamCreated, streamDestroyed, streamPropertyChanged,
  * signal, signal:<type>, muteForced. */
 export class Session extends Emitter {
@@ -885,6 +888,7 @@ export class Session extends Emitter {
     this.sessionId = String(sessionId);
     this._options = { ...options };
     this.#url = signalingURL(options.serverUrl);
+    this.#pingMs = options.pingInterval > 0 ? Number(options.pingInterval) : DEFAULT_PING_INTERVAL_MS;
     this.connection = null;
     this.capabilities = { publish: 0, subscribe: 0, forceMute: 0, forceDisconnect: 0, supportsWebRTC: 1 };
   }
@@ -901,6 +905,9 @@ export class Session extends Emitter {
   #resumeToken = null;
   #graceMs = DEFAULT_GRACE_MS;
   #reconnect = null;             // {giveUpAt, attempts, timer}
+  #pingMs;
+  #pingTimer = null;
+  #lastHeard = 0;
   #connectTimer = null;
   #connectCallback = null;
   #connections = new Map();      // other clients
@@ -956,6 +963,7 @@ export class Session extends Emitter {
     };
     ws.onmessage = (e) => {
       if (gen !== this.#socketGen || typeof e.data !== "string") return;
+      this.#lastHeard = Date.now();
       let m;
       try { m = JSON.parse(e.data); } catch { return; }
       if (m && typeof m === "object") this.#receive(m);
@@ -969,6 +977,21 @@ export class Session extends Emitter {
     const ws = this.#ws;
     this.#ws = null;
     if (ws) { ws.onopen = ws.onmessage = ws.onclose = null; try { ws.close(); } catch { /* closing */ } }
+  }
+
+  /** Browsers can neither send WebSocket pings nor see the server's: after an interval without a message the page
+   * sends a `ping` request (a server that does not know the type still answers it: docs/protocol.md, "Unknown
+   * message types"), and a socket silent for three intervals counts as dropped. */
+  #checkLiveness() {
+    if (this.#state !== "connected" || this.#reconnect || !this.#ws || this.#ws.readyState !== WebSocket.OPEN) return;
+    const silent = Date.now() - this.#lastHeard;
+    if (silent >= 3 * this.#pingMs) {
+      console.info(`otsession.js: nothing from the server for ${silent} ms; reconnecting`);
+      this.#closeSocket();
+      this.#socketClosed(this.#socketGen, `silent for ${silent} ms`);
+    } else if (silent >= this.#pingMs) {
+      this.#ws.send(JSON.stringify({ type: "ping", id: this.#nextId++ }));
+    }
   }
 
   #socketClosed(gen, why) {
@@ -1081,6 +1104,7 @@ export class Session extends Emitter {
     this.#connectCallback = null;
     for (const c of m.connections || []) if (c.id !== this.connection.connectionId) this.#connections.set(c.id, new Connection(c));
     for (const s of m.streams || []) if (s.connectionId !== this.connection.connectionId) this.#streams.set(s.id, this.#makeStream(s));
+    this.#pingTimer = setInterval(() => this.#checkLiveness(), this.#pingMs / 2);
     cb?.resolve();
     this._emit("sessionConnected", { connections: this.connections, streams: [...this.#streams.values()] });
     this._emit("connectionCreated", { connection: this.connection });
@@ -1356,6 +1380,7 @@ export class Session extends Emitter {
   #finish(reason) {
     if (this.#state === "disconnected") return;
     clearTimeout(this.#reconnect?.timer);
+    clearInterval(this.#pingTimer);
     this.#reconnect = null;
     this.#state = "disconnected";
     this.#closeSocket();
