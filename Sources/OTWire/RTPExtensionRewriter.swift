@@ -36,7 +36,10 @@ public struct RTPExtensionRewriter: Sendable, Equatable {
     public let target: RTPHeaderExtensionIds
     /// The receiver's MID value for the section (written when `target.mid` is set).
     public let mid: [UInt8]
-    private let oneByte: Bool
+    /// The block as written (profile, length and elements, padded), without and with the audio level; per packet
+    /// only abs-send-time and the level are filled in, at these offsets into the block.
+    private let block: [UInt8], blockWithLevel: [UInt8]
+    private let absSendTimeAt: Int?, levelAt: Int?
 
     /// `mid`: the receiver's mid for the section; an empty or overlong one (over 255 bytes) is not written.
     public init(source: RTPHeaderExtensionIds, target: RTPHeaderExtensionIds, mid: String?) {
@@ -45,7 +48,36 @@ public struct RTPExtensionRewriter: Sendable, Equatable {
         let bytes = Array((mid ?? "").utf8)
         self.mid = bytes.count <= 255 ? bytes : []
         let ids = [target.absSendTime, target.transportSequenceNumber, target.mid, target.audioLevel].compactMap { $0 }
-        oneByte = ids.allSatisfy { (1...14).contains($0) } && self.mid.count <= 16
+        let oneByte = ids.allSatisfy { (1...14).contains($0) } && self.mid.count <= 16
+        var elements: [(UInt8, [UInt8])] = []
+        if let id = target.mid, !self.mid.isEmpty { elements.append((id, self.mid)) }
+        if let id = target.transportSequenceNumber { elements.append((id, [0, 0])) }
+        if let id = target.absSendTime { elements.append((id, [0, 0, 0])) }
+        func write(_ elements: [(UInt8, [UInt8])]) -> (block: [UInt8], valueAt: [UInt8: Int]) {
+            guard !elements.isEmpty else { return ([], [:]) }
+            var b: [UInt8] = oneByte ? [0xBE, 0xDE, 0, 0] : [0x10, 0x00, 0, 0]
+            var at: [UInt8: Int] = [:]
+            for (id, value) in elements {
+                b += oneByte ? [id << 4 | UInt8(value.count - 1)] : [id, UInt8(value.count)]
+                at[id] = b.count
+                b += value
+            }
+            while b.count % 4 != 0 { b.append(0) }
+            let words = (b.count - 4) / 4
+            b[2] = UInt8(truncatingIfNeeded: words >> 8); b[3] = UInt8(truncatingIfNeeded: words)
+            return (b, at)
+        }
+        let plain = write(elements)
+        block = plain.block
+        absSendTimeAt = target.absSendTime.flatMap { plain.valueAt[$0] }
+        if let id = target.audioLevel {
+            let withLevel = write(elements + [(id, [0])])
+            blockWithLevel = withLevel.block
+            levelAt = withLevel.valueAt[id]
+        } else {
+            blockWithLevel = block
+            levelAt = nil
+        }
     }
 
     /// Writes `packet` into `out` with the receiver's extensions. `out` is emptied first and keeps its storage:
@@ -64,39 +96,24 @@ public struct RTPExtensionRewriter: Sendable, Equatable {
             guard n >= header + 4 else { return false }
             payloadStart = header + 4 + 4 * (Int(packet[header + 2]) << 8 | Int(packet[header + 3]))
             guard payloadStart <= n else { return false }
-            if let id = source.audioLevel, target.audioLevel != nil,
+            if let id = source.audioLevel, levelAt != nil,
                let r = RTPHeaderExtensions.valueRange(in: packet, id: id), r.count == 1 { level = packet[r.lowerBound] }
         }
-        let writeMid = target.mid != nil && !mid.isEmpty
-        let any = writeMid || target.transportSequenceNumber != nil || target.absSendTime != nil || level != nil
-        out.append(any ? packet[0] | 0x10 : packet[0] & ~0x10)
-        out.append(contentsOf: packet[1..<header])
-        if any {
-            out.append(oneByte ? 0xBE : 0x10); out.append(oneByte ? 0xDE : 0x00); out.append(0); out.append(0)
-            let start = out.count
-            if writeMid, let id = target.mid { element(id, count: mid.count, &out); out.append(contentsOf: mid) }
-            if let id = target.transportSequenceNumber { element(id, count: 2, &out); out.append(0); out.append(0) }
-            if let id = target.absSendTime {
+        let ext = level != nil ? blockWithLevel : block
+        out.reserveCapacity(n + ext.count)
+        out.append(ext.isEmpty ? packet[0] & ~0x10 : packet[0] | 0x10)
+        packet.withUnsafeBufferPointer { out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[1..<header])) }
+        if !ext.isEmpty {
+            out.append(contentsOf: ext)
+            if let at = absSendTimeAt {
                 let v = AbsSendTime.value(micros: now.micros)
-                element(id, count: 3, &out)
-                out.append(UInt8(truncatingIfNeeded: v >> 16)); out.append(UInt8(truncatingIfNeeded: v >> 8)); out.append(UInt8(truncatingIfNeeded: v))
+                out[header + at] = UInt8(truncatingIfNeeded: v >> 16)
+                out[header + at + 1] = UInt8(truncatingIfNeeded: v >> 8)
+                out[header + at + 2] = UInt8(truncatingIfNeeded: v)
             }
-            if let id = target.audioLevel, let level { element(id, count: 1, &out); out.append(level) }
-            while (out.count - start) % 4 != 0 { out.append(0) }
-            let words = (out.count - start) / 4
-            out[start - 2] = UInt8(truncatingIfNeeded: words >> 8)
-            out[start - 1] = UInt8(truncatingIfNeeded: words)
+            if let level, let at = levelAt { out[header + at] = level }
         }
-        out.append(contentsOf: packet[payloadStart...])
+        packet.withUnsafeBufferPointer { out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[payloadStart...])) }
         return true
-    }
-
-    /// An element header: one byte (id, length - 1) or two (id, length).
-    @inline(__always) private func element(_ id: UInt8, count: Int, _ out: inout [UInt8]) {
-        if oneByte {
-            out.append(id << 4 | UInt8(truncatingIfNeeded: count - 1))
-        } else {
-            out.append(id); out.append(UInt8(truncatingIfNeeded: count))
-        }
     }
 }
