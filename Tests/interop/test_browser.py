@@ -37,14 +37,14 @@ class Native(otsession.Session):
 
     def __init__(self, server, sid, role="publisher", data="native"):
         super().__init__(server.api_key, sid, server_url=server.url)
-        self.streams, self.signals, self.events = queue.Queue(), queue.Queue(), queue.Queue()
+        self.created, self.signals, self.events = queue.Queue(), queue.Queue(), queue.Queue()
         connected = threading.Event()
         self.on("connected", connected.set)
         self.connect(server.token(sid, role, data=data))
         assert connected.wait(10), "the native client did not connect"
 
     def on_stream_created(self, stream):
-        self.streams.put(stream)
+        self.created.put(stream)
 
     def on_signal_received(self, type, data, connection):
         self.signals.put((type, data, connection.id if connection else None))
@@ -55,8 +55,8 @@ class Native(otsession.Session):
     def on_stream_has_video_changed(self, stream, has_video):
         self.events.put(("has_video", stream.id, has_video))
 
-    def on_mute_forced(self, active):
-        self.events.put(("mute_forced", active))
+    def on_mute_forced(self, info):
+        self.events.put(("mute_forced", info.active, info.stream_id))
 
     def on_disconnected(self):
         self.events.put(("disconnected",))
@@ -70,7 +70,7 @@ class Native(otsession.Session):
     def stream_named(self, name, timeout=15):
         end = time.time() + timeout
         while time.time() < end:
-            s = self.streams.get(timeout=max(0.01, end - time.time()))
+            s = self.created.get(timeout=max(0.01, end - time.time()))
             if s.name == name:
                 return s
         raise AssertionError(f"no stream {name}")
@@ -275,7 +275,7 @@ def test_the_browser_as_moderator_and_its_errors(chromium, server):
 
         page.call("moderate", "forceMuteStream", "native")
         assert muted.wait(10), "the native publisher was not told"
-        assert native.expect(native.events, lambda e: e[0] == "mute_forced") == ("mute_forced", True)
+        assert native.expect(native.events, lambda e: e[0] == "mute_forced") == ("mute_forced", True, next(s.id for s in native.streams.values() if s.own))
         assert wait_until(lambda: page.js("H.eventsOf('streamPropertyChanged').some((e) => e.changedProperty === 'hasAudio' && e.newValue === false)"))
 
         other_id = other.connection.id
@@ -285,9 +285,9 @@ def test_the_browser_as_moderator_and_its_errors(chromium, server):
         assert wait_until(lambda: page.js("H.eventsOf('connectionDestroyed').map((e) => [e.connection, e.reason])") == [gone])
 
         page.call("moderate", "forceMuteAll")
-        assert native.expect(native.events, lambda e: e[0] == "mute_forced") == ("mute_forced", True)
+        assert native.expect(native.events, lambda e: e[0] == "mute_forced") == ("mute_forced", True, None)
         page.call("moderate", "disableForceMute")
-        assert native.expect(native.events, lambda e: e[0] == "mute_forced") == ("mute_forced", False)
+        assert native.expect(native.events, lambda e: e[0] == "mute_forced") == ("mute_forced", False, None)
         assert [e["active"] for e in page.js("H.eventsOf('muteForced')")] == [True, True, False]
 
 
