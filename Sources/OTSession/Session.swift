@@ -58,6 +58,9 @@ public protocol SessionDelegate: AnyObject {
     /// The connection was resumed with the same connection id (as `sessionDidReconnect:`). Streams and connections
     /// that came or went meanwhile are reported next as created/destroyed messages; queued signals are sent.
     func sessionDidReconnect(_ session: Session)
+    /// The playout device (`setAudioDevice`, a speaker) failed: it could not be opened or was lost. Playout goes on,
+    /// discarded, on the headless device.
+    func session(_ session: Session, deviceFailed error: DeviceError)
 }
 
 extension SessionDelegate {
@@ -74,6 +77,7 @@ extension SessionDelegate {
     public func session(_ session: Session, statusChanged status: SessionStatus) {}
     public func sessionDidBeginReconnecting(_ session: Session) {}
     public func sessionDidReconnect(_ session: Session) {}
+    public func session(_ session: Session, deviceFailed error: DeviceError) {}
 }
 
 /// A client's connection to a session (modelled on OTSession). Thread-safe: call from any thread.
