@@ -476,10 +476,17 @@ public final class Session: @unchecked Sendable {
     /// first and then of its consequences (a publisher's `muteForced`), except for the session's end, which is its
     /// last message (after its publisher's `streamDestroyed`).
     private func dispatch(_ e: SessionEvent) {
-        if case .disconnected = e {
+        switch e {
+        case .disconnected:
             media.sessionEvent(e, session: self)
             deliverToDelegate(e)
-        } else {
+        case .streamDestroyed:
+            // Its subscriptions end (silently) before the delegate hears of it, so an `unsubscribe` from there
+            // finds none (1112); the publisher's own `streamDestroyed` still follows the session's.
+            media.sessionEvent(e, session: self) { $0 is Subscriber }
+            deliverToDelegate(e)
+            media.sessionEvent(e, session: self) { !($0 is Subscriber) }
+        default:
             deliverToDelegate(e)
             media.sessionEvent(e, session: self)
         }

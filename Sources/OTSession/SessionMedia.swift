@@ -174,8 +174,8 @@ final class SessionMedia: @unchecked Sendable {
     }
 
     /// A session event, on the executor.
-    func sessionEvent(_ e: SessionEvent, session: Session) {
-        for c in attachedClients() { c.sessionEvent(e, session: session) }
+    func sessionEvent(_ e: SessionEvent, session: Session, to included: (any SessionMediaClient) -> Bool = { _ in true }) {
+        for c in attachedClients() where included(c) { c.sessionEvent(e, session: session) }
     }
 
     /// The earliest control deadline of the publisher and subscribers (executor).
