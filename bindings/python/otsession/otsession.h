@@ -660,6 +660,11 @@ ot_status ot_publisher_get_rtc_stats_report(ot_publisher * publisher, char * buf
 /// The publisher's sending counters now.
 ot_status ot_publisher_get_stats(ot_publisher * publisher, ot_publisher_stats * stats);
 
+/// The publisher's stream as it is now (as OTPublisherKit.stream) into `stream`: a copy the caller releases with
+/// ot_stream_delete. OT_ERR_ILLEGAL_STATE while it is not publishing (before on_stream_created, after
+/// on_stream_destroyed).
+ot_status ot_publisher_get_stream(ot_publisher * publisher, ot_stream * * stream);
+
 /// Creates a publisher (NULL settings: the defaults); NULL when `callbacks` is NULL, a setting is out of range, or
 /// OT_VIDEO_SOURCE_CAMERA names no camera (or there is none). Nothing is captured until ot_session_publish.
 ot_publisher * ot_publisher_new(ot_publisher_settings const * settings, ot_publisher_callbacks const * callbacks);
