@@ -12,7 +12,7 @@ from ._errors import OTError, check
 from ._lib import lib
 
 ID_BUFFER = 256
-TOKEN_BUFFER = 4096
+TOKEN_BUFFER = 32768
 
 
 class SessionStatus(enum.IntEnum):
