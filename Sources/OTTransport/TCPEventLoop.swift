@@ -465,9 +465,13 @@ public final class TCPEventLoop: @unchecked Sendable {
             return
         }
         if mask & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
-            while !c.isClosed && !c.readPaused {
+            // At most four buffers per wake-up: a peer that sends without pause must not starve the others
+            // (epoll is level-triggered, so the rest is read on the next round).
+            var reads = 0
+            while !c.isClosed && !c.readPaused && reads < 4 {
                 let n = buf.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
                 if n > 0 {
+                    reads += 1
                     buf.withUnsafeBytes { c.delegate?.tcpReceived(c, UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
                     if let l = c.listener, !c.isClosed, c.pendingBytes > l.limits.readPauseBytes {
                         // Backpressure: it does not read what it asked for; stop reading until half has drained.
