@@ -113,6 +113,9 @@ public final class SessionServer: @unchecked Sendable {
         guard let p = configuration.projects.first(where: { $0.apiKey == sid.apiKey }) else {
             throw OTError(.invalidParameter, "no project \(sid.apiKey) on this server")
         }
+        guard (1...ClientToken.maxLifetime).contains(lifetimeSeconds) else {
+            throw OTError(.invalidParameter, "a token lives 1 second to 30 days, not \(lifetimeSeconds) seconds")
+        }
         let now = wallClockMillis() / 1000
         return try ClientToken(apiKey: p.apiKey, sessionId: sessionId, role: role, createTime: now, expireTime: now + lifetimeSeconds,
                                connectionData: data, format: format).mint(secret: p.secret)

@@ -129,7 +129,7 @@ public struct ClientToken: Sendable, Equatable {
     public init(apiKey: String, sessionId: String, role: SessionRole = .publisher, createTime: Int64, expireTime: Int64? = nil,
                 connectionData: String? = nil, initialLayoutClassList: [String] = [], format: TokenFormat = .jwt) {
         self.apiKey = apiKey; self.sessionId = sessionId; self.role = role; self.createTime = createTime
-        self.expireTime = expireTime ?? createTime + ClientToken.defaultLifetime
+        self.expireTime = expireTime ?? createTime.addingReportingOverflow(ClientToken.defaultLifetime).partialValue
         self.connectionData = connectionData; self.initialLayoutClassList = initialLayoutClassList; self.format = format
     }
 
