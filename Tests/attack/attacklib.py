@@ -216,38 +216,49 @@ def ws_frame(opcode, payload, fin=True):
     return header + mask + (int.from_bytes(payload, "big") ^ int.from_bytes(m, "big")).to_bytes(n, "big")
 
 
-def read_frames(s, timeout=10):
-    """Frames from a raw socket until it closes or `timeout`: [(opcode, payload)]."""
-    s.settimeout(timeout)
-    buf = b""
-    frames = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            chunk = s.recv(65536)
-        except (socket.timeout, ConnectionResetError):
-            break
-        if not chunk:
-            break
-        buf += chunk
-        while len(buf) >= 2:
-            n = buf[1] & 0x7F
-            off = 2
-            if n == 126:
-                if len(buf) < 4:
-                    break
-                n = struct.unpack("!H", buf[2:4])[0]; off = 4
-            elif n == 127:
-                if len(buf) < 10:
-                    break
-                n = struct.unpack("!Q", buf[2:10])[0]; off = 10
-            if len(buf) < off + n:
+class FrameReader:
+    """Server frames from a raw socket, with the partial frame kept between calls."""
+
+    def __init__(self, sock):
+        self.sock, self.buf = sock, b""
+
+    def read(self, timeout, first=False):
+        """Frames until the socket closes, a close frame arrives or `timeout` (with `first`: as soon as there is
+        one): [(opcode, payload)]."""
+        frames = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                chunk = self.sock.recv(65536)
+            except (socket.timeout, ConnectionResetError):
                 break
-            frames.append((buf[0] & 0x0F, buf[off:off + n]))
-            buf = buf[off + n:]
-        if frames and frames[-1][0] == 8:
-            break
-    return frames
+            if not chunk:
+                break
+            self.buf += chunk
+            while len(self.buf) >= 2:
+                n = self.buf[1] & 0x7F
+                off = 2
+                if n == 126:
+                    if len(self.buf) < 4:
+                        break
+                    n = struct.unpack("!H", self.buf[2:4])[0]; off = 4
+                elif n == 127:
+                    if len(self.buf) < 10:
+                        break
+                    n = struct.unpack("!Q", self.buf[2:10])[0]; off = 10
+                if len(self.buf) < off + n:
+                    break
+                frames.append((self.buf[0] & 0x0F, self.buf[off:off + n]))
+                self.buf = self.buf[off + n:]
+            if frames and (first or frames[-1][0] == 8):
+                break
+        return frames
+
+
+def read_frames(s, timeout=10):
+    """Frames from a raw socket until it closes, a close frame arrives or `timeout`: [(opcode, payload)]."""
+    return FrameReader(s).read(timeout)
 
 
 def close_code(frames):

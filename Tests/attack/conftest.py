@@ -13,7 +13,7 @@ from attacklib import REPORT, Server, binary_path
 def binary():
     # The attacks open more sockets than a default soft limit of 1024 allows this process.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = 4096 if hard == resource.RLIM_INFINITY else min(hard, 4096)
+    want = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
     if soft < want:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     return binary_path()

@@ -1,7 +1,8 @@
 """Attacks on a real ot-server over loopback with raw sockets (issue 12). Each case checks what a user would see:
 a legitimate client still joins and exchanges a signal during the attack, the server's peak RSS stays within a
 stated bound, the process is alive, and the attacker gets the expected status or close code.
-Run: python3 -m pytest Tests/attack (the summary at the end lists every case's figures)."""
+Run: python3 -m pytest Tests/attack (the summary at the end lists every case's figures). ATTACK_SCALE=issue runs the
+sizes of the issue's table (minutes, not for CI); OT_SERVER_BIN picks the server binary (e.g. a release build)."""
 import json
 import os
 import select
@@ -14,11 +15,20 @@ import time
 
 import pytest
 
-from attacklib import (ROOT, Closed, SignalingClient, close_code, finish, legit_join, raw_socket, read_frames, ws_frame,
+from attacklib import (ROOT, Closed, FrameReader, SignalingClient, close_code, finish, legit_join, raw_socket, read_frames, ws_frame,
                        ws_upgrade)
 
 # Generous: the figures in the report show the real times (milliseconds); a loaded CI machine must not fail.
 JOIN_DEADLINE = 10.0
+
+# Attack sizes: bounded for CI, or the issue's own (ATTACK_SCALE=issue).
+SCALES = {
+    "ci": {"slowloris": [(1100, 256)], "pipeline_bytes": 64 << 20, "ping_seconds": 4, "ping_bytes": 100 << 20,
+           "reports": 5000},
+    "issue": {"slowloris": [(1100, 1024), (15000, None)], "pipeline_bytes": 63 << 20, "ping_seconds": 60,
+              "ping_bytes": 315 << 20, "reports": 20000},
+}
+SCALE = SCALES[os.environ.get("ATTACK_SCALE", "ci")]
 
 
 def closed_by_peer(s, timeout):
@@ -45,15 +55,16 @@ def wait_writable(s, timeout):
 
 # 1. Slowloris at the descriptor limit.
 
+@pytest.mark.parametrize("count,nofile", SCALE["slowloris"])
 @pytest.mark.parametrize("variant", ["default cap", "cap above the fd limit"])
-def test_slowloris_at_the_fd_limit(server_factory, variant):
+def test_slowloris_at_the_fd_limit(server_factory, variant, count, nofile):
     # nofile 256: the default global cap is 256 - 64 = 192 sockets; with --max-sockets above the limit, accept
-    # runs into EMFILE instead and must neither spin nor stop serving.
-    args = ["--max-sockets", "100000"] if variant != "default cap" else []
-    srv = server_factory(*args, nofile=256)
+    # runs into EMFILE instead and must neither spin nor stop serving. nofile None: the limit this process has.
+    args = ["--max-sockets", "10000000"] if variant != "default cap" else []
+    srv = server_factory(*args, nofile=nofile)
     sid = srv.create_session()
     held = []
-    for i in range(1100):
+    for i in range(count):
         try:
             s = raw_socket(srv.port, source=f"127.0.0.{2 + i % 5}", timeout=2)
             s.sendall(b"GET /v2/signaling HTTP/1.1\r\nHost: x\r\n")   # a head that never ends
@@ -69,7 +80,7 @@ def test_slowloris_at_the_fd_limit(server_factory, variant):
     for s in held:
         s.close()
     assert cpu < 1.5, f"the server used {cpu:.2f} s of CPU in about 2 s of attack: spinning"
-    finish(srv, f"slowloris, 1,100 half-open requests, nofile 256, {variant}", join_s,
+    finish(srv, f"slowloris, {count:,} half-open requests, nofile {nofile or 'inherited'}, {variant}", join_s,
            f"{alive} attacker sockets still open, the rest closed; server CPU {cpu:.2f} s over the join and 2 s", 150)
 
 
@@ -126,7 +137,7 @@ def test_pipelining_client_that_never_reads(server_factory):
     sent = 0
     stalled_since = None
     deadline = time.monotonic() + 20
-    while sent < 64 << 20 and time.monotonic() < deadline:
+    while sent < SCALE["pipeline_bytes"] and time.monotonic() < deadline:
         try:
             sent += s.send(req)
             stalled_since = None
@@ -137,7 +148,7 @@ def test_pipelining_client_that_never_reads(server_factory):
             wait_writable(s, 0.1)
     join_s = legit_join(srv, sid, JOIN_DEADLINE)
     s.close()
-    assert sent < 64 << 20, "the server kept reading a client that never reads"
+    assert sent < SCALE["pipeline_bytes"], "the server kept reading a client that never reads"
     finish(srv, "pipelined requests, never read", join_s, f"server stopped reading after {sent / 1e6:.1f} MB were sent", 100)
 
 
@@ -153,8 +164,8 @@ def test_ping_flood_from_a_client_that_never_reads(server_factory):
     state = {"sent": 0, "count": 0, "last": b""}
 
     def flood():
-        deadline = time.monotonic() + 4
-        while time.monotonic() < deadline and state["sent"] < 100 << 20:
+        deadline = time.monotonic() + SCALE["ping_seconds"]
+        while time.monotonic() < deadline and state["sent"] < SCALE["ping_bytes"]:
             first = state["count"]
             view = memoryview(b"".join(ws_frame(9, struct.pack("!Q", first + i)) for i in range(500)))
             while view:   # a batch is always sent whole, so `last` is the last ping the server gets
@@ -176,10 +187,11 @@ def test_ping_flood_from_a_client_that_never_reads(server_factory):
     t.join()
     # Now read until the latest ping's pong: far fewer pongs than pings, and the latest ping is answered.
     s.setblocking(True)
+    reader = FrameReader(s)
     pongs = []
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not (pongs and pongs[-1] == state["last"]):
-        pongs += [p for op, p in read_frames(s, 1) if op == 10]
+        pongs += [p for op, p in reader.read(1) if op == 10]
     s.close()
     count = state["count"]
     assert count > 10_000, count
@@ -201,7 +213,7 @@ def test_signal_fanout_to_clients_that_never_read(server_factory):
         assert ws_upgrade(sock).startswith("HTTP/1.1 101")
         sock.sendall(ws_frame(1, json.dumps({"type": "connect", "id": 1, "apiKey": srv.key, "sessionId": sid,
                                              "token": reused, "eventsSuppressed": True}).encode()))
-        head = read_frames_one(sock)
+        head = first_message(sock)
         if head.get("type") == "connected":
             sinks.append(sock)
         else:
@@ -259,34 +271,12 @@ def reply_code(c, rid):
             return m.get("code")
 
 
-def read_frames_one(sock, timeout=10):
-    """The first text message on a raw WebSocket, as JSON ({} when the socket closed)."""
-    for op, p in read_frames_until_text(sock, timeout):
+def first_message(sock, timeout=10):
+    """The first text message on a raw WebSocket, as JSON ({} when the socket closed first)."""
+    for op, p in FrameReader(sock).read(timeout, first=True):
         if op == 1:
             return json.loads(p)
     return {}
-
-
-def read_frames_until_text(sock, timeout):
-    sock.settimeout(timeout)
-    buf = b""
-    while True:
-        try:
-            chunk = sock.recv(65536)
-        except socket.timeout:
-            return []
-        if not chunk:
-            return []
-        buf += chunk
-        if len(buf) >= 2:
-            n = buf[1] & 0x7F
-            off = 2
-            if n == 126 and len(buf) >= 4:
-                n = struct.unpack("!H", buf[2:4])[0]; off = 4
-            elif n == 127 and len(buf) >= 10:
-                n = struct.unpack("!Q", buf[2:10])[0]; off = 10
-            if len(buf) >= off + n:
-                return [(buf[0] & 0x0F, buf[off:off + n])]
 
 
 # 6. Out-of-range numbers in every token field.
@@ -448,7 +438,7 @@ def test_report_issue_flooding(server_factory, tmp_path):
     c = SignalingClient(srv.port)
     assert c.connect(srv.key, sid, srv.token(sid), suppressed=True)["type"] == "connected"
     description = "start\n[server] forged line\u001b[31m" + "x" * 10_000
-    n = 5000
+    n = SCALE["reports"]
     for i in range(n):
         c.sock.sendall(ws_frame(1, json.dumps({"type": "reportIssue", "id": i + 10, "issueId": f"issue-{i:06d}",
                                                 "description": description}).encode()))
