@@ -123,8 +123,8 @@ fileprivate final class Listener {
     var queuedBytes = 0
     /// Accepting is paused after running out of descriptors with nothing to evict.
     var paused = false
-    /// Whether running out of descriptors was already logged (once per episode).
-    var exhaustionLogged = false
+    /// When running out of descriptors was last logged (at most once a minute).
+    var exhaustionLogged: Instant?
     init(fd: Int32, limits: TCPServerLimits, onAccept: @escaping TCPEventLoop.AcceptHandler) {
         self.fd = fd; self.limits = limits; self.onAccept = onAccept
         admission = ConnectionAdmission(maxConnections: limits.effectiveMaxConnections, maxPerAddress: limits.maxConnectionsPerAddress)
@@ -370,7 +370,7 @@ public final class TCPEventLoop: @unchecked Sendable {
 
     /// Accepts until the backlog is empty, admitting each socket by the listener's limits. Out of descriptors, it
     /// closes a pending socket (as at the cap) and retries; with none to close it stops accepting for 100 ms
-    /// instead of spinning, and says so once.
+    /// instead of spinning, and says so (at most once a minute).
     private func acceptAll(_ l: Listener) {
         while !l.paused {
             var addr = sockaddr_in()
@@ -384,8 +384,9 @@ public final class TCPEventLoop: @unchecked Sendable {
                 let e = errno
                 if e == EINTR || e == ECONNABORTED { continue }
                 if e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM {
-                    if !l.exhaustionLogged {
-                        l.exhaustionLogged = true
+                    let now = MonotonicClock.now()
+                    if l.exhaustionLogged.map({ now - $0 >= .seconds(60) }) ?? true {
+                        l.exhaustionLogged = now
                         Log.warn("tcp", "accept: out of descriptors (errno \(e)) with \(l.admission.count) sockets open; closing pending sockets to make room")
                     }
                     if let victim = l.admission.victim(), let c = l.conns[victim] {
@@ -396,7 +397,6 @@ public final class TCPEventLoop: @unchecked Sendable {
                 }
                 return
             }
-            l.exhaustionLogged = false
             let peer = Self.addressString(addr)
             let serial = takeSerial()
             switch l.admission.decide(address: peer) {
