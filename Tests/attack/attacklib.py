@@ -9,6 +9,7 @@ import json
 import os
 import resource
 import secrets
+import select
 import socket
 import struct
 import subprocess
@@ -227,11 +228,16 @@ class FrameReader:
         one): [(opcode, payload)]."""
         frames = []
         deadline = time.monotonic() + timeout
+        poll = select.poll()   # not settimeout: another thread may be sending on a non-blocking socket
+        poll.register(self.sock, select.POLLIN)
         while time.monotonic() < deadline:
-            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            if not poll.poll(max(0.0, deadline - time.monotonic()) * 1000):
+                break
             try:
                 chunk = self.sock.recv(65536)
-            except (socket.timeout, ConnectionResetError):
+            except BlockingIOError:
+                continue
+            except ConnectionResetError:
                 break
             if not chunk:
                 break

@@ -147,9 +147,23 @@ def test_pipelining_client_that_never_reads(server_factory):
                 break   # the server stopped reading
             wait_writable(s, 0.1)
     join_s = legit_join(srv, sid, JOIN_DEADLINE)
+    unread = unread_by_server(srv.port, s.getsockname()[1])
     s.close()
     assert sent < SCALE["pipeline_bytes"], "the server kept reading a client that never reads"
-    finish(srv, "pipelined requests, never read", join_s, f"server stopped reading after {sent / 1e6:.1f} MB were sent", 100)
+    assert unread > 0, "the server's side has nothing unread: the stall is not the server's backpressure"
+    finish(srv, "pipelined requests, never read", join_s,
+           f"server stopped reading after {sent / 1e6:.1f} MB were sent ({unread / 1e6:.1f} MB left unread in its socket)", 100)
+
+
+def unread_by_server(server_port, client_port):
+    """Bytes waiting in the server's receive queue for the connection from `client_port` (/proc/net/tcp)."""
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            local, remote = fields[1].split(":")[1], fields[2].split(":")[1]
+            if int(local, 16) == server_port and int(remote, 16) == client_port:
+                return int(fields[4].split(":")[1], 16)
+    return 0
 
 
 # 4. Ping flood from a client that never reads.
@@ -158,7 +172,7 @@ def test_ping_flood_from_a_client_that_never_reads(server_factory):
     # The socket never sends `connect`: the connect deadline is raised so that it does not end the flood first.
     srv = server_factory("--connect-timeout", "120")
     sid = srv.create_session()
-    s = raw_socket(srv.port, rcvbuf=4096)
+    s = raw_socket(srv.port)
     assert ws_upgrade(s).startswith("HTTP/1.1 101")
     s.setblocking(False)
     state = {"sent": 0, "count": 0, "last": b""}
@@ -169,7 +183,7 @@ def test_ping_flood_from_a_client_that_never_reads(server_factory):
             first = state["count"]
             view = memoryview(b"".join(ws_frame(9, struct.pack("!Q", first + i)) for i in range(500)))
             while view:   # a batch is always sent whole, so `last` is the last ping the server gets
-                if time.monotonic() > deadline + 30:
+                if time.monotonic() > deadline + 60:
                     raise AssertionError("the server stopped reading the pings")
                 try:
                     n = s.send(view)
@@ -181,17 +195,21 @@ def test_ping_flood_from_a_client_that_never_reads(server_factory):
             state["last"] = struct.pack("!Q", first + 499)
 
     t = threading.Thread(target=flood)
+    flood_end = time.monotonic() + SCALE["ping_seconds"]
     t.start()
     time.sleep(1)
     join_s = legit_join(srv, sid, JOIN_DEADLINE)
-    t.join()
-    # Now read until the latest ping's pong: far fewer pongs than pings, and the latest ping is answered.
-    s.setblocking(True)
+    while t.is_alive() and time.monotonic() < flood_end:
+        time.sleep(0.1)
+    # Now read until the latest ping's pong: far fewer pongs than pings, and the latest ping is answered. Reading also
+    # lets the flood finish its last batch: a loopback peer that never reads with a 4 KiB buffer ends up dropping the
+    # server's segments and with them its acknowledgements, which stalls its own sending until it reads.
     reader = FrameReader(s)
     pongs = []
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not (pongs and pongs[-1] == state["last"]):
-        pongs += [p for op, p in reader.read(1) if op == 10]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (t.is_alive() or not (pongs and pongs[-1] == state["last"])):
+        pongs += [p for op, p in reader.read(0.5) if op == 10]
+    t.join()
     s.close()
     count = state["count"]
     assert count > 10_000, count
