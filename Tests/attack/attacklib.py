@@ -122,15 +122,7 @@ class Server:
         h = {"Host": "127.0.0.1", "Connection": "close", "Content-Length": str(len(body))}
         h.update(headers or {})
         raw = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n"
-        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
-            s.sendall(raw.encode() + body)
-            data = b""
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-        head, _, rest = data.partition(b"\r\n\r\n")
+        head, _, rest = exchange(self.port, raw.encode() + body, timeout).partition(b"\r\n\r\n")
         return int(head.split()[1]), rest
 
     def create_session(self):
@@ -159,6 +151,18 @@ class Server:
         data = urllib.parse.urlencode(f)
         sig = hmac.new(self.secret.encode(), data.encode(), hashlib.sha1).hexdigest()
         return "T1==" + base64.b64encode(f"partner_id={self.key}&sig={sig}:{data}".encode()).decode()
+
+
+def exchange(port, raw, timeout=10):
+    """Sends `raw` on a fresh socket and returns everything the server sends until it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(raw)
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
 
 
 def legit_join(server, sid, deadline=10.0):

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from attacklib import (ROOT, Closed, FrameReader, SignalingClient, close_code, finish, legit_join, raw_socket, read_frames, ws_frame,
-                       ws_upgrade)
+from attacklib import (ROOT, Closed, FrameReader, SignalingClient, close_code, exchange, finish, legit_join, raw_socket,
+                       read_frames, ws_frame, ws_upgrade)
 
 # Generous: the figures in the report show the real times (milliseconds); a loaded CI machine must not fail.
 JOIN_DEADLINE = 10.0
@@ -495,20 +495,10 @@ FRAMING = [
 def test_http_framing_vectors(server_factory):
     srv = server_factory()
     sid = srv.create_session()
-    seen = []
     for name, raw, want in FRAMING:
-        s = raw_socket(srv.port)
-        s.sendall(raw)
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        s.close()
+        data = exchange(srv.port, raw)
         assert data.startswith(f"HTTP/1.1 {want} ".encode()), (name, data[:80])
         assert data.count(b"HTTP/1.1 ") == 1, f"{name}: a smuggled request was answered"
-        seen.append(f"{want}")
     join_s = legit_join(srv, sid, JOIN_DEADLINE)
     finish(srv, "HTTP framing vectors (RFC 9112)", join_s, "; ".join(f"{n}: {w}" for (n, _, w) in FRAMING), 100)
 
