@@ -104,6 +104,8 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         var keyframes: KeyframeRequestAggregator
         /// Fires when `keyframes` asks for a check at a window's end; cancelled when the stream goes.
         var keyframeTimer: (any DispatchSourceTimer)?
+        /// The publisher's link dropped while the stream had subscribers, and no new one is up yet (they were told).
+        var publisherLinkDown = false
         /// Subscribe offers that arrived before the publisher's.
         var pending: [(MediaOfferRequest, @Sendable (Result<String, OTError>) -> Void)] = []
         init(id: String, sessionId: String, pliInterval: Duration) {
@@ -124,6 +126,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     /// Keyframe requests to publishers run here, never on a connection's delivery path (no lock cycles).
     private let queue = DispatchQueue(label: "otsession.media-router")
     private let qualityHandler = Mutex<(@Sendable (String, MediaQualityEvent) -> Void)?>(nil)
+    private let publisherLinkHandler = Mutex<(@Sendable (String, Bool) -> Void)?>(nil)
     private var qualityTimer: (any DispatchSourceTimer)?
 
     /// - Parameters:
@@ -147,6 +150,24 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
 
     public func setQualityHandler(_ handler: @escaping @Sendable (String, MediaQualityEvent) -> Void) {
         qualityHandler.withLock { $0 = handler }
+    }
+
+    public func setPublisherLinkHandler(_ handler: @escaping @Sendable (String, Bool) -> Void) {
+        publisherLinkHandler.withLock { $0 = handler }
+    }
+
+    /// Under the lock: the stream's publisher link went down (`up` false) or came back; true when that is news to
+    /// report (down only matters to a stream with subscribers, up only after a reported down).
+    private static func publisherLink(_ stream: Stream, up: Bool) -> Bool {
+        guard up == stream.publisherLinkDown, up || !stream.subscribers.isEmpty else { return false }
+        stream.publisherLinkDown = !up
+        return true
+    }
+
+    /// Tells the publisher-link handler (outside the lock).
+    private func reportPublisherLink(_ streamId: String, up: Bool) {
+        Log.info("router", "stream \(streamId): publisher media \(up ? "resumed" : "interrupted")")
+        publisherLinkHandler.withLock { $0 }?(streamId, up)
     }
 
     /// Closes every connection and stops the socket.
@@ -243,6 +264,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     }
 
     public func close(peerId: String) {
+        var linkDown: String?
         let driver = state.withLock { s -> PeerConnectionDriver? in
             Self.dropPending(&s) { $0.peerId == peerId }
             s.earlySubscriptions[peerId] = nil
@@ -250,6 +272,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             if let stream = s.streams[peer.streamId] {
                 if stream.publisher === peer {
                     stream.publisher = nil
+                    if Self.publisherLink(stream, up: false) { linkDown = stream.id }
                 } else {
                     stream.subscribers.removeAll { $0 === peer }
                     stream.counters.subscribers = stream.subscribers.count
@@ -260,6 +283,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             return peer.driver
         }
         driver?.close()
+        if let linkDown { reportPublisherLink(linkDown, up: false) }
     }
 
     /// Under the lock: forgets the subscribe offers still waiting for their publisher that match, and the streams
@@ -329,8 +353,22 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     // MARK: forwarding
 
     private func publisherEvent(_ e: PeerConnectionEvent, _ publisher: Peer) {
-        guard case .rtp(let packet) = e else { return }
-        forward(packet, from: publisher)
+        switch e {
+        case .rtp(let packet):
+            forward(packet, from: publisher)
+        case .connected, .failed:
+            // A failed link leaves the subscribers without media until the publisher republishes; its new link's
+            // `connected` ends that.
+            let up: Bool
+            if case .connected = e { up = true } else { up = false }
+            let report = state.withLock { s -> Bool in
+                guard let stream = s.streams[publisher.streamId], stream.publisher === publisher else { return false }
+                return Self.publisherLink(stream, up: up)
+            }
+            if report { reportPublisherLink(publisher.streamId, up: up) }
+        default:
+            break
+        }
     }
 
     private func subscriberEvent(_ e: PeerConnectionEvent, _ subscriber: Peer) {

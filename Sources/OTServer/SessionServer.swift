@@ -88,6 +88,12 @@ public final class SessionServer: @unchecked Sendable {
                     apply(router.mediaQuality(peerId: peerId, event: event))
                 }
             }
+            newValue?.setPublisherLinkHandler { [weak self] streamId, up in
+                self?.loop.execute { [weak self] in
+                    guard let self else { return }
+                    apply(router.publisherMedia(streamId: streamId, up: up))
+                }
+            }
         }
     }
 

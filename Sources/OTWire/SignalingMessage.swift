@@ -29,16 +29,22 @@ public struct StreamInfo: Codable, Sendable, Equatable, Hashable {
     /// Whether the stream's video may be dropped for quality (the publisher's `audioFallbackEnabled`);
     /// absent on the wire means true.
     public var audioFallbackEnabled: Bool
+    /// The publishing connection with its data and creation time (as OTStream's `connection`), so a client reaches a
+    /// stream's owner even when connection events are suppressed. Absent on the wire: the id only (no data, time 0).
+    public var connection: ConnectionInfo
 
     public init(id: String, connectionId: String, name: String, hasAudio: Bool, hasVideo: Bool, videoType: String,
-                width: Int, height: Int, creationTime: Int64, layoutClassList: [String] = [], audioFallbackEnabled: Bool = true) {
+                width: Int, height: Int, creationTime: Int64, layoutClassList: [String] = [], audioFallbackEnabled: Bool = true,
+                connection: ConnectionInfo? = nil) {
         self.id = id; self.connectionId = connectionId; self.name = name; self.hasAudio = hasAudio; self.hasVideo = hasVideo
         self.videoType = videoType; self.width = width; self.height = height; self.creationTime = creationTime
         self.layoutClassList = layoutClassList; self.audioFallbackEnabled = audioFallbackEnabled
+        self.connection = connection ?? ConnectionInfo(id: connectionId, creationTime: 0, data: "")
     }
 
     private enum CodingKeys: String, CodingKey {
         case id, connectionId, name, hasAudio, hasVideo, videoType, width, height, creationTime, layoutClassList, audioFallbackEnabled
+        case connection
     }
 
     public init(from decoder: Decoder) throws {
@@ -49,7 +55,10 @@ public struct StreamInfo: Codable, Sendable, Equatable, Hashable {
                   width: try c.decode(Int.self, forKey: .width), height: try c.decode(Int.self, forKey: .height),
                   creationTime: try c.decode(Int64.self, forKey: .creationTime),
                   layoutClassList: try c.decode([String].self, forKey: .layoutClassList),
-                  audioFallbackEnabled: try c.decodeIfPresent(Bool.self, forKey: .audioFallbackEnabled) ?? true)
+                  audioFallbackEnabled: try c.decodeIfPresent(Bool.self, forKey: .audioFallbackEnabled) ?? true,
+                  connection: try c.decodeIfPresent(ConnectionInfo.self, forKey: .connection))
+        // A connection that names another id than the stream's is not the stream's connection.
+        if connection.id != connectionId { connection = ConnectionInfo(id: connectionId, creationTime: 0, data: "") }
     }
 }
 
@@ -90,6 +99,13 @@ public enum MediaQualityEvent: String, Codable, Sendable, Equatable {
     case videoDisabled
     /// The router forwards video again.
     case videoEnabled
+}
+
+/// What the server tells a routed subscriber about its stream's publisher: the publisher's media connection to the
+/// router dropped (`interrupted`: nothing to forward until it republishes) or is back (`resumed`).
+public enum PublisherMediaState: String, Codable, Sendable, Equatable {
+    case interrupted
+    case resumed
 }
 
 /// The `connect` request: first message on a new socket.
@@ -191,7 +207,9 @@ public enum ServerMessage: Sendable, Equatable {
     case streamChanged(StreamInfo, property: String)
     /// `from` is nil for signals sent through the REST API.
     case signal(type: String, data: String, from: String?)
-    case muteForced(active: Bool, streamId: String?)
+    /// A moderator's force mute: of one stream (`streamId`), of every stream but `excludedStreamIds` (mute all,
+    /// `active` true, no `streamId`), or the end of a mute all (`active` false, no `streamId`).
+    case muteForced(active: Bool, streamId: String?, excludedStreamIds: [String])
     /// The server ends this client's connection (e.g. force disconnect); the socket closes next.
     case disconnected(reason: String)
     /// A refused connect or a protocol error; the socket closes next.
@@ -208,13 +226,16 @@ public enum ServerMessage: Sendable, Equatable {
     case subscriberSettings(peerId: String, audio: Bool, video: Bool)
     /// Routed sessions: the media router's audio-fallback decision for a subscriber's peer connection.
     case mediaQuality(peerId: String, event: MediaQualityEvent)
+    /// Routed sessions: the stream's publisher lost (or regained) its media connection to the router; sent for each
+    /// subscriber's peer connection of that stream.
+    case publisherMedia(peerId: String, state: PublisherMediaState)
 
     /// The media peer connection a media message is about; nil for every other message. Exhaustive, so a new
     /// media message cannot be left out of the routing that relies on it.
     public var mediaPeerId: String? {
         switch self {
         case .mediaOffer(let p, _, _, _, _), .mediaAnswer(let p, _), .mediaCandidate(let p, _), .mediaClose(let p, _),
-             .subscriberSettings(let p, _, _), .mediaQuality(let p, _):
+             .subscriberSettings(let p, _, _), .mediaQuality(let p, _), .publisherMedia(let p, _):
             return p
         case .connected, .roster, .reply, .connectionCreated, .connectionDestroyed, .streamCreated, .streamDestroyed, .streamChanged,
              .signal, .muteForced, .disconnected, .error:
@@ -326,7 +347,9 @@ extension ServerMessage: Codable {
         case "streamDestroyed": self = .streamDestroyed(streamId: try c.req("streamId"), reason: try c.req("reason"))
         case "streamChanged": self = .streamChanged(try c.req("stream"), property: try c.req("property"))
         case "signal": self = .signal(type: try c.req("signalType"), data: try c.req("data"), from: try c.opt("from"))
-        case "muteForced": self = .muteForced(active: try c.req("active"), streamId: try c.opt("streamId"))
+        case "muteForced":
+            self = .muteForced(active: try c.req("active"), streamId: try c.opt("streamId"),
+                               excludedStreamIds: try c.opt("excludedStreamIds") ?? [])
         case "disconnected": self = .disconnected(reason: try c.req("reason"))
         case "error": self = .error(code: try c.req("code"), message: try c.req("message"))
         case "mediaOffer":
@@ -337,6 +360,7 @@ extension ServerMessage: Codable {
         case "mediaClose": self = .mediaClose(peerId: try c.req("peerId"), reason: try c.opt("reason") ?? "")
         case "subscriberSettings": self = .subscriberSettings(peerId: try c.req("peerId"), audio: try c.req("audio"), video: try c.req("video"))
         case "mediaQuality": self = .mediaQuality(peerId: try c.req("peerId"), event: try c.req("event"))
+        case "publisherMedia": self = .publisherMedia(peerId: try c.req("peerId"), state: try c.req("state"))
         default: throw WireError("unknown server message type \(type.prefix(40))")
         }
     }
@@ -363,8 +387,9 @@ extension ServerMessage: Codable {
             try c.put("type", "streamChanged"); try c.put("stream", s); try c.put("property", p)
         case .signal(let type, let data, let from):
             try c.put("type", "signal"); try c.put("signalType", type); try c.put("data", data); try c.put("from", from)
-        case .muteForced(let active, let streamId):
+        case .muteForced(let active, let streamId, let excluded):
             try c.put("type", "muteForced"); try c.put("active", active); try c.put("streamId", streamId)
+            if active && streamId == nil { try c.put("excludedStreamIds", excluded) }
         case .disconnected(let reason):
             try c.put("type", "disconnected"); try c.put("reason", reason)
         case .error(let code, let message):
@@ -382,6 +407,8 @@ extension ServerMessage: Codable {
             try c.put("type", "subscriberSettings"); try c.put("peerId", peerId); try c.put("audio", audio); try c.put("video", video)
         case .mediaQuality(let peerId, let event):
             try c.put("type", "mediaQuality"); try c.put("peerId", peerId); try c.put("event", event)
+        case .publisherMedia(let peerId, let state):
+            try c.put("type", "publisherMedia"); try c.put("peerId", peerId); try c.put("state", state)
         }
     }
 }

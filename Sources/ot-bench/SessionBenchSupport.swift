@@ -90,7 +90,7 @@ final class StreamRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Se
     private var _latency = LatencyStats(capacity: 200_000)
     private var _samples: [Int64] = []
     private var _firstFrameAt: Double?, _lastFrameAt: Double?
-    private var _connected = false, _disconnected = false, _failure: OTError?
+    private var _connected = false, _failure: OTError?
     private var _streamCreated = false, _streamDestroyed = false
     let name: String
     init(_ name: String) { self.name = name }
@@ -107,7 +107,6 @@ final class StreamRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Se
     var firstFrameAt: Double? { lock.withLock { _firstFrameAt } }
     var lastFrameAt: Double? { lock.withLock { _lastFrameAt } }
     var connected: Bool { lock.withLock { _connected } }
-    var disconnected: Bool { lock.withLock { _disconnected } }
     var failure: OTError? { lock.withLock { _failure } }
     var streamCreated: Bool { lock.withLock { _streamCreated } }
     var streamDestroyed: Bool { lock.withLock { _streamDestroyed } }
@@ -116,7 +115,6 @@ final class StreamRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Se
     func publisher(_ publisher: Publisher, streamDestroyed stream: StreamInfo) { lock.withLock { _streamDestroyed = true } }
     func publisher(_ publisher: Publisher, didFailWithError error: OTError) { lock.withLock { _failure = error } }
     func subscriberDidConnect(toStream subscriber: Subscriber) { lock.withLock { _connected = true } }
-    func subscriberDidDisconnect(fromStream subscriber: Subscriber) { lock.withLock { _disconnected = true } }
     func subscriber(_ subscriber: Subscriber, didFailWithError error: OTError) { lock.withLock { _failure = error } }
     func subscriber(_ subscriber: Subscriber, didReceiveVideoFrame frame: VideoFrame) {
         let stamp = TestPatternReader.read(frame)

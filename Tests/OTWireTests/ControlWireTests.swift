@@ -217,13 +217,38 @@ final class ControlWireTests: XCTestCase {
             .reply(id: 2, code: nil, message: nil, stream: stream, issueId: nil), .reply(id: 3, code: 1535, message: "no", stream: nil, issueId: "i"),
             .connectionCreated(conn), .connectionDestroyed(connectionId: "c", reason: "r"), .streamCreated(stream),
             .streamDestroyed(streamId: "s", reason: "r"), .streamChanged(stream, property: "hasAudio"),
-            .signal(type: "t", data: "d", from: nil), .signal(type: "t", data: "d", from: "c"), .muteForced(active: false, streamId: nil),
-            .muteForced(active: true, streamId: "s"), .disconnected(reason: "x"), .error(code: 1004, message: "m"),
+            .signal(type: "t", data: "d", from: nil), .signal(type: "t", data: "d", from: "c"),
+            .muteForced(active: false, streamId: nil, excludedStreamIds: []),
+            .muteForced(active: true, streamId: "s", excludedStreamIds: []),
+            .muteForced(active: true, streamId: nil, excludedStreamIds: ["a", "b"]), .disconnected(reason: "x"), .error(code: 1004, message: "m"),
+            .publisherMedia(peerId: "p", state: .interrupted), .publisherMedia(peerId: "p", state: .resumed),
         ]
         for m in server { XCTAssertEqual(try SignalingCodec.decodeServer(SignalingCodec.encode(m)), m) }
         for bad in ["", "[]", "{}", #"{"type":"nope"}"#, #"{"type":"signal","id":"x"}"#, #"{"type":"signal","id":1,"signalType":5,"data":""}"#] {
             XCTAssertThrowsError(try SignalingCodec.decodeClient(bad), bad)
         }
+    }
+
+    /// A stream carries its connection (with data), so a client reaches the owner of a stream whose connection it was
+    /// never told of; a stream without it (older servers) still names the connection id, and a connection that names
+    /// another id is not taken for the stream's.
+    func testStreamCarriesItsConnection() throws {
+        let conn = ConnectionInfo(id: "c", creationTime: 5, data: "name=ann")
+        let s = StreamInfo(id: "s", connectionId: "c", name: "n", hasAudio: true, hasVideo: true, videoType: "camera", width: 1, height: 2,
+                           creationTime: 3, connection: conn)
+        let text = SignalingCodec.encode(ServerMessage.streamCreated(s))
+        XCTAssertTrue(text.contains(#""connection":{"creationTime":5,"data":"name=ann","id":"c"}"#), text)
+        guard case .streamCreated(let back) = try SignalingCodec.decodeServer(text) else { return XCTFail() }
+        XCTAssertEqual(back.connection, conn)
+        let bare = #"{"type":"streamCreated","stream":{"id":"s","connectionId":"c","name":"","hasAudio":true,"hasVideo":true,"videoType":"camera","width":1,"height":1,"creationTime":0,"layoutClassList":[]}}"#
+        guard case .streamCreated(let old) = try SignalingCodec.decodeServer(bare) else { return XCTFail() }
+        XCTAssertEqual(old.connection, ConnectionInfo(id: "c", creationTime: 0, data: ""))
+        let liar = bare.replacingOccurrences(of: #""layoutClassList":[]"#, with: #""layoutClassList":[],"connection":{"id":"x","creationTime":1,"data":"d"}"#)
+        guard case .streamCreated(let fixed) = try SignalingCodec.decodeServer(liar) else { return XCTFail() }
+        XCTAssertEqual(fixed.connection.id, "c")
+        // A mute all names its excluded streams; one stream's mute and a disable do not carry the list.
+        XCTAssertTrue(SignalingCodec.encode(ServerMessage.muteForced(active: true, streamId: nil, excludedStreamIds: ["x"])).contains(#""excludedStreamIds":["x"]"#))
+        XCTAssertFalse(SignalingCodec.encode(ServerMessage.muteForced(active: false, streamId: nil, excludedStreamIds: [])).contains("excluded"))
     }
 
     /// The audio-fallback fields and message: round trips, absent flags read as true, unknown events refused.
