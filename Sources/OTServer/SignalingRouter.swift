@@ -379,7 +379,11 @@ public final class SignalingRouter {
     public var mediaPeerCount: Int { peers.count }
 
     private func checkOffer(_ room: Room, _ m: Member, peerId: String, streamId: String, direction: MediaDirection) -> Result<StreamInfo, OTError> {
-        guard !peerId.isEmpty, peerId.utf8.count <= 128 else { return .failure(OTError(.invalidParameter, "peerId must be 1–128 characters")) }
+        // No control characters: peer ids reach the logs (the media router's).
+        guard !peerId.isEmpty, peerId.utf8.count <= 128, !peerId.unicodeScalars.contains(where: { $0.properties.generalCategory == .control
+                || $0.properties.generalCategory == .lineSeparator || $0.properties.generalCategory == .paragraphSeparator }) else {
+            return .failure(OTError(.invalidParameter, "peerId must be 1–128 bytes without control characters"))
+        }
         guard peers[peerId] == nil else { return .failure(OTError(.invalidParameter, "peer \(peerId) already exists")) }
         let cid = m.info.id
         guard peers.values.lazy.filter({ $0.offerer == cid }).count < limits.maxMediaPeersPerConnection else {

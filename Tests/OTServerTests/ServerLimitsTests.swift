@@ -78,4 +78,18 @@ extension SignalingRouterTests {
         let signals = back.filter { if case .send(_, .signal) = $0 { true } else { false } }
         XCTAssertEqual(signals.count, 2, "two 8 KB signals fit in 20,000 bytes")
     }
+
+    func testPeerIdsWithControlCharactersAreRefused() throws {
+        let (r, sid) = try router()
+        _ = connect(r, sid, socket: 1, token: try token(sid))
+        _ = connect(r, sid, socket: 2, token: try token(sid))
+        guard case .send(_, .reply(_, nil, _, let st?, _))? = r.receive(socket: 1, .publish(id: 1, PublishRequest()), now: t, nowMillis: ms).first else {
+            return XCTFail()
+        }
+        for bad in ["a\nb", "x\u{1B}[31m", "\u{2028}", String(repeating: "p", count: 129)] {
+            let out = r.receive(socket: 2, .mediaOffer(id: 5, peerId: bad, streamId: st.id, direction: .subscribe, sdp: "v=0"), now: t, nowMillis: ms)
+            XCTAssertEqual(replyCode(out, 2), .some(1011), bad)
+        }
+        XCTAssertEqual(r.mediaPeerCount, 0)
+    }
 }
