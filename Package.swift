@@ -43,7 +43,10 @@ let package = Package(
         // The Swift API users import: Session, Publisher, Subscriber.
         .target(name: "OTSession", dependencies: ["OTTransport", "OTMedia", "OTWire"]),
         // The session server: REST API, WebSocket signaling, media router.
-        .target(name: "OTServer", dependencies: ["OTTransport", "OTWire"]),
+        .target(name: "OTServer", dependencies: ["OTTransport", "OTWire"], plugins: ["EmbedWebAssets"]),
+        // Build-time embedding of bindings/js (otsession.js, the demo page) into OTServer, which serves them under /js/.
+        .plugin(name: "EmbedWebAssets", capability: .buildTool(), dependencies: ["ot-embed-web-files"]),
+        .executableTarget(name: "ot-embed-web-files", path: "Plugins/EmbedWebAssetsTool"),
         // The C ABI of libotsession.so: handle registry, argument checks, callback structs.
         .target(name: "OTCABI", dependencies: ["COTABI", "OTSession", "OTServer", "CEpoll"]),
 

@@ -4,8 +4,9 @@
 set -euo pipefail
 
 # iproute2 and nftables: the NAT and packet-loss tests build network namespaces.
-APT_PACKAGES=(pkg-config libopus-dev libvpx-dev libsrtp2-dev libssl-dev libpng-dev coturn iproute2 nftables)
-PIP_PACKAGES=(pytest aiortc opentok)
+# chromium, chromium-driver and selenium: the browser tests (Tests/interop/test_browser.py) drive headless Chromium.
+APT_PACKAGES=(pkg-config libopus-dev libvpx-dev libsrtp2-dev libssl-dev libpng-dev coturn iproute2 nftables chromium chromium-driver)
+PIP_PACKAGES=(pytest aiortc opentok selenium)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

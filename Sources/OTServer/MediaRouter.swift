@@ -79,6 +79,15 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         /// Payload types this subscriber negotiated (rewritten when they differ from the publisher's).
         var audioPT: UInt8?
         var videoPT: UInt8?
+        /// The header extensions (ids, and its mid) this subscriber negotiated for each kind, and the rewriters from
+        /// the publisher's to them (redone when the publisher's connection changes).
+        var audioTarget: (ids: RTPHeaderExtensionIds, mid: String)?
+        var videoTarget: (ids: RTPHeaderExtensionIds, mid: String)?
+        var audioExtensions: RTPExtensionRewriter?
+        var videoExtensions: RTPExtensionRewriter?
+        /// This subscriber's copy of the packet being forwarded (touched only under `forwarding`): reused, so
+        /// forwarding does not allocate for it.
+        var out: [UInt8] = []
         /// Audio fallback (subscribers of streams that allow it): the downlink's samples and the decision.
         var sampler = LinkQualitySampler()
         var quality: QualityFallbackMonitor?
@@ -98,6 +107,11 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         var videoSSRC: UInt32?
         var audioPT: UInt8?
         var videoPT: UInt8?
+        /// The publisher's header-extension ids and mids, per kind: what its packets carry.
+        var audioSource = RTPHeaderExtensionIds()
+        var videoSource = RTPHeaderExtensionIds()
+        var audioMid: String?
+        var videoMid: String?
         var subscribers: [Peer] = []
         var counters = RoutedStreamCounters()
         var audioFallbackEnabled = true
@@ -123,6 +137,9 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     }
 
     private let state = Mutex(State())
+    /// Held through `forward` (taken before `state`): the subscribers a packet goes to, reused from packet to packet,
+    /// and their `out` buffers.
+    private let forwarding = Mutex<[(PeerConnectionDriver, Peer)]>([])
     /// Keyframe requests to publishers run here, never on a connection's delivery path (no lock cycles).
     private let queue = DispatchQueue(label: "otsession.media-router")
     private let qualityHandler = Mutex<(@Sendable (String, MediaQualityEvent) -> Void)?>(nil)
@@ -211,10 +228,16 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             stream.publisher = peer
             stream.audioFallbackEnabled = offer.audioFallbackEnabled
             stream.counters.audioFallbackEnabled = offer.audioFallbackEnabled
+            // SSRCs the offer did not list (no a=ssrc) are learnt from the first packets (`learnSSRC`).
             for m in neg?.media ?? [] {
-                if m.kind == "audio" { stream.audioSSRC = m.remoteSSRCs.first; stream.audioPT = m.codec.payloadType }
-                if m.kind == "video" { stream.videoSSRC = m.remoteSSRCs.first; stream.videoPT = m.codec.payloadType }
+                if m.kind == "audio" {
+                    (stream.audioSSRC, stream.audioPT, stream.audioSource, stream.audioMid) = (m.remoteSSRCs.first, m.codec.payloadType, m.extensionIds, m.mid)
+                }
+                if m.kind == "video" {
+                    (stream.videoSSRC, stream.videoPT, stream.videoSource, stream.videoMid) = (m.remoteSSRCs.first, m.codec.payloadType, m.extensionIds, m.mid)
+                }
             }
+            for sub in stream.subscribers { Self.pairExtensions(sub, stream) }
             s.peers[peer.id] = peer
             defer { stream.pending = [] }
             return stream.pending
@@ -224,21 +247,25 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     }
 
     private func subscribe(_ offer: MediaOfferRequest, _ completion: @escaping @Sendable (Result<String, OTError>) -> Void) throws {
-        // The publisher's SSRCs, or wait for its offer.
-        let source = state.withLock { s -> (audio: UInt32?, video: UInt32?)? in
+        // What the publisher sends (its SSRCs, when known), or wait for its offer.
+        let source = state.withLock { s -> (audio: UInt32??, video: UInt32??)? in
             guard let stream = s.streams[offer.streamId], stream.publisher != nil else {
                 let stream = s.streams[offer.streamId] ?? Stream(id: offer.streamId, sessionId: offer.sessionId, pliInterval: pliInterval)
                 s.streams[offer.streamId] = stream
                 stream.pending.append((offer, completion))
                 return nil
             }
-            return (stream.audioSSRC, stream.videoSSRC)
+            return (stream.audioPT.map { _ in stream.audioSSRC }, stream.videoPT.map { _ in stream.videoSSRC })
         }
         guard let source else { return }
         let cname = "router-\(offer.streamId.prefix(8))"
+        // A kind the publisher sends is announced with its SSRC, or without one until its packets tell it.
+        func track(_ ssrc: UInt32??, _ kind: String) -> SDPLocalTrack? {
+            ssrc.map { SDPLocalTrack(ssrc: $0 ?? 0, streamID: offer.streamId, trackID: "\(offer.streamId)-\(kind)", cname: cname, announcesSSRC: $0 != nil) }
+        }
         var config = PeerConnectionConfig()
-        config.audioTrack = source.audio.map { SDPLocalTrack(ssrc: $0, streamID: offer.streamId, trackID: "\(offer.streamId)-audio", cname: cname) }
-        config.videoTrack = source.video.map { SDPLocalTrack(ssrc: $0, streamID: offer.streamId, trackID: "\(offer.streamId)-video", cname: cname) }
+        config.audioTrack = track(source.audio, "audio")
+        config.videoTrack = track(source.video, "video")
         let peer = Peer(id: offer.peerId, sessionId: offer.sessionId, connectionId: offer.connectionId, streamId: offer.streamId, direction: .subscribe)
         let driver = try endpoint.makePeerConnection(config: config) { [weak self, weak peer] e in if let peer { self?.subscriberEvent(e, peer) } }
         peer.driver = driver
@@ -247,11 +274,12 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         let neg = driver.negotiated
         state.withLock { s in
             for m in neg?.media ?? [] {
-                if m.kind == "audio" { peer.audioPT = m.codec.payloadType }
-                if m.kind == "video" { peer.videoPT = m.codec.payloadType }
+                if m.kind == "audio" { (peer.audioPT, peer.audioTarget) = (m.codec.payloadType, (m.extensionIds, m.mid)) }
+                if m.kind == "video" { (peer.videoPT, peer.videoTarget) = (m.codec.payloadType, (m.extensionIds, m.mid)) }
             }
             s.peers[peer.id] = peer
             if let stream = s.streams[offer.streamId] {
+                Self.pairExtensions(peer, stream)
                 stream.subscribers.append(peer)
                 stream.counters.subscribers = stream.subscribers.count
                 if stream.audioFallbackEnabled && offer.audioFallbackEnabled { peer.quality = QualityFallbackMonitor(config: qualityConfig) }
@@ -261,6 +289,12 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             }
         }
         completion(.success(answer))
+    }
+
+    /// Under the lock: a subscriber's extension rewriters from the stream's publisher's ids to its own.
+    private static func pairExtensions(_ sub: Peer, _ stream: Stream) {
+        sub.audioExtensions = sub.audioTarget.map { RTPExtensionRewriter(source: stream.audioSource, target: $0.ids, mid: $0.mid) }
+        sub.videoExtensions = sub.videoTarget.map { RTPExtensionRewriter(source: stream.videoSource, target: $0.ids, mid: $0.mid) }
     }
 
     public func close(peerId: String) {
@@ -446,56 +480,81 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         }
     }
 
-    /// Runs on the shared socket's IO thread: copies the packet for each subscriber that wants it and sends it.
+    /// Runs on the shared socket's IO thread: writes each subscriber's copy of the packet (its sequence number, its
+    /// payload type, and the header extensions it negotiated, under its ids) into that subscriber's reused buffer,
+    /// then sends the copies (outside the state lock: sending may deliver events that take it).
     private func forward(_ packet: [UInt8], from publisher: Peer) {
         guard packet.count >= 12 else { return }
         let ssrc = UInt32(packet[8]) << 24 | UInt32(packet[9]) << 16 | UInt32(packet[10]) << 8 | UInt32(packet[11])
         let seq = UInt16(packet[2]) << 8 | UInt16(packet[3])
-        var out: [(PeerConnectionDriver, [UInt8])] = []
-        let stream: Stream? = state.withLock { s in
-            guard let stream = s.streams[publisher.streamId], stream.publisher === publisher else { return nil }
-            stream.counters.packetsIn += 1
-            stream.counters.bytesIn += packet.count
-            let isVideo = ssrc == stream.videoSSRC
-            guard isVideo || ssrc == stream.audioSSRC else { return stream }
-            var startsKeyframe: Bool?
-            if isVideo && stream.keyframes.awaitingKeyframe {
-                startsKeyframe = Self.startsVP8Keyframe(packet)
-                if startsKeyframe == true { stream.keyframes.keyframeForwarded() }
+        let pt = packet[1] & 0x7F
+        let now = MonotonicClock.now()
+        forwarding.withLock { targets in
+            let stream: Stream? = state.withLock { s in
+                guard let stream = s.streams[publisher.streamId], stream.publisher === publisher else { return nil }
+                stream.counters.packetsIn += 1
+                stream.counters.bytesIn += packet.count
+                if ssrc != stream.videoSSRC && ssrc != stream.audioSSRC { Self.learnSSRC(ssrc, pt, packet, stream) }
+                let isVideo = ssrc == stream.videoSSRC
+                guard isVideo || ssrc == stream.audioSSRC else { return stream }
+                var startsKeyframe: Bool?
+                if isVideo && stream.keyframes.awaitingKeyframe {
+                    startsKeyframe = Self.startsVP8Keyframe(packet)
+                    if startsKeyframe == true { stream.keyframes.keyframeForwarded() }
+                }
+                for sub in stream.subscribers {
+                    guard let driver = sub.driver, isVideo ? sub.forwardingVideo : sub.audio else { stream.counters.packetsHeld += 1; continue }
+                    if isVideo && sub.waitingForKeyframe {
+                        if startsKeyframe == nil { startsKeyframe = Self.startsVP8Keyframe(packet) }
+                        guard startsKeyframe == true else { stream.counters.packetsHeld += 1; continue }
+                        sub.waitingForKeyframe = false
+                    }
+                    var rewritten = seq
+                    if var r = sub.rewriters[ssrc] {
+                        guard let mapped = r.map(seq) else { stream.counters.packetsHeld += 1; continue }
+                        sub.rewriters[ssrc] = r
+                        rewritten = mapped
+                    } else {
+                        sub.rewriters[ssrc] = SequenceRewriter(first: seq)
+                    }
+                    if let extensions = isVideo ? sub.videoExtensions : sub.audioExtensions {
+                        guard extensions.rewrite(packet, into: &sub.out, now: now) else { continue }
+                    } else {
+                        sub.out.removeAll(keepingCapacity: true)
+                        sub.out.append(contentsOf: packet)
+                    }
+                    sub.out[2] = UInt8(rewritten >> 8); sub.out[3] = UInt8(rewritten & 0xFF)
+                    if let subPT = isVideo ? sub.videoPT : sub.audioPT, subPT != pt, pt == (isVideo ? stream.videoPT : stream.audioPT) {
+                        sub.out[1] = packet[1] & 0x80 | subPT
+                    }
+                    targets.append((driver, sub))
+                    if sub.quality != nil { sub.sampler.sent(1) }
+                }
+                return stream
             }
-            for sub in stream.subscribers {
-                guard let driver = sub.driver, isVideo ? sub.forwardingVideo : sub.audio else { stream.counters.packetsHeld += 1; continue }
-                if isVideo && sub.waitingForKeyframe {
-                    if startsKeyframe == nil { startsKeyframe = Self.startsVP8Keyframe(packet) }
-                    guard startsKeyframe == true else { stream.counters.packetsHeld += 1; continue }
-                    sub.waitingForKeyframe = false
-                }
-                var rewritten = seq
-                if var r = sub.rewriters[ssrc] {
-                    guard let mapped = r.map(seq) else { stream.counters.packetsHeld += 1; continue }
-                    sub.rewriters[ssrc] = r
-                    rewritten = mapped
-                } else {
-                    sub.rewriters[ssrc] = SequenceRewriter(first: seq)
-                }
-                var copy = packet
-                if rewritten != seq { copy[2] = UInt8(rewritten >> 8); copy[3] = UInt8(rewritten & 0xFF) }
-                if let pt = isVideo ? sub.videoPT : sub.audioPT, pt != packet[1] & 0x7F, packet[1] & 0x7F == (isVideo ? stream.videoPT : stream.audioPT) {
-                    copy[1] = packet[1] & 0x80 | pt
-                }
-                out.append((driver, copy))
-                if sub.quality != nil { sub.sampler.sent(1) }
+            guard let stream, !targets.isEmpty else { return }
+            var packets = 0, bytes = 0
+            for (driver, sub) in targets {
+                let n = sub.out.count
+                if driver.sendRTP(&sub.out) { packets += 1; bytes += n }
             }
-            return stream
+            targets.removeAll(keepingCapacity: true)
+            if packets > 0 { state.withLock { _ in stream.counters.packetsOut += packets; stream.counters.bytesOut += bytes } }
         }
-        guard let stream else { return }
-        var packets = 0, bytes = 0
-        for (driver, p) in out {
-            var p = p
-            let n = p.count
-            if driver.sendRTP(&p) { packets += 1; bytes += n }
+    }
+
+    /// Under the lock: a publisher whose offer listed no `a=ssrc` for a kind gets it from that kind's first packet,
+    /// found by the MID header extension (RFC 8843 §9.2) or else by the payload type; only the section's codec
+    /// payload type counts (an RTX packet carries the same MID).
+    private static func learnSSRC(_ ssrc: UInt32, _ pt: UInt8, _ packet: [UInt8], _ stream: Stream) {
+        guard stream.audioSSRC == nil || stream.videoSSRC == nil else { return }
+        var isAudio = pt == stream.audioPT, isVideo = pt == stream.videoPT
+        if let id = stream.audioSource.mid ?? stream.videoSource.mid, let r = RTPHeaderExtensions.valueRange(in: packet, id: id) {
+            isAudio = isAudio && stream.audioMid.map { packet[r].elementsEqual($0.utf8) } == true
+            isVideo = isVideo && stream.videoMid.map { packet[r].elementsEqual($0.utf8) } == true
         }
-        if packets > 0 { state.withLock { _ in stream.counters.packetsOut += packets; stream.counters.bytesOut += bytes } }
+        if isAudio && stream.audioSSRC == nil { stream.audioSSRC = ssrc }
+        if isVideo && stream.videoSSRC == nil { stream.videoSSRC = ssrc }
     }
 
     /// A stream's audio-fallback counters and, per judged subscriber peer, its state and last sample.

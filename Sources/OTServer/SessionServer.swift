@@ -190,7 +190,14 @@ public final class SessionServer: @unchecked Sendable {
 
     func received(_ s: ServerSocket, _ text: String) {
         let msg: ClientMessage
-        do { msg = try SignalingCodec.decodeClient(text) } catch {
+        do { msg = try SignalingCodec.decodeClient(text) } catch let unknown as UnknownMessageType {
+            // A newer client's message: refused, the connection stays (docs/protocol.md).
+            if let id = unknown.id {
+                s.sendText(SignalingCodec.encode(ServerMessage.reply(id: id, code: OTErrorCode.invalidParameter.rawValue,
+                                                                     message: "unknown message type \"\(unknown.type)\"", stream: nil, issueId: nil)))
+            }
+            return
+        } catch {
             s.sendText(SignalingCodec.encode(ServerMessage.error(code: OTErrorCode.invalidParameter.rawValue, message: "\(error)")))
             s.closeWebSocket(code: 1002)
             return
@@ -261,6 +268,10 @@ public final class SessionServer: @unchecked Sendable {
             } catch {
                 s.respond(self.error(400, "\(error)"), close: true, now: now)
             }
+            return
+        }
+        if let file = WebAssets.response(to: req) {
+            s.respond(file, close: req.headers["Connection"]?.lowercased() == "close", now: now)
             return
         }
         let resp: HTTPResponse

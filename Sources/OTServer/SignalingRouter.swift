@@ -322,10 +322,12 @@ public final class SignalingRouter {
         case .mediaAnswer(let peerId, let sdp):
             guard let p = peers[peerId], p.sessionId == sid, p.answerer == m.info.id, let offerer = room.members[p.offerer] else { break }
             out += deliver([offerer], .mediaAnswer(peerId: peerId, sdp: sdp))
-        case .mediaCandidate(let peerId, let candidate):
+        case .mediaCandidate(let peerId, let candidate, let mid, let index):
             guard let p = peers[peerId], p.sessionId == sid, let answerer = p.answerer else { break }
             let other = p.offerer == m.info.id ? answerer : (answerer == m.info.id ? p.offerer : nil)
-            if let other, let target = room.members[other] { out += deliver([target], .mediaCandidate(peerId: peerId, candidate: candidate)) }
+            if let other, let target = room.members[other] {
+                out += deliver([target], .mediaCandidate(peerId: peerId, candidate: candidate, sdpMid: mid, sdpMLineIndex: index))
+            }
         case .mediaClose(let peerId):
             guard let p = peers[peerId], p.sessionId == sid, p.offerer == m.info.id || p.answerer == m.info.id else { break }
             out += closePeer(room, peerId, reason: "closed", notify: p.offerer == m.info.id ? p.answerer : p.offerer)

@@ -42,6 +42,10 @@ final class PublisherEngine: @unchecked Sendable {
         var audioReport: RemoteInboundReport?
         var rttTotal = Duration.zero
         var rttCount = 0
+        /// What this peer negotiated for each kind (set once connected): the payload type and header extensions its
+        /// copy of each packet carries.
+        var audioOut: (payloadType: UInt8, extensions: RTPExtensionRewriter)?
+        var videoOut: (payloadType: UInt8, extensions: RTPExtensionRewriter)?
 
         init(id: String, link: MediaLink, subscriber: String?, rate: LossBasedBitrate) {
             self.id = id; self.link = link; self.subscriber = subscriber; self.rate = rate
@@ -208,7 +212,10 @@ final class PublisherEngine: @unchecked Sendable {
 
     // MARK: peers (on queue)
 
-    static let extensionIds = RTPHeaderExtensionIds(transportSequenceNumber: SDPNegotiation.transportCCExtensionId)
+    /// What the send pipelines write (each peer's copy is rewritten to what that peer negotiated): a transport-wide
+    /// sequence number (each connection stamps its own) and the audio level.
+    static let extensionIds = RTPHeaderExtensionIds(transportSequenceNumber: SDPNegotiation.transportCCExtensionId,
+                                                    audioLevel: SDPNegotiation.audioLevelExtensionId)
 
     private func linkConfig() -> PeerConnectionConfig {
         let sid = stream?.id ?? "ot"
@@ -302,7 +309,7 @@ final class PublisherEngine: @unchecked Sendable {
             do { try p.link.setRemoteAnswer(sdp) } catch {
                 onRouterLink?(.refused(peerId: p.id, OTError(.publisherWebRTC, "bad answer from the media router: \(error)")))
             }
-        case .mediaCandidate(_, let c):
+        case .mediaCandidate(_, let c, _, _):
             p.link.addRemoteCandidate(c)
         case .mediaClose where p.subscriber == nil:
             onRouterLink?(.refused(peerId: p.id, OTError(.publisherWebRTC, "the media router closed the stream's connection")))
@@ -323,11 +330,15 @@ final class PublisherEngine: @unchecked Sendable {
         guard peers[p.id] === p else { return }
         switch e {
         case .localCandidate(let c):
-            session?.sendMedia(.mediaCandidate(peerId: p.id, candidate: c.description))
+            session?.sendMedia(p.link.candidateMessage(peerId: p.id, c.description))
         case .localCandidatesComplete:
-            session?.sendMedia(.mediaCandidate(peerId: p.id, candidate: ""))
+            session?.sendMedia(p.link.candidateMessage(peerId: p.id, ""))
         case .connected:
             p.connected = true
+            for m in p.link.negotiated?.media ?? [] {
+                let out = (m.codec.payloadType, RTPExtensionRewriter(source: Self.extensionIds, target: m.extensionIds, mid: m.mid))
+                if m.kind == "audio" { p.audioOut = out } else if m.kind == "video" { p.videoOut = out }
+            }
             rebuildTargets()
             video?.requestKeyframe()
             if p.subscriber == nil { onRouterLink?(.connected(peerId: p.id)) }
@@ -416,7 +427,7 @@ final class PublisherEngine: @unchecked Sendable {
         do {
             try video.send(frame, now: now) { packet in
                 videoRate.record(bytes: packet.count, at: now)
-                fanOut(&packet, to: videoTargets)
+                fanOut(packet, to: videoTargets, now: now, \.videoOut)
             }
         } catch {
             Log.warn("publisher", "video encode failed: \(error)")
@@ -429,18 +440,20 @@ final class PublisherEngine: @unchecked Sendable {
         queue.async { [self] in
             guard running, sendingAudio, !audioTargets.isEmpty, let audio else { return }
             do {
-                try audio.send(copy, settings: settings, now: MonotonicClock.now()) { packet in fanOut(&packet, to: audioTargets) }
+                let now = MonotonicClock.now()
+                try audio.send(copy, settings: settings, now: now) { packet in fanOut(packet, to: audioTargets, now: now, \.audioOut) }
             } catch {
                 Log.warn("publisher", "audio encode failed: \(error)")
             }
         }
     }
 
-    /// Sends one packet to every target: each gets its own copy, protected in place by its connection.
-    private func fanOut(_ packet: inout [UInt8], to targets: [Peer]) {
+    /// Sends one packet to every target: each gets its own copy, with the payload type and header extensions that
+    /// peer negotiated, written into the reused `scratch` and protected in place by its connection.
+    private func fanOut(_ packet: [UInt8], to targets: [Peer], now: Instant, _ negotiated: KeyPath<Peer, (payloadType: UInt8, extensions: RTPExtensionRewriter)?>) {
         for p in targets {
-            scratch.removeAll(keepingCapacity: true)
-            scratch.append(contentsOf: packet)
+            guard let out = p[keyPath: negotiated], out.extensions.rewrite(packet, into: &scratch, now: now) else { continue }
+            scratch[1] = scratch[1] & 0x80 | out.payloadType
             p.link.sendRTP(&scratch)
         }
     }

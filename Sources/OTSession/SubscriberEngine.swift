@@ -199,7 +199,7 @@ final class SubscriberEngine: @unchecked Sendable {
                 } catch {
                     onLink?(.failed(peerId: pid, OTError(.subscriberWebRTC, "bad answer: \(error)")))
                 }
-            case .mediaCandidate(_, let c):
+            case .mediaCandidate(_, let c, _, _):
                 link.addRemoteCandidate(c)
             case .mediaQuality(_, let event) where routed:
                 switch event {
@@ -218,9 +218,9 @@ final class SubscriberEngine: @unchecked Sendable {
         guard running, let pid = peerId else { return }
         switch e {
         case .localCandidate(let c):
-            session?.sendMedia(.mediaCandidate(peerId: pid, candidate: c.description))
+            if let link { session?.sendMedia(link.candidateMessage(peerId: pid, c.description)) }
         case .localCandidatesComplete:
-            session?.sendMedia(.mediaCandidate(peerId: pid, candidate: ""))
+            if let link { session?.sendMedia(link.candidateMessage(peerId: pid, "")) }
         case .connected:
             guard !connected else { return }
             connected = true

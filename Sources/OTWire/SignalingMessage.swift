@@ -183,8 +183,9 @@ public enum ClientMessage: Sendable, Equatable {
     case mediaOffer(id: Int, peerId: String, streamId: String, direction: MediaDirection, sdp: String)
     /// The answer of a relayed publisher to a forwarded `mediaOffer`.
     case mediaAnswer(peerId: String, sdp: String)
-    /// A trickled ICE candidate (`candidate:...` attribute value; empty for end of candidates).
-    case mediaCandidate(peerId: String, candidate: String)
+    /// A trickled ICE candidate (`candidate:...` attribute value; empty for end of candidates), with the m-section
+    /// of its transport as `RTCIceCandidateInit` names it (the BUNDLE tag's mid and m-line index); both may be absent.
+    case mediaCandidate(peerId: String, candidate: String, sdpMid: String? = nil, sdpMLineIndex: Int? = nil)
     /// Closes a peer connection.
     case mediaClose(peerId: String)
     /// What a subscriber wants to receive on its peer connection.
@@ -219,7 +220,8 @@ public enum ServerMessage: Sendable, Equatable {
     case mediaOffer(peerId: String, streamId: String, direction: MediaDirection, sdp: String, from: String)
     /// The answer for an offer this client sent (from the media router or the relayed publisher).
     case mediaAnswer(peerId: String, sdp: String)
-    case mediaCandidate(peerId: String, candidate: String)
+    /// A trickled candidate from the other side of a relayed peer connection (see `ClientMessage.mediaCandidate`).
+    case mediaCandidate(peerId: String, candidate: String, sdpMid: String? = nil, sdpMLineIndex: Int? = nil)
     /// The other side closed the peer connection (its client left, the stream ended, or the router closed it).
     case mediaClose(peerId: String, reason: String)
     /// A relayed subscriber's wishes, forwarded to the publishing client.
@@ -234,7 +236,7 @@ public enum ServerMessage: Sendable, Equatable {
     /// media message cannot be left out of the routing that relies on it.
     public var mediaPeerId: String? {
         switch self {
-        case .mediaOffer(let p, _, _, _, _), .mediaAnswer(let p, _), .mediaCandidate(let p, _), .mediaClose(let p, _),
+        case .mediaOffer(let p, _, _, _, _), .mediaAnswer(let p, _), .mediaCandidate(let p, _, _, _), .mediaClose(let p, _),
              .subscriberSettings(let p, _, _), .mediaQuality(let p, _), .publisherMedia(let p, _):
             return p
         case .connected, .roster, .reply, .connectionCreated, .connectionDestroyed, .streamCreated, .streamDestroyed, .streamChanged,
@@ -284,10 +286,12 @@ extension ClientMessage: Codable {
             self = .mediaOffer(id: try c.req("id"), peerId: try c.req("peerId"), streamId: try c.req("streamId"),
                                direction: try c.req("direction"), sdp: try c.req("sdp"))
         case "mediaAnswer": self = .mediaAnswer(peerId: try c.req("peerId"), sdp: try c.req("sdp"))
-        case "mediaCandidate": self = .mediaCandidate(peerId: try c.req("peerId"), candidate: try c.req("candidate"))
+        case "mediaCandidate":
+            self = .mediaCandidate(peerId: try c.req("peerId"), candidate: try c.req("candidate"), sdpMid: try c.opt("sdpMid"),
+                                   sdpMLineIndex: try c.opt("sdpMLineIndex"))
         case "mediaClose": self = .mediaClose(peerId: try c.req("peerId"))
         case "subscriberSettings": self = .subscriberSettings(peerId: try c.req("peerId"), audio: try c.req("audio"), video: try c.req("video"))
-        default: throw WireError("unknown client message type \(type.prefix(40))")
+        default: throw UnknownMessageType(type: String(type.prefix(64)), id: try? c.opt("id"))
         }
     }
 
@@ -322,8 +326,9 @@ extension ClientMessage: Codable {
             try c.put("direction", direction); try c.put("sdp", sdp)
         case .mediaAnswer(let peerId, let sdp):
             try c.put("type", "mediaAnswer"); try c.put("peerId", peerId); try c.put("sdp", sdp)
-        case .mediaCandidate(let peerId, let candidate):
+        case .mediaCandidate(let peerId, let candidate, let mid, let index):
             try c.put("type", "mediaCandidate"); try c.put("peerId", peerId); try c.put("candidate", candidate)
+            try c.put("sdpMid", mid); try c.put("sdpMLineIndex", index)
         case .mediaClose(let peerId):
             try c.put("type", "mediaClose"); try c.put("peerId", peerId)
         case .subscriberSettings(let peerId, let audio, let video):
@@ -356,7 +361,9 @@ extension ServerMessage: Codable {
             self = .mediaOffer(peerId: try c.req("peerId"), streamId: try c.req("streamId"), direction: try c.req("direction"),
                                sdp: try c.req("sdp"), from: try c.req("from"))
         case "mediaAnswer": self = .mediaAnswer(peerId: try c.req("peerId"), sdp: try c.req("sdp"))
-        case "mediaCandidate": self = .mediaCandidate(peerId: try c.req("peerId"), candidate: try c.req("candidate"))
+        case "mediaCandidate":
+            self = .mediaCandidate(peerId: try c.req("peerId"), candidate: try c.req("candidate"), sdpMid: try c.opt("sdpMid"),
+                                   sdpMLineIndex: try c.opt("sdpMLineIndex"))
         case "mediaClose": self = .mediaClose(peerId: try c.req("peerId"), reason: try c.opt("reason") ?? "")
         case "subscriberSettings": self = .subscriberSettings(peerId: try c.req("peerId"), audio: try c.req("audio"), video: try c.req("video"))
         case "mediaQuality": self = .mediaQuality(peerId: try c.req("peerId"), event: try c.req("event"))
@@ -399,8 +406,9 @@ extension ServerMessage: Codable {
             try c.put("direction", direction); try c.put("sdp", sdp); try c.put("from", from)
         case .mediaAnswer(let peerId, let sdp):
             try c.put("type", "mediaAnswer"); try c.put("peerId", peerId); try c.put("sdp", sdp)
-        case .mediaCandidate(let peerId, let candidate):
+        case .mediaCandidate(let peerId, let candidate, let mid, let index):
             try c.put("type", "mediaCandidate"); try c.put("peerId", peerId); try c.put("candidate", candidate)
+            try c.put("sdpMid", mid); try c.put("sdpMLineIndex", index)
         case .mediaClose(let peerId, let reason):
             try c.put("type", "mediaClose"); try c.put("peerId", peerId); try c.put("reason", reason)
         case .subscriberSettings(let peerId, let audio, let video):
@@ -411,6 +419,14 @@ extension ServerMessage: Codable {
             try c.put("type", "publisherMedia"); try c.put("peerId", peerId); try c.put("state", state)
         }
     }
+}
+
+/// A well-formed client message whose `type` this server does not know (a newer client's). The server answers a
+/// request (one with an integer `id`) with an error `reply` and keeps the connection: forward compatibility.
+public struct UnknownMessageType: Error, Equatable, Sendable {
+    public var type: String
+    public var id: Int?
+    public init(type: String, id: Int?) { self.type = type; self.id = id }
 }
 
 /// JSON text for the wire, and back.
@@ -457,8 +473,10 @@ public enum SignalingCodec {
         return out
     }
 
+    /// Throws `UnknownMessageType` for a message of a type it does not know, `WireError` for anything malformed.
     public static func decodeClient(_ text: String) throws -> ClientMessage {
-        do { return try JSONDecoder().decode(ClientMessage.self, from: Data(text.utf8)) } catch let e as WireError { throw e } catch {
+        do { return try JSONDecoder().decode(ClientMessage.self, from: Data(text.utf8)) } catch let e as WireError { throw e }
+        catch let e as UnknownMessageType { throw e } catch {
             throw WireError("bad client message: \(error)")
         }
     }

@@ -3,6 +3,10 @@ import OTServer
 /// The demo's command line.
 struct DemoOptions {
     var duration = 10.0
+    /// Whether `--duration` was given (`--web` otherwise runs until Ctrl-C).
+    var durationGiven = false
+    /// Keep the session open for a browser: print a URL of the server's demo page that joins it.
+    var web = false
     var width = 640
     var height = 480
     var fps = 30
@@ -21,7 +25,7 @@ struct DemoOptions {
     static var synopsis: String { usage.split(separator: "\n", omittingEmptySubsequences: false).prefix(2).joined(separator: "\n") }
 
     static let usage = """
-    usage: ot-demo [--duration SECONDS] [--resolution WxH] [--fps N] [--routed | --relayed] [--out DIR]
+    usage: ot-demo [--duration SECONDS] [--resolution WxH] [--fps N] [--routed | --relayed] [--out DIR] [--web]
                    [--server URL --project KEY:SECRET [--session ID]] [--help]
 
     Publishes the built-in test pattern and a 440 Hz tone from one client and subscribes to it from a
@@ -29,12 +33,15 @@ struct DemoOptions {
     and DIR/received.wav and prints a summary. Exit code 0 only when the subscriber decoded frames whose
     counters read back in increasing order.
 
-      --duration SECONDS    how long to run (default 10; Ctrl-C stops early)
+      --duration SECONDS    how long to run (default 10, with --web until Ctrl-C; Ctrl-C stops early)
       --resolution WxH      picture size of the test pattern (default 640x480)
       --fps N               frame rate (default 30)
       --routed              media through the server's media router (default)
       --relayed             media peer to peer; the server relays signaling only
       --out DIR             where the recordings go (default ./out)
+      --web                 also print a URL of the server's demo page (/demo) that joins the session in a
+                            browser (camera, microphone, signal box, statistics); the browser's streams are
+                            received and shown in the status lines, its signals printed
       --server URL          join an external server (e.g. ot-server) at http://HOST:PORT instead of
                             starting an embedded one on 127.0.0.1; needs --project
       --project KEY:SECRET  the external server's project, to mint tokens and create the session
@@ -63,6 +70,7 @@ struct DemoOptions {
                 let v = try value(flag)
                 guard let d = Double(v), d > 0, d <= 24 * 3600 else { throw UsageError("--duration needs seconds > 0, not \(v)") }
                 o.duration = d
+                o.durationGiven = true
             case "--resolution":
                 let v = try value(flag)
                 let parts = v.lowercased().split(separator: "x", omittingEmptySubsequences: false)
@@ -95,6 +103,8 @@ struct DemoOptions {
                 do { o.project = try Project.parse(v) } catch { throw UsageError("--project: \(error)") }
             case "--session":
                 o.sessionId = try value(flag)
+            case "--web":
+                o.web = true
             default:
                 throw UsageError("unknown argument \(flag)")
             }

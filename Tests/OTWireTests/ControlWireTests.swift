@@ -288,6 +288,31 @@ final class ControlWireTests: XCTestCase {
         XCTAssertEqual(FormEncoding.encode([("k", "a b&c=d/é")]), "k=a+b%26c%3Dd%2F%C3%A9")
     }
 
+    func testUnknownClientTypesAreToldApartFromMalformedMessages() {
+        XCTAssertThrowsError(try SignalingCodec.decodeClient(#"{"type":"fromTheFuture","id":12,"x":[1]}"#)) {
+            XCTAssertEqual($0 as? UnknownMessageType, UnknownMessageType(type: "fromTheFuture", id: 12))
+        }
+        XCTAssertThrowsError(try SignalingCodec.decodeClient(#"{"type":"fromTheFuture"}"#)) {
+            XCTAssertEqual($0 as? UnknownMessageType, UnknownMessageType(type: "fromTheFuture", id: nil))
+        }
+        // A known type with missing fields, or no type at all, is malformed.
+        for bad in [#"{"type":"signal","id":1}"#, #"{"id":1}"#, "[]"] {
+            XCTAssertThrowsError(try SignalingCodec.decodeClient(bad)) { XCTAssertTrue($0 is WireError, bad) }
+        }
+    }
+
+    func testCandidatesCarryTheirSectionAndOldOnesWithoutItStillDecode() throws {
+        let old = try SignalingCodec.decodeClient(#"{"type":"mediaCandidate","peerId":"p","candidate":"candidate:1 1 udp 1 127.0.0.1 9 typ host"}"#)
+        XCTAssertEqual(old, .mediaCandidate(peerId: "p", candidate: "candidate:1 1 udp 1 127.0.0.1 9 typ host", sdpMid: nil, sdpMLineIndex: nil))
+        let new = ClientMessage.mediaCandidate(peerId: "p", candidate: "", sdpMid: "0", sdpMLineIndex: 0)
+        let text = SignalingCodec.encode(new)
+        XCTAssertTrue(text.contains(#""sdpMid":"0""#) && text.contains(#""sdpMLineIndex":0"#), text)
+        XCTAssertEqual(try SignalingCodec.decodeClient(text), new)
+        let forwarded = ServerMessage.mediaCandidate(peerId: "p", candidate: "c", sdpMid: "a", sdpMLineIndex: 2)
+        XCTAssertEqual(try SignalingCodec.decodeServer(SignalingCodec.encode(forwarded)), forwarded)
+        XCTAssertFalse(SignalingCodec.encode(ServerMessage.mediaCandidate(peerId: "p", candidate: "c")).contains("sdpMid"))
+    }
+
     func testMediaMessagesNameTheirPeerConnectionAndOthersDoNot() {
         let media: [ServerMessage] = [
             .mediaAnswer(peerId: "p", sdp: "v=0"), .mediaCandidate(peerId: "p", candidate: ""), .mediaClose(peerId: "p", reason: "closed"),
