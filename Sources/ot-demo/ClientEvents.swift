@@ -1,4 +1,5 @@
 import Foundation
+import OTMedia
 import OTSession
 
 /// A demo client's session and publisher messages, waited on from the main thread.
@@ -11,6 +12,8 @@ final class ClientEvents: SessionDelegate, PublisherDelegate, @unchecked Sendabl
     private var publisherStats: PublisherStats?
     /// `ot-demo --web`: the browser's streams and signals (set before the browser can join).
     var guests: WebGuests?
+    /// Where device failures are told (they do not stop the run).
+    var report: ((String) -> Void)?
 
     private func update(_ body: () -> Void) {
         cond.lock(); body(); cond.broadcast(); cond.unlock()
@@ -49,6 +52,8 @@ final class ClientEvents: SessionDelegate, PublisherDelegate, @unchecked Sendabl
     }
     func publisher(_ publisher: Publisher, streamCreated stream: StreamInfo) { update { published = stream } }
     func publisher(_ publisher: Publisher, didFailWithError error: OTError) { update { failure = failure ?? error } }
+    func publisher(_ publisher: Publisher, deviceFailed error: DeviceError) { report?("device: \(error) (the run goes on)") }
+    func session(_ session: Session, deviceFailed error: DeviceError) { report?("device: \(error) (the run goes on)") }
 }
 
 /// Why the demo could not run or did not pass: printed, then the demo exits with code 1.

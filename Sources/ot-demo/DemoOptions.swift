@@ -19,19 +19,30 @@ struct DemoOptions {
     var project: Project?
     /// An existing session on the external server (else one is created through its REST API).
     var sessionId: String?
+    /// Real devices instead of the test pattern, the tone and discarded playout: each given means the device, its
+    /// `name` nil the default one (the first camera, the system's default source or sink).
+    var camera: DeviceChoice?
+    var microphone: DeviceChoice?
+    var speaker: DeviceChoice?
     var help = false
 
+    /// A device flag's optional value.
+    struct DeviceChoice: Equatable {
+        var name: String?
+    }
+
     /// The first lines of `usage`, printed with a command-line error.
-    static var synopsis: String { usage.split(separator: "\n", omittingEmptySubsequences: false).prefix(2).joined(separator: "\n") }
+    static var synopsis: String { usage.split(separator: "\n", omittingEmptySubsequences: false).prefix(3).joined(separator: "\n") }
 
     static let usage = """
     usage: ot-demo [--duration SECONDS] [--resolution WxH] [--fps N] [--routed | --relayed] [--out DIR] [--web]
-                   [--server URL --project KEY:SECRET [--session ID]] [--help]
+                   [--server URL --project KEY:SECRET [--session ID]]
+                   [--camera [DEVICE]] [--microphone [SOURCE]] [--speaker [SINK]] [--help]
 
     Publishes the built-in test pattern and a 440 Hz tone from one client and subscribes to it from a
     second one, printing a status line each second; then writes DIR/snapshot.png, DIR/received.ivf (VP8)
     and DIR/received.wav and prints a summary. Exit code 0 only when the subscriber decoded frames whose
-    counters read back in increasing order.
+    counters read back in increasing order (with --camera: when it decoded frames).
 
       --duration SECONDS    how long to run (default 10, with --web until Ctrl-C; Ctrl-C stops early)
       --resolution WxH      picture size of the test pattern (default 640x480)
@@ -47,7 +58,15 @@ struct DemoOptions {
       --project KEY:SECRET  the external server's project, to mint tokens and create the session
       --session ID          use this session (routed or relayed as it was created) instead of creating
                             one through the REST API
+      --camera [DEVICE]     publish a V4L2 camera instead of the test pattern: a path (/dev/video0) or a
+                            camera's name; without one, the first camera. --resolution and --fps are
+                            the target (the camera's closest mode is used)
+      --microphone [SOURCE] publish a PulseAudio source instead of the tone (without one: the default)
+      --speaker [SINK]      play the received audio on a PulseAudio sink (without one: the default)
       --help                this text
+
+    Devices: PulseAudio (or PipeWire's pipewire-pulse) for sound, V4L2 for cameras. A device that cannot be
+    opened or goes away mid-run is reported and the run goes on (silence, black frames, no playout).
 
     """
 
@@ -105,6 +124,19 @@ struct DemoOptions {
                 o.sessionId = try value(flag)
             case "--web":
                 o.web = true
+            case "--camera", "--microphone", "--speaker":
+                // The value is optional: the next argument, unless it is another flag.
+                var choice = DeviceChoice(name: nil)
+                if i + 1 < arguments.count, !arguments[i + 1].hasPrefix("-") {
+                    i += 1
+                    guard !arguments[i].isEmpty else { throw UsageError("\(flag) needs a non-empty device name") }
+                    choice.name = arguments[i]
+                }
+                switch flag {
+                case "--camera": o.camera = choice
+                case "--microphone": o.microphone = choice
+                default: o.speaker = choice
+                }
             default:
                 throw UsageError("unknown argument \(flag)")
             }
