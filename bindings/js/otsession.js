@@ -907,6 +907,8 @@ export class Session extends Emitter {
   #reconnect = null;             // {giveUpAt, attempts, timer}
   #pingMs;
   #pingTimer = null;
+  /** A `connected` whose roster comes in parts, until the last `roster` part is in. */
+  #rosterParts = null;
   #lastHeard = 0;
   #connectTimer = null;
   #connectCallback = null;
@@ -1050,7 +1052,20 @@ export class Session extends Emitter {
 
   #receive(m) {
     switch (m.type) {
-      case "connected": return this.#connected(m);
+      case "connected":
+        if (!m.rosterFollows) return this.#connected(m);
+        // A roster too large for one message: the rest follows in `roster` parts (docs/protocol.md).
+        this.#rosterParts = { ...m, connections: [...(m.connections || [])], streams: [...(m.streams || [])] };
+        return;
+      case "roster": {
+        const whole = this.#rosterParts;
+        if (!whole) return;
+        whole.connections.push(...(m.connections || []));
+        whole.streams.push(...(m.streams || []));
+        if (!m.last) return;
+        this.#rosterParts = null;
+        return this.#connected(whole);
+      }
       case "reply": {
         const r = this.#pending.get(m.id);
         if (!r) return;
