@@ -25,6 +25,8 @@ public struct RoutedStreamCounters: Sendable, Equatable {
     /// Packets not forwarded because the subscriber turned that kind off, waits for a keyframe, or its video is
     /// dropped for quality.
     public var packetsHeld = 0
+    /// Of those, video packets held because the subscriber waits for a keyframe to start (the first-keyframe gate).
+    public var packetsHeldForKeyframe = 0
     /// Whether the publisher allows video to be dropped for quality (`audioFallbackEnabled`).
     public var audioFallbackEnabled = true
     /// Audio fallback: warnings raised and lifted, video dropped and restored (totals over all subscribers),
@@ -429,7 +431,11 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                 guard let driver = sub.driver, isVideo ? sub.forwardingVideo : sub.audio else { stream.counters.packetsHeld += 1; continue }
                 if isVideo && sub.waitingForKeyframe {
                     if startsKeyframe == nil { startsKeyframe = Self.startsVP8Keyframe(packet) }
-                    guard startsKeyframe == true else { stream.counters.packetsHeld += 1; continue }
+                    guard startsKeyframe == true else {
+                        stream.counters.packetsHeld += 1
+                        stream.counters.packetsHeldForKeyframe += 1
+                        continue
+                    }
                     sub.waitingForKeyframe = false
                 }
                 var rewritten = seq
@@ -553,6 +559,10 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     /// router sends, which is what the publisher's bandwidth estimate runs on.
     public func publisherStats(streamId: String) -> PeerConnectionStats? {
         state.withLock { $0.streams[streamId]?.publisher?.driver }?.stats
+    }
+    /// Transport counters of a stream's downlinks (its subscribers' connections): NACKs answered, retransmissions.
+    public func subscriberStats(streamId: String) -> [PeerConnectionStats] {
+        state.withLock { $0.streams[streamId]?.subscribers.compactMap(\.driver) ?? [] }.map(\.stats)
     }
     /// Peer connections the router holds.
     public var peerCount: Int { state.withLock { $0.peers.count } }

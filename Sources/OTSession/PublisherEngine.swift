@@ -506,6 +506,11 @@ final class PublisherEngine: @unchecked Sendable {
         s.videoBitrateBps = videoRate.bitsPerSecond(at: MonotonicClock.now())
         s.pliCount = pliCount
         s.nackCount = nackCount
+        for p in peers.values {
+            let c = p.link.stats
+            s.rtpBytesSent += c.bytesSent
+            s.repairBytesSent += c.retransmittedBytesSent
+        }
         s.roundTripTimeMillis = peers.values.compactMap { $0.rtt.map { Double($0.microseconds) / 1000 } }.max()
         s.fractionLost = peers.values.map(\.fractionLost).max() ?? 0
         return s
@@ -514,7 +519,16 @@ final class PublisherEngine: @unchecked Sendable {
     func rtcStatsReport() -> String {
         var b = RTCStatsReportBuilder()
         let worst = peers.values.max { $0.fractionLost < $1.fractionLost }
-        if let v = video?.stats {
+        if var v = video?.stats {
+            // Retransmissions are the connections' (answered from each one's RTP session).
+            for p in peers.values {
+                guard let r = p.link.retransmissionCounters(ssrc: videoSSRC) else { continue }
+                v.retransmittedPacketsSent += r.packets
+                v.retransmittedBytesSent += r.bytes
+                v.nackMisses += r.misses
+            }
+            v.nackCount = nackCount
+            v.pliCount = pliCount
             b.addOutbound(v, framesPerSecond: nil, remote: worst?.videoReport)
         }
         if let a = audio?.stats { b.addOutbound(a, remote: worst?.audioReport) }

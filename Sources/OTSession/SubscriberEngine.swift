@@ -434,7 +434,11 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
 
     func rtcStatsReport() -> String {
         var b = RTCStatsReportBuilder()
-        if let v = video?.stats { b.addInbound(v, framesPerSecond: frameMeter.framesPerSecond(at: MonotonicClock.now())) }
+        if var v = video?.stats {
+            // The connection's RTP session NACKs (the pipeline's own NACK is off).
+            if let n = videoSSRC.flatMap({ link?.nackCounters(ssrc: $0) }) { v.nackCount = n.nacked; v.packetsRepaired = n.recovered }
+            b.addInbound(v, framesPerSecond: frameMeter.framesPerSecond(at: MonotonicClock.now()))
+        }
         if let a = audio?.stats { b.addInbound(a) }
         link?.addCandidatePair(to: &b, id: String(peerId.prefix(8)))
         return b.json()

@@ -13,8 +13,9 @@ public struct NACKGenerator: Sendable {
     private var unwrapper = SequenceUnwrapper()
     private var highest: Int64?
     private var missing: [Int64: Entry] = [:]
-    /// Counters: packets that arrived after being NACKed, and NACK entries given up.
-    public private(set) var recovered = 0, givenUp = 0
+    /// Counters: sequence numbers NACKed (retries counted), packets that arrived after being NACKed, and NACK
+    /// entries given up.
+    public private(set) var nacked = 0, recovered = 0, givenUp = 0
 
     public init() {}
 
@@ -51,6 +52,7 @@ public struct NACKGenerator: Sendable {
             missing[ext]?.retries += 1
             out.append(ext)
         }
+        nacked += out.count
         return out.sorted().map { UInt16(truncatingIfNeeded: $0) }
     }
 
@@ -67,7 +69,8 @@ public struct NACKGenerator: Sendable {
 public struct RetransmissionCache: Sendable {
     struct Slot { var seq: UInt16; var packet: [UInt8]; var lastResent: Instant? }
     private var slots: [Slot?]
-    public private(set) var resent = 0, missed = 0
+    /// Packets handed out for resending (and their bytes, unprotected), and NACKed sequence numbers not held.
+    public private(set) var resent = 0, resentBytes = 0, missed = 0
 
     /// Keeps the last `capacity` packets.
     public init(capacity: Int = 1024) { slots = Array(repeating: nil, count: max(16, capacity)) }
@@ -91,6 +94,7 @@ public struct RetransmissionCache: Sendable {
             s.lastResent = now
             slots[i] = s
             resent += 1
+            resentBytes += s.packet.count
             out.append(s.packet)
         }
         return out

@@ -80,8 +80,16 @@ public struct PeerConnectionStats: Sendable, Equatable {
     public var bytesReceived = 0
     public var rtcpSent = 0
     public var rtcpReceived = 0
-    /// Packets resent in answer to NACKs.
+    /// Packets resent in answer to NACKs, and their bytes (RTP before SRTP, as `bytesSent`).
     public var retransmissionsSent = 0
+    public var retransmittedBytesSent = 0
+    /// NACKed sequence numbers we no longer (or never) had to resend.
+    public var retransmissionMisses = 0
+    /// Sequence numbers we NACKed (retries counted), packets that arrived after being NACKed, and missing packets
+    /// given up on.
+    public var nackedSequences = 0
+    public var nackRepaired = 0
+    public var nackGivenUp = 0
     public var nacksReceived = 0
     public var keyframeRequestsReceived = 0
     /// SRTP packets dropped as replays (a retransmission of a packet that had arrived): not errors.
@@ -124,7 +132,17 @@ public final class PeerConnection {
     public private(set) var localPwd: String
     /// An ICE restart offer of ours waits for its answer.
     public private(set) var isRestartingICE = false
-    public private(set) var stats = PeerConnectionStats()
+    /// Counters (the RTP session's repair counters included).
+    public var stats: PeerConnectionStats {
+        var s = counters
+        let r = rtpSession.repair
+        s.retransmissionMisses = r.retransmissionMisses
+        s.nackedSequences = r.nackedSequences
+        s.nackRepaired = r.nackRepaired
+        s.nackGivenUp = r.nackGivenUp
+        return s
+    }
+    private var counters = PeerConnectionStats()
     /// What both sides agreed, once the remote description is set.
     public private(set) var negotiated: SDPNegotiated?
     /// The transport, once the remote description is set.
@@ -436,12 +454,12 @@ public final class PeerConnection {
     /// connection is not up yet or the packet is not RTP (counted, dropped).
     @discardableResult
     public func sendRTP(_ packet: inout [UInt8], now: Instant) -> Bool {
-        guard let srtp, let transport else { stats.sendsBeforeConnected += 1; return false }
-        guard let h = Self.header(packet) else { stats.malformedSends += 1; return false }
+        guard let srtp, let transport else { counters.sendsBeforeConnected += 1; return false }
+        guard let h = Self.header(packet) else { counters.malformedSends += 1; return false }
         // Without consent nothing is sent, cached, numbered or counted as sent.
         guard !transport.ice.consentExpired else {
             transport.countDroppedWithoutConsent()
-            stats.sendsDroppedWithoutConsent = transport.sendsDroppedWithoutConsent
+            counters.sendsDroppedWithoutConsent = transport.sendsDroppedWithoutConsent
             return false
         }
         // This connection's transport-wide number, over whatever the packet carried (a router forwards packets
@@ -449,9 +467,9 @@ public final class PeerConnection {
         let twccSequence = stampTransportSequence(&packet)
         rtpSession.sent(ssrc: h.ssrc, sequence: h.seq, rtpTimestamp: h.ts, clockRate: clockRates[h.pt] ?? 90000,
                         payloadBytes: max(0, packet.count - 12), packet: packet, now: now)
-        stats.packetsSent += 1
-        stats.bytesSent += packet.count
-        do { try srtp.protectRTP(&packet) } catch { stats.srtpErrors += 1; return false }
+        counters.packetsSent += 1
+        counters.bytesSent += packet.count
+        do { try srtp.protectRTP(&packet) } catch { counters.srtpErrors += 1; return false }
         if let seq = twccSequence { estimator?.packetSent(sequence: seq, size: packet.count, at: now) }
         transport.sendMedia(packet)
         drainTransport()
@@ -488,8 +506,8 @@ public final class PeerConnection {
     public func sendRTCP(_ packet: [UInt8]) -> Bool {
         guard let srtp, let transport else { return false }
         var p = packet
-        do { try srtp.protectRTCP(&p) } catch { stats.srtpErrors += 1; return false }
-        stats.rtcpSent += 1
+        do { try srtp.protectRTCP(&p) } catch { counters.srtpErrors += 1; return false }
+        counters.rtcpSent += 1
         transport.sendMedia(p)
         drainTransport()
         return true
@@ -569,7 +587,7 @@ public final class PeerConnection {
         guard srtp != nil, let fb = transportCC.feedback(senderSSRC: rtpSession.config.localSSRCs.first ?? 0,
                                                           mediaSSRC: transportCCMediaSSRC) else { return }
         rtpSession.sendTransportFeedback(fb)
-        stats.transportFeedbackSent += 1
+        counters.transportFeedbackSent += 1
     }
 
     public func pollTransmit() -> ICETransmit? { transmits.pop() }
@@ -600,7 +618,7 @@ public final class PeerConnection {
     private func drainTransport() {
         guard let transport else { return }
         while let t = transport.pollTransmit() { transmits.push(t) }
-        stats.sendsDroppedWithoutConsent = transport.sendsDroppedWithoutConsent
+        counters.sendsDroppedWithoutConsent = transport.sendsDroppedWithoutConsent
     }
 
     private func pump(now: Instant) {
@@ -617,7 +635,7 @@ public final class PeerConnection {
         }
         if let srtp {
             while let r = rtpSession.pollRetransmission() {
-                guard retransmissionAllowed(bytes: r.count, now: now) else { stats.retransmissionsSkipped += 1; continue }
+                guard retransmissionAllowed(bytes: r.count, now: now) else { counters.retransmissionsSkipped += 1; continue }
                 var p = r
                 // A retransmission is a new packet on the transport: it gets its own transport-wide number, so the
                 // estimator counts it in what the link carries.
@@ -625,25 +643,26 @@ public final class PeerConnection {
                 if (try? srtp.protectRTP(&p)) != nil {
                     if let seq = twcc { estimator?.packetSent(sequence: seq, size: p.count, at: now) }
                     transport.sendMedia(p)
-                    stats.retransmissionsSent += 1
-                } else { stats.srtpErrors += 1 }
+                    counters.retransmissionsSent += 1
+                    counters.retransmittedBytesSent += r.count
+                } else { counters.srtpErrors += 1 }
             }
             while let r = rtpSession.pollRTCP() {
                 var p = r
-                if (try? srtp.protectRTCP(&p)) != nil { transport.sendMedia(p); stats.rtcpSent += 1 } else { stats.srtpErrors += 1 }
+                if (try? srtp.protectRTCP(&p)) != nil { transport.sendMedia(p); counters.rtcpSent += 1 } else { counters.srtpErrors += 1 }
             }
         }
         while let e = rtpSession.pollEvent() {
             switch e {
-            case .keyframeRequested(let s): stats.keyframeRequestsReceived += 1; events.push(.keyframeRequested(ssrc: s))
+            case .keyframeRequested(let s): counters.keyframeRequestsReceived += 1; events.push(.keyframeRequested(ssrc: s))
             case .roundTripTime(let d):
-                stats.roundTripTime = d
+                counters.roundTripTime = d
                 estimator?.updateRoundTripTime(d)
                 events.push(.roundTripTime(d))
             case .receiverReport(let b): events.push(.receiverReport(b))
             case .bye(let s): events.push(.bye(ssrc: s))
             case .transportFeedback(let f):
-                stats.transportFeedbackReceived += 1
+                counters.transportFeedbackReceived += 1
                 events.push(.transportFeedback(f))
                 if estimator != nil { estimate(f, now: now) }
             }
@@ -654,8 +673,8 @@ public final class PeerConnection {
 
     private func estimate(_ f: TransportCCFeedback, now: Instant) {
         guard let e = estimator?.handleFeedback(f, now: now) else { return }
-        stats.availableOutgoingBitrate = e.targetBitrateBps
-        stats.bandwidthUsage = e.usage
+        counters.availableOutgoingBitrate = e.targetBitrateBps
+        counters.bandwidthUsage = e.usage
         let changed = bandwidthEstimate.map { $0.targetBitrateBps != e.targetBitrateBps || $0.usage != e.usage } ?? true
         bandwidthEstimate = e
         if changed { events.push(.bandwidthEstimate(e)) }
@@ -701,10 +720,10 @@ public final class PeerConnection {
     private func receiveRTP(_ bytes: [UInt8], now: Instant) {
         guard let srtp else { return }
         var p = bytes
-        do { try srtp.unprotectRTP(&p) } catch SRTPError.replayed { stats.replaysDropped += 1; return } catch { stats.srtpErrors += 1; return }
-        guard let h = Self.header(p) else { stats.srtpErrors += 1; return }
-        stats.packetsReceived += 1
-        stats.bytesReceived += p.count
+        do { try srtp.unprotectRTP(&p) } catch SRTPError.replayed { counters.replaysDropped += 1; return } catch { counters.srtpErrors += 1; return }
+        guard let h = Self.header(p) else { counters.srtpErrors += 1; return }
+        counters.packetsReceived += 1
+        counters.bytesReceived += p.count
         rtpSession.received(ssrc: h.ssrc, sequence: h.seq, rtpTimestamp: h.ts, clockRate: clockRates[h.pt] ?? 90000, now: now)
         if let id = transportCCId, let at = TransportWideSequenceNumber.valueOffset(in: p, id: id) {
             transportCC.record(sequence: UInt16(p[at]) << 8 | UInt16(p[at + 1]), arrival: now)
@@ -717,16 +736,16 @@ public final class PeerConnection {
     private func receiveRTCP(_ bytes: [UInt8], now: Instant) {
         guard let srtp else { return }
         var p = bytes
-        do { try srtp.unprotectRTCP(&p) } catch SRTPError.replayed { stats.replaysDropped += 1; return } catch { stats.srtpErrors += 1; return }
-        stats.rtcpReceived += 1
+        do { try srtp.unprotectRTCP(&p) } catch SRTPError.replayed { counters.replaysDropped += 1; return } catch { counters.srtpErrors += 1; return }
+        counters.rtcpReceived += 1
         do {
             try rtpSession.handleRTCP(p, now: now)
             // NACKs were answered by the session from its cache; report them too (a pipeline may count them).
             for case .nack(_, let media, let lost) in try RTCP.parse(p) {
-                stats.nacksReceived += 1
+                counters.nacksReceived += 1
                 events.push(.nackRequested(ssrc: media, sequences: lost))
             }
-        } catch { stats.rtcpErrors += 1 }
+        } catch { counters.rtcpErrors += 1 }
     }
 
     /// SSRC, sequence number, timestamp and payload type of an RTP header, without copying.

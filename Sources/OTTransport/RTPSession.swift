@@ -60,6 +60,19 @@ public struct RTPReceiveStatistics: Sendable {
     }
 }
 
+/// Repair counters of an `RTPSession`, summed over its SSRCs.
+public struct RTPRepairCounters: Sendable, Equatable {
+    /// Sequence numbers we NACKed (each retry counted), packets that arrived after being NACKed, and missing
+    /// packets given up on (too old, too many retries, or a gap too large to track).
+    public var nackedSequences = 0
+    public var nackRepaired = 0
+    public var nackGivenUp = 0
+    /// Sequence numbers the peer NACKed that were resent, and those no longer (or never) in the cache.
+    public var retransmissionsQueued = 0
+    public var retransmissionMisses = 0
+    public init() {}
+}
+
 /// What the RTP session reports.
 public enum RTPSessionEvent: Sendable, Equatable {
     /// The remote asked for a keyframe of one of our SSRCs (PLI or FIR).
@@ -112,6 +125,8 @@ public final class RTPSession {
     }
 
     public let config: Config
+    /// Repair counters (NACKs sent and answered).
+    public private(set) var repair = RTPRepairCounters()
     /// Current RTT estimate (starts at 100 ms until measured).
     public private(set) var rtt: Duration = .milliseconds(100)
     private var send: [UInt32: SendState] = [:]
@@ -154,8 +169,14 @@ public final class RTPSession {
     public func received(ssrc: UInt32, sequence: UInt16, rtpTimestamp: UInt32, clockRate: UInt32, now: Instant) {
         receive[ssrc, default: ReceiveState(stats: RTPReceiveStatistics(ssrc: ssrc, clockRate: clockRate))]
             .stats.packet(sequence: sequence, rtpTimestamp: rtpTimestamp, now: now)
-        if config.nack { receive[ssrc]?.nack.received(sequence: sequence, now: now) }
-        if config.nack { flushNACKs(now: now) }
+        if config.nack {
+            // Only the counters are read around the update (a copy of the generator would copy its table).
+            let recovered = receive[ssrc]?.nack.recovered ?? 0, givenUp = receive[ssrc]?.nack.givenUp ?? 0
+            receive[ssrc]?.nack.received(sequence: sequence, now: now)
+            repair.nackRepaired += (receive[ssrc]?.nack.recovered ?? 0) - recovered
+            repair.nackGivenUp += (receive[ssrc]?.nack.givenUp ?? 0) - givenUp
+            flushNACKs(now: now)
+        }
     }
 
     /// Queues a PLI for a remote SSRC (the decoder needs a keyframe).
@@ -182,7 +203,14 @@ public final class RTPSession {
                 reportBlocks(reports, now: now)
             case .nack(_, let media, let lost):
                 let rtt = self.rtt
-                if let packets = send[media]?.cache.packets(for: lost, now: now, rtt: rtt) { retransmissions.push(contentsOf: packets) }
+                let missedBefore = send[media]?.cache.missed ?? 0
+                if let packets = send[media]?.cache.packets(for: lost, now: now, rtt: rtt) {
+                    retransmissions.push(contentsOf: packets)
+                    repair.retransmissionsQueued += packets.count
+                    repair.retransmissionMisses += (send[media]?.cache.missed ?? 0) - missedBefore
+                } else {
+                    repair.retransmissionMisses += lost.count
+                }
             case .pli(_, let media):
                 if send[media] != nil || config.localSSRCs.contains(media) { events.push(.keyframeRequested(ssrc: media)) }
             case .fir(_, let entries):
@@ -212,7 +240,11 @@ public final class RTPSession {
     private func flushNACKs(now: Instant) {
         let rtt = self.rtt
         for ssrc in Array(receive.keys) {  // a copy of the keys, so mutating `receive` does not copy it
-            guard let lost = receive[ssrc]?.nack.poll(now: now, rtt: rtt), !lost.isEmpty else { continue }
+            let givenUpBefore = receive[ssrc]?.nack.givenUp ?? 0
+            let lost = receive[ssrc]?.nack.poll(now: now, rtt: rtt) ?? []
+            repair.nackGivenUp += (receive[ssrc]?.nack.givenUp ?? 0) - givenUpBefore
+            guard !lost.isEmpty else { continue }
+            repair.nackedSequences += lost.count
             // One FCI list per packet keeps each NACK small.
             rtcpOut.push(RTCP.serialize([.nack(senderSSRC: senderSSRC, mediaSSRC: ssrc, lost: lost)]))
         }
@@ -263,8 +295,13 @@ public final class RTPSession {
 
     /// Reception statistics of a remote SSRC.
     public func statistics(ssrc: UInt32) -> RTPReceiveStatistics? { receive[ssrc]?.stats }
-    /// NACK counters of a remote SSRC: (recovered, given up, outstanding).
-    public func nackCounters(ssrc: UInt32) -> (recovered: Int, givenUp: Int, outstanding: Int)? {
-        receive[ssrc].map { ($0.nack.recovered, $0.nack.givenUp, $0.nack.outstanding) }
+    /// NACK counters of a remote SSRC: (sequence numbers NACKed, recovered, given up, outstanding).
+    public func nackCounters(ssrc: UInt32) -> (nacked: Int, recovered: Int, givenUp: Int, outstanding: Int)? {
+        receive[ssrc].map { ($0.nack.nacked, $0.nack.recovered, $0.nack.givenUp, $0.nack.outstanding) }
+    }
+    /// Retransmission counters of one of our SSRCs: packets resent and their (unprotected) bytes, NACKed sequence
+    /// numbers no longer held.
+    public func retransmissionCounters(ssrc: UInt32) -> (packets: Int, bytes: Int, misses: Int)? {
+        send[ssrc].map { ($0.cache.resent, $0.cache.resentBytes, $0.cache.missed) }
     }
 }

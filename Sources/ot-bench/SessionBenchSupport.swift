@@ -89,7 +89,8 @@ final class StreamRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Se
     private var lastNumber: UInt32?
     private var _latency = LatencyStats(capacity: 200_000)
     private var _samples: [Int64] = []
-    private var _firstFrameAt: Double?, _lastFrameAt: Double?
+    private var _firstFrameAt: Double?, _lastFrameAt: Double?, _connectedAt: Double?
+    private var _renderTimes: [Double] = []
     private var _connected = false, _disconnected = false, _failure: OTError?
     private var _streamCreated = false, _streamDestroyed = false
     let name: String
@@ -106,6 +107,9 @@ final class StreamRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Se
     var latencySamples: [Int64] { lock.withLock { _samples } }
     var firstFrameAt: Double? { lock.withLock { _firstFrameAt } }
     var lastFrameAt: Double? { lock.withLock { _lastFrameAt } }
+    /// `monotonicSeconds()` of every rendered frame, and of `subscriberDidConnect`.
+    var renderTimes: [Double] { lock.withLock { _renderTimes } }
+    var connectedAt: Double? { lock.withLock { _connectedAt } }
     var connected: Bool { lock.withLock { _connected } }
     var disconnected: Bool { lock.withLock { _disconnected } }
     var failure: OTError? { lock.withLock { _failure } }
@@ -115,7 +119,10 @@ final class StreamRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Se
     func publisher(_ publisher: Publisher, streamCreated stream: StreamInfo) { lock.withLock { _streamCreated = true } }
     func publisher(_ publisher: Publisher, streamDestroyed stream: StreamInfo) { lock.withLock { _streamDestroyed = true } }
     func publisher(_ publisher: Publisher, didFailWithError error: OTError) { lock.withLock { _failure = error } }
-    func subscriberDidConnect(toStream subscriber: Subscriber) { lock.withLock { _connected = true } }
+    func subscriberDidConnect(toStream subscriber: Subscriber) {
+        let t = monotonicSeconds()
+        lock.withLock { _connected = true; _connectedAt = _connectedAt ?? t }
+    }
     func subscriberDidDisconnect(fromStream subscriber: Subscriber) { lock.withLock { _disconnected = true } }
     func subscriber(_ subscriber: Subscriber, didFailWithError error: OTError) { lock.withLock { _failure = error } }
     func subscriber(_ subscriber: Subscriber, didReceiveVideoFrame frame: VideoFrame) {
@@ -126,6 +133,7 @@ final class StreamRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Se
             _frames += 1
             if _firstFrameAt == nil { _firstFrameAt = t }
             _lastFrameAt = t
+            _renderTimes.append(t)
             guard let stamp else { _unstamped += 1; return }
             _latency.add(micros: now - stamp.timestampMicros)
             _samples.append(now - stamp.timestampMicros)
