@@ -27,6 +27,9 @@ public struct RoutedStreamCounters: Sendable, Equatable {
     public var packetsHeld = 0
     /// Of those, video packets held because the subscriber waits for a keyframe to start (the first-keyframe gate).
     public var packetsHeldForKeyframe = 0
+    /// Video packets sent to a subscriber from the stream's history when its gate opened at a keyframe whose first
+    /// packet arrived after later ones (repaired by NACK).
+    public var packetsReplayed = 0
     /// Whether the publisher allows video to be dropped for quality (`audioFallbackEnabled`).
     public var audioFallbackEnabled = true
     /// Audio fallback: warnings raised and lifted, video dropped and restored (totals over all subscribers),
@@ -104,6 +107,12 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         var counters = RoutedStreamCounters()
         var audioFallbackEnabled = true
         var keyframes: KeyframeRequestAggregator
+        /// The publisher's latest video packets (plain RTP), and the highest sequence number among them: when a
+        /// keyframe's first packet arrives late (repaired by NACK), what came after it is replayed from here.
+        var videoHistory = NACKResponder(capacity: 256)
+        var videoHighest: UInt16?
+        /// The RTX SSRC the router declares to subscribers for this stream's video (retransmissions to them).
+        let videoRTXSSRC = UInt32.random(in: 1 ... .max)
         /// Fires when `keyframes` asks for a check at a window's end; cancelled when the stream goes.
         var keyframeTimer: (any DispatchSourceTimer)?
         /// Subscribe offers that arrived before the publisher's.
@@ -206,20 +215,22 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
 
     private func subscribe(_ offer: MediaOfferRequest, _ completion: @escaping @Sendable (Result<String, OTError>) -> Void) throws {
         // The publisher's SSRCs, or wait for its offer.
-        let source = state.withLock { s -> (audio: UInt32?, video: UInt32?)? in
+        let source = state.withLock { s -> (audio: UInt32?, video: UInt32?, videoRTX: UInt32)? in
             guard let stream = s.streams[offer.streamId], stream.publisher != nil else {
                 let stream = s.streams[offer.streamId] ?? Stream(id: offer.streamId, sessionId: offer.sessionId, pliInterval: pliInterval)
                 s.streams[offer.streamId] = stream
                 stream.pending.append((offer, completion))
                 return nil
             }
-            return (stream.audioSSRC, stream.videoSSRC)
+            return (stream.audioSSRC, stream.videoSSRC, stream.videoRTXSSRC)
         }
         guard let source else { return }
         let cname = "router-\(offer.streamId.prefix(8))"
         var config = PeerConnectionConfig()
         config.audioTrack = source.audio.map { SDPLocalTrack(ssrc: $0, streamID: offer.streamId, trackID: "\(offer.streamId)-audio", cname: cname) }
-        config.videoTrack = source.video.map { SDPLocalTrack(ssrc: $0, streamID: offer.streamId, trackID: "\(offer.streamId)-video", cname: cname) }
+        config.videoTrack = source.video.map {
+            SDPLocalTrack(ssrc: $0, rtxSSRC: source.videoRTX, streamID: offer.streamId, trackID: "\(offer.streamId)-video", cname: cname)
+        }
         let peer = Peer(id: offer.peerId, sessionId: offer.sessionId, connectionId: offer.connectionId, streamId: offer.streamId, direction: .subscribe)
         let driver = try endpoint.makePeerConnection(config: config) { [weak self, weak peer] e in if let peer { self?.subscriberEvent(e, peer) } }
         peer.driver = driver
@@ -331,8 +342,17 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     // MARK: forwarding
 
     private func publisherEvent(_ e: PeerConnectionEvent, _ publisher: Peer) {
-        guard case .rtp(let packet) = e else { return }
-        forward(packet, from: publisher)
+        switch e {
+        case .rtp(let packet):
+            forward(packet, from: publisher)
+        case .packetsUnrecoverable(let ssrc, _):
+            // Lost on the uplink for good: the subscribers cannot have them either; ask for a keyframe now rather than
+            // when each of them gives up.
+            let streamId = state.withLock { s in s.streams[publisher.streamId].flatMap { $0.publisher === publisher && $0.videoSSRC == ssrc ? $0.id : nil } }
+            if let streamId { queue.async { [self] in requestKeyframe(streamId: streamId, .repair) } }
+        default:
+            break
+        }
     }
 
     private func subscriberEvent(_ e: PeerConnectionEvent, _ subscriber: Peer) {
@@ -422,6 +442,10 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             stream.counters.bytesIn += packet.count
             let isVideo = ssrc == stream.videoSSRC
             guard isVideo || ssrc == stream.audioSSRC else { return stream }
+            if isVideo {
+                stream.videoHistory.store(sequence: seq, packet: packet)
+                if let h = stream.videoHighest, Int16(bitPattern: seq &- h) <= 0 {} else { stream.videoHighest = seq }
+            }
             var startsKeyframe: Bool?
             if isVideo && stream.keyframes.awaitingKeyframe {
                 startsKeyframe = Self.startsVP8Keyframe(packet)
@@ -436,22 +460,29 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                         stream.counters.packetsHeldForKeyframe += 1
                         continue
                     }
+                    // The gate opens at the keyframe's first packet. When it came late (lost, then repaired by NACK), the
+                    // rest of the keyframe and what followed have passed already: replay them from the history, in order.
                     sub.waitingForKeyframe = false
+                    if let p = Self.rewrite(packet, seq: seq, ssrc: ssrc, isVideo: true, for: sub, stream) { out.append((driver, p)) }
+                    var next = seq &+ 1
+                    if let highest = stream.videoHighest {
+                        while Int16(bitPattern: next &- highest) <= 0 {
+                            if let old = stream.videoHistory.lookup(next),
+                               let p = Self.rewrite(old, seq: next, ssrc: ssrc, isVideo: true, for: sub, stream) {
+                                out.append((driver, p))
+                                stream.counters.packetsReplayed += 1
+                            }
+                            next &+= 1
+                        }
+                    }
+                    if sub.quality != nil { sub.sampler.sent(1) }
+                    continue
                 }
-                var rewritten = seq
-                if var r = sub.rewriters[ssrc] {
-                    guard let mapped = r.map(seq) else { stream.counters.packetsHeld += 1; continue }
-                    sub.rewriters[ssrc] = r
-                    rewritten = mapped
-                } else {
-                    sub.rewriters[ssrc] = SequenceRewriter(first: seq)
+                guard let p = Self.rewrite(packet, seq: seq, ssrc: ssrc, isVideo: isVideo, for: sub, stream) else {
+                    stream.counters.packetsHeld += 1
+                    continue
                 }
-                var copy = packet
-                if rewritten != seq { copy[2] = UInt8(rewritten >> 8); copy[3] = UInt8(rewritten & 0xFF) }
-                if let pt = isVideo ? sub.videoPT : sub.audioPT, pt != packet[1] & 0x7F, packet[1] & 0x7F == (isVideo ? stream.videoPT : stream.audioPT) {
-                    copy[1] = packet[1] & 0x80 | pt
-                }
-                out.append((driver, copy))
+                out.append((driver, p))
                 if sub.quality != nil { sub.sampler.sent(1) }
             }
             return stream
@@ -464,6 +495,25 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             if driver.sendRTP(&p) { packets += 1; bytes += n }
         }
         if packets > 0 { state.withLock { _ in stream.counters.packetsOut += packets; stream.counters.bytesOut += bytes } }
+    }
+
+    /// Under the lock: the copy of a publisher's packet for one subscriber (its sequence numbers, its payload types), or
+    /// nil when its rewriter drops it (paused, or older than where forwarding started or resumed).
+    private static func rewrite(_ packet: [UInt8], seq: UInt16, ssrc: UInt32, isVideo: Bool, for sub: Peer, _ stream: Stream) -> [UInt8]? {
+        var rewritten = seq
+        if var r = sub.rewriters[ssrc] {
+            guard let mapped = r.map(seq) else { return nil }
+            sub.rewriters[ssrc] = r
+            rewritten = mapped
+        } else {
+            sub.rewriters[ssrc] = SequenceRewriter(first: seq)
+        }
+        var copy = packet
+        if rewritten != seq { copy[2] = UInt8(rewritten >> 8); copy[3] = UInt8(rewritten & 0xFF) }
+        if let pt = isVideo ? sub.videoPT : sub.audioPT, pt != packet[1] & 0x7F, packet[1] & 0x7F == (isVideo ? stream.videoPT : stream.audioPT) {
+            copy[1] = packet[1] & 0x80 | pt
+        }
+        return copy
     }
 
     /// A stream's audio-fallback counters and, per judged subscriber peer, its state and last sample.
@@ -498,6 +548,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             switch stream.keyframes.request(kind, now: now) {
             case .send:
                 stream.counters.keyframeRequestsSent += 1
+                armKeyframeTimer(stream, at: now + pliInterval, now: now)
                 return (pub, ssrc)
             case .folded:
                 stream.counters.keyframeRequestsAggregated += 1
@@ -510,7 +561,8 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         if let (d, ssrc) = send { d.requestKeyframe(ssrc: ssrc) }
     }
 
-    /// On `queue`, at the end of an aggregation window that folded requests.
+    /// On `queue`, at the end of an aggregation window (a request was sent: while a subscriber still waits for its
+    /// first keyframe, or repair requests were folded, another goes).
     private func keyframeWindowEnded(_ stream: Stream) {
         let now = MonotonicClock.now()
         let send = state.withLock { s -> (PeerConnectionDriver, UInt32)? in
@@ -519,6 +571,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             switch stream.keyframes.windowEnded(now: now, receiversWaiting: waiting) {
             case .send:
                 stream.counters.keyframeRequestsSent += 1
+                armKeyframeTimer(stream, at: now + pliInterval, now: now)
                 return (pub, ssrc)
             case .checkAt(let t):
                 armKeyframeTimer(stream, at: t, now: now)
@@ -609,7 +662,8 @@ struct SequenceRewriter {
     private var resumeFrom: UInt16?
 
     init() {}
-    init(first: UInt16) { lastOut = first }
+    /// Forwarding starts at `first`: older packets (late ones, retransmissions) are dropped.
+    init(first: UInt16) { lastOut = first; resumeFrom = first }
 
     mutating func pause() { paused = true }
     mutating func resume() {
@@ -626,7 +680,11 @@ struct SequenceRewriter {
             if let last = lastOut { offset = last &+ 1 &- seq }
             resumeFrom = seq
         }
-        if let from = resumeFrom, Int16(bitPattern: seq &- from) < 0 { return nil }
+        if let from = resumeFrom {
+            let d = Int16(bitPattern: seq &- from)
+            if d < 0 { return nil }
+            if d > 8192 { resumeFrom = nil }  // well past it: stop comparing before the sequence space wraps
+        }
         let out = seq &+ offset
         if let last = lastOut { if Int16(bitPattern: out &- last) > 0 { lastOut = out } } else { lastOut = out }
         return out

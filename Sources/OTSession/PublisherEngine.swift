@@ -402,7 +402,7 @@ final class PublisherEngine: @unchecked Sendable {
         case .bandwidthEstimate(let e):
             p.estimate = e
             retarget(p)
-        case .iceStateChanged, .rtp, .transportFeedback, .bye:
+        case .iceStateChanged, .rtp, .transportFeedback, .bye, .packetsUnrecoverable:
             break
         }
     }

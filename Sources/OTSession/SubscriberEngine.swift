@@ -52,6 +52,8 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     private var pcm: [Int16] = []
     private var ticks = 0
     private var frameMeter = RateMeter()
+    /// Since when the video decoder waits for a keyframe (nil while it decodes).
+    private var keyframeWaitSince: Instant?
     private var rtt: Duration?
 
     // Audio fallback. Routed sessions: the media router judges the downlink and tells us (`mediaQuality`).
@@ -104,7 +106,10 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         wantsAudio = a
         wantsVideo = v
         videoOn = publisherVideo && wantsVideo
-        video = try VideoReceivePipeline(config: VideoReceiveConfig(payloadType: nil, nackEnabled: false), transform: transform)
+        // The connection's RTP session NACKs gaps and says when it gives a packet up (`.packetsUnrecoverable`): the
+        // depacketizer's own count of packets past a hole is only a backstop, so it is long.
+        video = try VideoReceivePipeline(config: VideoReceiveConfig(payloadType: nil, reorderWindowPackets: 256, nackEnabled: false),
+                                         transform: transform)
         audio = try AudioReceivePipeline(config: AudioReceiveConfig(payloadType: nil, sampleRate: playoutSettings.sampleRate,
                                                                     channels: playoutSettings.channels, useFEC: true),
                                          transform: transform)
@@ -269,6 +274,10 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         case .roundTripTime(let d):
             rtt = d
             video?.setRoundTripTime(d)
+        case .packetsUnrecoverable(let ssrc, let sequences):
+            guard videoOn, let video, ssrc == videoSSRC else { return }
+            let now = MonotonicClock.now()
+            handle(video.packetsUnrecoverable(sequences, now: now), now: now)
         case .keyframeRequested, .nackRequested, .receiverReport, .transportFeedback, .bandwidthEstimate, .bye, .iceStateChanged:
             break
         }
@@ -317,6 +326,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
             link = nil
         }
         if let video, let d = video.nextDeadline, d <= now { handle(video.poll(now: now), now: now) }
+        askForKeyframeWhileWaiting(now: now)
         if connected, let audio {
             var due = nextAudioPull ?? now
             if now - due > .milliseconds(200) { due = now }  // stalled (e.g. suspended): do not burst
@@ -335,6 +345,22 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         if ticks % 10 == 0 { checkDecryption() }
         if ticks % 100 == 0 { everySecond() }
     }
+
+    /// While the decoder waits for a keyframe (at start, or after a loss that could not be repaired), keep asking for
+    /// one: a request, or the keyframe it brought, may be lost too. The first waits `keyframeWait` for the keyframe the
+    /// sender sends anyway (a new connection, or the pipeline's own request); the connection's pacer spaces the rest.
+    private func askForKeyframeWhileWaiting(now: Instant) {
+        guard connected, videoOn, let video, video.isWaitingForKeyframe,
+              let ssrc = videoSSRC ?? link?.negotiated?.media.first(where: { $0.kind == "video" })?.remoteSSRCs.first else {
+            keyframeWaitSince = nil
+            return
+        }
+        let since = keyframeWaitSince ?? now
+        keyframeWaitSince = since
+        if now - since >= Self.keyframeWait { link?.requestKeyframe(ssrc: ssrc) }
+    }
+
+    static let keyframeWait: Duration = .milliseconds(200)
 
     /// End-to-end encrypted streams: reports `encryptionSecretMismatch` once when frames arrive that cannot be
     /// decrypted and none can (another secret); again after frames decrypted in between (the secrets changed).

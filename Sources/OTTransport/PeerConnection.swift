@@ -60,6 +60,9 @@ public enum PeerConnectionEvent: Sendable, Equatable {
     case keyframeRequested(ssrc: UInt32)
     /// The peer NACKed packets of one of our SSRCs; those still cached were already resent.
     case nackRequested(ssrc: UInt32, sequences: [UInt16])
+    /// Our NACKs of these packets of a remote SSRC were given up (retries used up, or too old): they will not be
+    /// repaired, so a decoder waiting for them should stop and ask for a keyframe.
+    case packetsUnrecoverable(ssrc: UInt32, sequences: [UInt16])
     /// A new round-trip time measured from the peer's report blocks.
     case roundTripTime(Duration)
     /// The peer's report about one of our SSRCs (loss, jitter).
@@ -90,6 +93,10 @@ public struct PeerConnectionStats: Sendable, Equatable {
     public var nackedSequences = 0
     public var nackRepaired = 0
     public var nackGivenUp = 0
+    /// Retransmissions that arrived on an RTX stream (RFC 4588), unwrapped into the packets they resend, and RTX
+    /// packets of no known stream or too short to name their original.
+    public var rtxPacketsReceived = 0
+    public var rtxPacketsDiscarded = 0
     public var nacksReceived = 0
     public var keyframeRequestsReceived = 0
     /// SRTP packets dropped as replays (a retransmission of a packet that had arrived): not errors.
@@ -159,6 +166,9 @@ public final class PeerConnection {
     private var localOffer: SessionDescription?
     private var srtp: SRTPContext?
     private var clockRates: [UInt8: UInt32] = [:]
+    private var rtxReceiver: RTXReceiver?
+    /// RTX payload type -> media SSRC, for a section whose RTX SSRC was not declared.
+    private var rtxBySection: [UInt8: UInt32] = [:]
     private var events = FIFO<PeerConnectionEvent>()
     private var transmits = FIFO<ICETransmit>()
     private let tieBreaker: UInt64
@@ -417,6 +427,7 @@ public final class PeerConnection {
             clockRates[m.codec.payloadType] = m.codec.clockRate
             if let rtx = m.rtxPayloadType { clockRates[rtx] = m.codec.clockRate }
         }
+        configureRTX(neg)
         agent.setRemoteCredentials(ufrag: neg.remoteIceUfrag, pwd: neg.remoteIcePwd)
         agent.remoteIsLite = neg.remoteIceLite
         let dtls = try DTLSEndpoint(role: neg.localIsDTLSClient ? .client : .server, certificate: certificate,
@@ -431,6 +442,42 @@ public final class PeerConnection {
         pendingTURN = []
         t.flush(now: now)
         pump(now: now)
+    }
+
+    /// RTX (RFC 4588) where both sides negotiated it: our retransmissions of a track with an RTX SSRC go on its RTX
+    /// stream; the peer's RTX packets are unwrapped into the packets they resend.
+    private func configureRTX(_ neg: SDPNegotiated) {
+        var ssrcs: [UInt32: UInt32] = [:], types: [UInt8: UInt8] = [:]
+        for m in neg.media {
+            guard let rtxPT = m.rtxPayloadType else { continue }
+            types[rtxPT] = m.codec.payloadType
+            for (media, rtx) in m.remoteRTXSSRCs { ssrcs[rtx] = media }
+            // An RTX stream the peer did not declare: its packets belong to the section's only media SSRC.
+            if m.remoteRTXSSRCs.isEmpty, m.remoteSSRCs.count == 1 { rtxBySection[rtxPT] = m.remoteSSRCs[0] }
+            let track = m.kind == "video" ? config.videoTrack : m.kind == "audio" ? config.audioTrack : nil
+            if let track, let rtxSSRC = track.rtxSSRC, m.direction == .sendrecv || m.direction == .sendonly {
+                rtpSession.enableRTX(ssrc: track.ssrc, rtx: RTXSender(rtxSSRC: rtxSSRC, payloadTypes: [m.codec.payloadType: rtxPT],
+                                                                     initialSequence: .random(in: 0 ... .max)))
+            }
+        }
+        rtxReceiver = types.isEmpty ? nil : RTXReceiver(ssrcs: ssrcs, payloadTypes: types)
+    }
+
+    /// The packet an RTX packet resends (plain RTP, allocated), or nil when `p` is not RTX of a negotiated stream.
+    private func unwrapRTX(_ p: [UInt8], ssrc: UInt32, payloadType: UInt8) -> [UInt8]? {
+        guard let receiver = rtxReceiver, receiver.payloadTypes[payloadType] != nil else { return nil }
+        guard let packet = try? RTPPacket(parsing: p) else { return nil }
+        if receiver.ssrcs[ssrc] == nil, let media = rtxBySection[payloadType] {
+            // An undeclared RTX SSRC: the section's media SSRC.
+            guard packet.payload.count >= 2 else { return nil }
+            let s = packet.payload.startIndex
+            let osn = UInt16(packet.payload[s]) << 8 | UInt16(packet.payload[s + 1])
+            return RTPPacket(marker: packet.marker, payloadType: receiver.payloadTypes[payloadType] ?? payloadType, sequenceNumber: osn,
+                             timestamp: packet.timestamp, ssrc: media, csrcs: packet.csrcs, extensions: packet.extensions,
+                             payload: packet.payload.dropFirst(2)).serialized()
+        }
+        guard let original = try? receiver.unwrap(packet) else { return nil }
+        return original.serialized()
     }
 
     /// Adds a trickled remote candidate (kept until the remote description is set).
@@ -515,7 +562,7 @@ public final class PeerConnection {
 
     /// Asks the peer for a keyframe of its SSRC (PLI, or FIR when `useFIR`).
     public func requestKeyframe(ssrc: UInt32, useFIR: Bool = false, now: Instant) {
-        rtpSession.requestKeyframe(ssrc: ssrc, useFIR: useFIR)
+        rtpSession.requestKeyframe(ssrc: ssrc, useFIR: useFIR, now: now)
         pump(now: now)
     }
 
@@ -661,6 +708,7 @@ public final class PeerConnection {
                 events.push(.roundTripTime(d))
             case .receiverReport(let b): events.push(.receiverReport(b))
             case .bye(let s): events.push(.bye(ssrc: s))
+            case .packetsUnrecoverable(let s, let seqs): events.push(.packetsUnrecoverable(ssrc: s, sequences: seqs))
             case .transportFeedback(let f):
                 counters.transportFeedbackReceived += 1
                 events.push(.transportFeedback(f))
@@ -700,6 +748,8 @@ public final class PeerConnection {
             do {
                 srtp = try SRTPContext(profile: km.profile, keys: SRTPKeys(local: km.localKey + km.localSalt, remote: km.remoteKey + km.remoteSalt))
             } catch { return fail(OTError(.internalError, "SRTP: \(error)")) }
+            // NACK retries and waits start from the path's round-trip time before RTCP has measured one.
+            if let rtt = transport.ice.roundTripTime ?? transport.dtls.roundTripTime { rtpSession.setInitialRoundTripTime(rtt) }
             if let pair = transport.ice.selectedPair {
                 isConnected = true
                 events.push(.connected(local: pair.local, remote: pair.remote))
@@ -724,12 +774,23 @@ public final class PeerConnection {
         guard let h = Self.header(p) else { counters.srtpErrors += 1; return }
         counters.packetsReceived += 1
         counters.bytesReceived += p.count
-        rtpSession.received(ssrc: h.ssrc, sequence: h.seq, rtpTimestamp: h.ts, clockRate: clockRates[h.pt] ?? 90000, now: now)
         if let id = transportCCId, let at = TransportWideSequenceNumber.valueOffset(in: p, id: id) {
             transportCC.record(sequence: UInt16(p[at]) << 8 | UInt16(p[at + 1]), arrival: now)
             if transportCCMediaSSRC == 0 { transportCCMediaSSRC = h.ssrc }
             if feedbackDue == nil { feedbackDue = now + config.transportFeedbackInterval }
         }
+        if let receiver = rtxReceiver, receiver.payloadTypes[h.pt] != nil {
+            // A retransmission on the RTX stream: it repairs the original stream (its own numbering is not NACKed).
+            guard let original = unwrapRTX(p, ssrc: h.ssrc, payloadType: h.pt), let o = Self.header(original) else {
+                counters.rtxPacketsDiscarded += 1
+                return
+            }
+            counters.rtxPacketsReceived += 1
+            rtpSession.received(ssrc: o.ssrc, sequence: o.seq, rtpTimestamp: o.ts, clockRate: clockRates[o.pt] ?? 90000, now: now)
+            events.push(.rtp(original))
+            return
+        }
+        rtpSession.received(ssrc: h.ssrc, sequence: h.seq, rtpTimestamp: h.ts, clockRate: clockRates[h.pt] ?? 90000, now: now)
         events.push(.rtp(p))
     }
 

@@ -268,6 +268,14 @@ public struct VP8Depacketizer: Sendable {
     /// Whether delta frames are being dropped until a keyframe arrives.
     public var isWaitingForKeyframe: Bool { waitingForKeyframe }
 
+    /// Whether losing the packet with `sequence` for good leaves what comes next undecodable: it is not older than
+    /// the next packet expected in order, or no keyframe has been assembled since the stream (re)started.
+    public func needs(_ sequence: UInt16) -> Bool {
+        if waitingForKeyframe { return true }
+        guard let n = nextExpected, let h = highest else { return true }
+        return h + Int64(Int16(bitPattern: sequence &- UInt16(truncatingIfNeeded: h))) >= n
+    }
+
     /// Feeds one RTP packet carrying VP8; `deliver` receives complete frames and keyframe requests.
     public mutating func insert(_ packet: RTPPacket, deliver: (Event) -> Void) {
         guard let (d, data) = try? VP8PayloadDescriptor.parse(packet.payload) else {
