@@ -49,8 +49,9 @@ public struct RoutedStreamCounters: Sendable, Equatable {
 /// are answered from their connection's cache; keyframe requests to a publisher are aggregated per `pliInterval`
 /// (`KeyframeRequestAggregator`: the first goes at once, later ones fold into it or into one sent at the window's end).
 ///
-/// Audio fallback: every `qualityInterval` the router samples each subscriber's downlink (NACKed share of the
-/// packets it forwarded, receiver reports' loss and jitter, RTT) into a `QualityFallbackMonitor`; sustained poor
+/// Audio fallback: every `qualityInterval` the router samples each subscriber's downlink (loss after repair and jitter
+/// from its receiver reports, loss on the wire from its transport-wide feedback, RTT) into a `QualityFallbackMonitor`;
+/// sustained loss beyond what repair carries (`QualityFallbackConfig.repairableLoss`) or poor
 /// quality warns the subscriber, then stops forwarding the stream's video to it (audio continues and keeps the
 /// link judged); after `recoverAfter` of good quality video resumes from a keyframe. Decisions reach the subscriber
 /// through the quality handler (`mediaQuality` messages). Streams whose publisher disabled audio fallback, and
@@ -368,8 +369,8 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                 let isVideo = s.streams[subscriber.streamId]?.videoSSRC == b.ssrc
                 subscriber.sampler.report(b, clockRate: isVideo ? 90_000 : 48_000)
             }
-        case .nackRequested(_, let sequences):
-            state.withLock { _ in if subscriber.quality != nil { subscriber.sampler.nacked(sequences.count) } }
+        case .transportFeedback(let fb):
+            state.withLock { _ in if subscriber.quality != nil { subscriber.sampler.transportFeedback(fb) } }
         case .roundTripTime(let d):
             state.withLock { _ in subscriber.sampler.roundTripTime = d }
         default: break
@@ -475,7 +476,6 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                             next &+= 1
                         }
                     }
-                    if sub.quality != nil { sub.sampler.sent(1) }
                     continue
                 }
                 guard let p = Self.rewrite(packet, seq: seq, ssrc: ssrc, isVideo: isVideo, for: sub, stream) else {
@@ -483,7 +483,6 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                     continue
                 }
                 out.append((driver, p))
-                if sub.quality != nil { sub.sampler.sent(1) }
             }
             return stream
         }
@@ -523,6 +522,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             var o: [String: JSONValue] = ["state": .string(st.rawValue)]
             if let sample {
                 o["loss"] = .double((sample.loss * 1000).rounded() / 1000)
+                if let raw = sample.rawLoss { o["rawLoss"] = .double((raw * 1000).rounded() / 1000) }
                 if let r = sample.roundTripTime { o["rttMs"] = .double(Double(r.microseconds / 100) / 10) }
                 if let j = sample.jitter { o["jitterMs"] = .double(Double(j.microseconds / 100) / 10) }
             }

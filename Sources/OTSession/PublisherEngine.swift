@@ -56,6 +56,8 @@ final class PublisherEngine: @unchecked Sendable {
     let queue: DispatchQueue
     let settings: PublisherSettings
     let videoSSRC = UInt32.random(in: 1...UInt32.max)
+    /// Video retransmissions go on this RTX stream where the receiver negotiated RTX (RFC 4588).
+    let videoRTXSSRC = UInt32.random(in: 1...UInt32.max)
     let audioSSRC = UInt32.random(in: 1...UInt32.max)
     let hasVideo: Bool
     let videoWidth: Int
@@ -220,7 +222,8 @@ final class PublisherEngine: @unchecked Sendable {
         let sid = stream?.id ?? "ot"
         var c = PeerConnectionConfig(
             audioTrack: audio != nil ? SDPLocalTrack(ssrc: audioSSRC, streamID: sid, trackID: "audio-\(audioSSRC)", cname: "ot-\(sid)") : nil,
-            videoTrack: video != nil ? SDPLocalTrack(ssrc: videoSSRC, streamID: sid, trackID: "video-\(videoSSRC)", cname: "ot-\(sid)") : nil)
+            videoTrack: video != nil ? SDPLocalTrack(ssrc: videoSSRC, rtxSSRC: videoRTXSSRC, streamID: sid, trackID: "video-\(videoSSRC)",
+                                                     cname: "ot-\(sid)") : nil)
         if video != nil {
             c.bandwidthEstimation = BandwidthEstimatorConfig(startBitrateBps: settings.startBitrateKbps * 1000,
                                                              minBitrateBps: settings.minBitrateKbps * 1000,

@@ -65,7 +65,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     private var e2ee: E2EEFrameTransform?
     private var lastDecryption = E2EEFrameTransform.Counters()
     private var mismatchReported = false
-    private var lastCounts = (received: 0, lost: 0)
+    private var lastCounts = (received: 0, lost: 0, wireReceived: 0, wireLost: 0)
     private var quality: QualityFallbackMonitor
 
     private static let nextMixerId = Lock()
@@ -382,12 +382,17 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         let st = currentStats()
         subscriber?.deliver { $0.subscriber($1, statsUpdated: st) }
         guard localFallback, connected else { return }
+        // Loss that stayed after repair (the pipelines' counts), and loss on the wire (transport-wide numbering).
         let received = st.videoPacketsReceived + st.audioPacketsReceived
         let lost = st.videoPacketsLost + st.audioPacketsLost
+        let wire = link?.stats
+        let wireReceived = wire?.transportPacketsReceived ?? 0, wireLost = wire?.transportPacketsLost ?? 0
         let dr = max(0, received - lastCounts.received), dl = max(0, lost - lastCounts.lost)
-        lastCounts = (received, lost)
+        let wr = max(0, wireReceived - lastCounts.wireReceived), wl = max(0, wireLost - lastCounts.wireLost)
+        lastCounts = (received, lost, wireReceived, wireLost)
         guard dr + dl > 0 else { return }
-        switch quality.observe(LinkQualitySample(loss: Double(dl) / Double(dr + dl)), now: MonotonicClock.now()) {
+        let sample = LinkQualitySample(loss: Double(dl) / Double(dr + dl), rawLoss: wr + wl > 0 ? Double(wl) / Double(wr + wl) : nil)
+        switch quality.observe(sample, now: MonotonicClock.now()) {
         case .warn: subscriber?.deliver { $0.subscriberVideoDisableWarning($1) }
         case .liftWarning: subscriber?.deliver { $0.subscriberVideoDisableWarningLifted($1) }
         case .disableVideo: setQuality(off: true)

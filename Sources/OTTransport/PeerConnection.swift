@@ -93,6 +93,10 @@ public struct PeerConnectionStats: Sendable, Equatable {
     public var nackedSequences = 0
     public var nackRepaired = 0
     public var nackGivenUp = 0
+    /// RTP packets received that carry a transport-wide sequence number, and the numbers missing between the first and
+    /// the highest received: the loss on the wire, before retransmissions repaired it.
+    public var transportPacketsReceived = 0
+    public var transportPacketsLost = 0
     /// Retransmissions that arrived on an RTX stream (RFC 4588), unwrapped into the packets they resend, and RTX
     /// packets of no known stream or too short to name their original.
     public var rtxPacketsReceived = 0
@@ -147,6 +151,9 @@ public final class PeerConnection {
         s.nackedSequences = r.nackedSequences
         s.nackRepaired = r.nackRepaired
         s.nackGivenUp = r.nackGivenUp
+        if let first = transportFirst, let highest = transportHighest {
+            s.transportPacketsLost = max(0, Int(highest - first + 1) - s.transportPacketsReceived)
+        }
         return s
     }
     private var counters = PeerConnectionStats()
@@ -184,6 +191,10 @@ public final class PeerConnection {
     private var transportSequence: UInt16 = 1
     private var transportCC = TransportCCRecorder()
     private var transportCCMediaSSRC: UInt32 = 0
+    /// The transport-wide numbering of what we receive: its first and highest (unwrapped) value.
+    private var transportUnwrapper = SequenceUnwrapper()
+    private var transportFirst: Int64?
+    private var transportHighest: Int64?
     private var feedbackDue: Instant?
     private var estimator: SendSideBandwidthEstimator?
     private var retransmitBudget = 0.0
@@ -524,7 +535,9 @@ public final class PeerConnection {
     }
 
     /// With an estimator, NACK answers may use at most `retransmissionShare` of the estimate (a token bucket holding
-    /// 250 ms of it): under congestion, resending everything that was dropped would only fill the queue further.
+    /// 250 ms of it): under congestion, resending everything that was dropped would only fill the queue further. As in
+    /// libwebrtc the share is the whole estimate: random loss of 20–30 % needs retransmissions of 25–45 % of the media
+    /// rate (more with retransmissions lost too), and the loss rule already holds the media rate down.
     private func retransmissionAllowed(bytes: Int, now: Instant) -> Bool {
         guard let target = estimator?.targetBitrateBps else { return true }
         let rate = Double(target) * Self.retransmissionShare / 8
@@ -536,7 +549,7 @@ public final class PeerConnection {
         return true
     }
 
-    static let retransmissionShare = 0.2
+    static let retransmissionShare = 1.0
 
     /// Writes this connection's next transport-wide sequence number into a plain RTP packet that carries the
     /// negotiated extension; returns it (nil: no extension).
@@ -775,7 +788,12 @@ public final class PeerConnection {
         counters.packetsReceived += 1
         counters.bytesReceived += p.count
         if let id = transportCCId, let at = TransportWideSequenceNumber.valueOffset(in: p, id: id) {
-            transportCC.record(sequence: UInt16(p[at]) << 8 | UInt16(p[at + 1]), arrival: now)
+            let tseq = UInt16(p[at]) << 8 | UInt16(p[at + 1])
+            transportCC.record(sequence: tseq, arrival: now)
+            let ext = transportUnwrapper.unwrap(tseq)
+            counters.transportPacketsReceived += 1
+            if transportFirst == nil { transportFirst = ext }
+            if ext > (transportHighest ?? .min) { transportHighest = ext }
             if transportCCMediaSSRC == 0 { transportCCMediaSSRC = h.ssrc }
             if feedbackDue == nil { feedbackDue = now + config.transportFeedbackInterval }
         }

@@ -172,6 +172,8 @@ struct LossRunResult {
     var audioConcealed: Double
     var repairOverhead: Double
     var counters: [String: Int]
+    /// Audio-fallback events the subscriber got ("warning", "disabled", ...), comma-separated.
+    var fallback: String
 
     init(_ j: [String: Any]) {
         connected = j["connected"] as? Bool ?? false
@@ -184,6 +186,7 @@ struct LossRunResult {
         audioConcealed = j["audioConcealed"] as? Double ?? 0
         repairOverhead = j["repairOverhead"] as? Double ?? 0
         counters = j["counters"] as? [String: Int] ?? [:]
+        fallback = j["fallback"] as? String ?? ""
     }
 
     var line: String {
@@ -191,7 +194,8 @@ struct LossRunResult {
         let ff = firstFrameMillis.map { "\(whole($0)) ms" } ?? "none"
         let c = counters.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         return "connected \(connectedMillis.map { "\(whole($0)) ms" } ?? "?"), first frame \(ff), rendered \(rendered)/\(sent), freezes \(freezes) (longest gap \(whole(longestGapMillis)) ms), "
-            + "audio concealed \(fmt(audioConcealed * 100))%, repair overhead \(fmt(repairOverhead * 100))%; \(c)"
+            + "audio concealed \(fmt(audioConcealed * 100))%, repair overhead \(fmt(repairOverhead * 100))%"
+            + (fallback.isEmpty ? "" : ", audio fallback: \(fallback)") + "; \(c)"
     }
 }
 
@@ -230,6 +234,7 @@ private func runLossSession(_ args: [String]) throws {
     for (x, y) in zip(times, times.dropFirst() + [end]) where y - x > longest { longest = y - x }
     for (x, y) in zip(times, times.dropFirst() + [end]) where y - x > 0.5 { freezes += 1 }
     j["freezes"] = freezes
+    j["fallback"] = rec.qualityEvents.joined(separator: ",")
     j["longestGapMillis"] = longest * 1000
     let audioIn = subReport.first { $0["type"] as? String == "inbound-rtp" && $0["kind"] as? String == "audio" }
     let concealed = audioIn?["concealedSamples"] as? Int ?? 0, total = audioIn?["totalSamplesReceived"] as? Int ?? 0

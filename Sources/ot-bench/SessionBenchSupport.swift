@@ -68,6 +68,7 @@ struct ProcessResources: CustomStringConvertible {
 final class BenchSessionDelegate: SessionDelegate, @unchecked Sendable {
     private let lock = NSLock()
     private var _connected = false, _disconnected = false, _failure: OTError?
+    private var _qualityEvents: [String] = []
     private var _streams: [String: StreamInfo] = [:]
     var connected: Bool { lock.withLock { _connected } }
     var disconnected: Bool { lock.withLock { _disconnected } }
@@ -92,6 +93,7 @@ final class StreamRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Se
     private var _firstFrameAt: Double?, _lastFrameAt: Double?, _connectedAt: Double?
     private var _renderTimes: [Double] = []
     private var _connected = false, _disconnected = false, _failure: OTError?
+    private var _qualityEvents: [String] = []
     private var _streamCreated = false, _streamDestroyed = false
     let name: String
     init(_ name: String) { self.name = name }
@@ -110,6 +112,8 @@ final class StreamRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Se
     /// `monotonicSeconds()` of every rendered frame, and of `subscriberDidConnect`.
     var renderTimes: [Double] { lock.withLock { _renderTimes } }
     var connectedAt: Double? { lock.withLock { _connectedAt } }
+    /// Audio-fallback events, in order: "warning", "lifted", "disabled", "enabled".
+    var qualityEvents: [String] { lock.withLock { _qualityEvents } }
     var connected: Bool { lock.withLock { _connected } }
     var disconnected: Bool { lock.withLock { _disconnected } }
     var failure: OTError? { lock.withLock { _failure } }
@@ -125,6 +129,14 @@ final class StreamRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Se
     }
     func subscriberDidDisconnect(fromStream subscriber: Subscriber) { lock.withLock { _disconnected = true } }
     func subscriber(_ subscriber: Subscriber, didFailWithError error: OTError) { lock.withLock { _failure = error } }
+    func subscriberVideoDisableWarning(_ subscriber: Subscriber) { lock.withLock { _qualityEvents.append("warning") } }
+    func subscriberVideoDisableWarningLifted(_ subscriber: Subscriber) { lock.withLock { _qualityEvents.append("lifted") } }
+    func subscriber(_ subscriber: Subscriber, videoDisabledWithReason reason: SubscriberVideoEventReason) {
+        if reason == .qualityChanged { lock.withLock { _qualityEvents.append("disabled") } }
+    }
+    func subscriber(_ subscriber: Subscriber, videoEnabledWithReason reason: SubscriberVideoEventReason) {
+        if reason == .qualityChanged { lock.withLock { _qualityEvents.append("enabled") } }
+    }
     func subscriber(_ subscriber: Subscriber, didReceiveVideoFrame frame: VideoFrame) {
         let stamp = TestPatternReader.read(frame)
         let now = MonotonicClock.now().micros
