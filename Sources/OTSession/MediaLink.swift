@@ -58,6 +58,8 @@ final class MediaLink: @unchecked Sendable {
     /// The ICE pair media uses (our candidate as the peer sees it) and the connection's counters.
     var selectedCandidatePair: ICESelectedPair? { driver.selectedCandidatePair }
     var stats: PeerConnectionStats { driver.stats }
+    /// The round-trip time the connection works with (RTCP-measured, or ICE/DTLS's until then).
+    var roundTripTime: Duration { driver.withPeerConnection { pc, _ in pc.rtpSession.rtt } }
     /// NACK counters of a remote SSRC (what we asked to have resent), and retransmission counters of one of ours.
     func nackCounters(ssrc: UInt32) -> (nacked: Int, recovered: Int, givenUp: Int, outstanding: Int)? {
         driver.withPeerConnection { pc, _ in pc.rtpSession.nackCounters(ssrc: ssrc) }

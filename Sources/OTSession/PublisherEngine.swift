@@ -87,6 +87,8 @@ final class PublisherEngine: @unchecked Sendable {
     private var statsTimer: (any DispatchSourceTimer)?
     private var pliCount = 0
     private var nackCount = 0
+    /// The loss (percent) the Opus encoder was last told.
+    private var audioLossPercent = 0
     private let backlog = Lock()
     private var framesQueued = 0
     /// How long a failed router connection is retried before `onFailure`.
@@ -150,6 +152,8 @@ final class PublisherEngine: @unchecked Sendable {
         if let audioDevice {
             var opus = OpusEncoderConfig(sampleRate: audioDevice.captureSettings.sampleRate, channels: audioDevice.captureSettings.channels)
             opus.bitrateBps = settings.audioBitrateBps
+            // In-band FEC (we offer and answer useinbandfec=1): libopus codes it once told of loss (`updateAudioFEC`).
+            opus.fec = true
             audio = try AudioSendPipeline(config: AudioSendConfig(ssrc: audioSSRC, opus: opus, extensionIds: Self.extensionIds),
                                           transform: transform, transportSequence: TransportSequenceCounter())
             let sink = PublisherAudioSink(engine: self)
@@ -401,10 +405,12 @@ final class PublisherEngine: @unchecked Sendable {
                 adaptBitrate(p, loss: report.fractionLost)
             } else if b.ssrc == audioSSRC {
                 p.audioReport = report
+                updateAudioFEC()
             }
         case .bandwidthEstimate(let e):
             p.estimate = e
             retarget(p)
+            updateAudioFEC()
         case .iceStateChanged, .rtp, .transportFeedback, .bye, .packetsUnrecoverable:
             break
         }
@@ -424,6 +430,18 @@ final class PublisherEngine: @unchecked Sendable {
             targetKbps = target
             do { try video.setTargetBitrate(kbps: target) } catch { Log.warn("publisher", "bitrate change refused: \(error)") }
         }
+    }
+
+    /// Tells the Opus encoder the loss its receivers see, so its in-band FEC is sized for it (libopus codes none at 0 %):
+    /// the worst over the audio connections of the loss on the wire (transport-wide feedback, before retransmission)
+    /// or, without it, of their receiver reports. Changes of less than 2 points are ignored.
+    private func updateAudioFEC() {
+        guard let audio else { return }
+        let loss = audioTargets.map { max($0.estimate?.fractionLost ?? 0, $0.audioReport?.fractionLost ?? 0) }.max() ?? 0
+        let percent = min(50, Int((loss * 100).rounded()))
+        guard abs(percent - audioLossPercent) >= 2 || (percent == 0) != (audioLossPercent == 0) else { return }
+        audioLossPercent = percent
+        do { try audio.setFEC(true, expectedLossPercent: percent) } catch { Log.warn("publisher", "Opus FEC change refused: \(error)") }
     }
 
     private func rebuildTargets() {

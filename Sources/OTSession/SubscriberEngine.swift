@@ -258,6 +258,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         case .connected:
             guard !connected else { return }
             connected = true
+            updateRepairAllowance()
             let again = everConnected
             everConnected = true
             reconnecting = false
@@ -362,6 +363,14 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
 
     static let keyframeWait: Duration = .milliseconds(200)
 
+    /// Audio keeps enough delay, while packets are lost, for a NACKed packet to come back: a packet interval (the gap
+    /// shows at the next packet), then the NACK's round trip and one retry (`NACKGenerator.retryInterval`).
+    private func updateRepairAllowance() {
+        guard let audio, let rtt = link?.roundTripTime else { return }
+        let retry = NACKGenerator().retryInterval(rtt: rtt)
+        audio.repairAllowance = .milliseconds(20) + retry + retry
+    }
+
     /// End-to-end encrypted streams: reports `encryptionSecretMismatch` once when frames arrive that cannot be
     /// decrypted and none can (another secret); again after frames decrypted in between (the secrets changed).
     private func checkDecryption() {
@@ -379,6 +388,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     }
 
     private func everySecond() {
+        updateRepairAllowance()
         let st = currentStats()
         subscriber?.deliver { $0.subscriber($1, statsUpdated: st) }
         guard localFallback, connected else { return }
