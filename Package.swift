@@ -45,7 +45,7 @@ let package = Package(
         // The session server: REST API, WebSocket signaling, media router.
         .target(name: "OTServer", dependencies: ["OTTransport", "OTWire"]),
         // The C ABI of libotsession.so: handle registry, argument checks, callback structs.
-        .target(name: "OTCABI", dependencies: ["COTABI", "OTSession", "OTServer"]),
+        .target(name: "OTCABI", dependencies: ["COTABI", "OTSession", "OTServer", "CEpoll"]),
 
         .executableTarget(name: "ot-server", dependencies: ["OTServer"]),
         .executableTarget(name: "ot-demo", dependencies: ["OTSession", "OTServer", "OTMedia", "OTWire", "OTBase"]),

@@ -24,6 +24,12 @@ full=$(find Sources -path 'Sources/OT*' -name '*.swift' -exec grep -lE '^(@_expo
 size=$(stat -L -c %s "$lib")
 echo "check-package: library targets use FoundationEssentials only; $lib is $((size / 1048576)) MB"
 
+# The Swift API as an outside package meets it: bindings/swift/Sample depends on this package by path and imports the
+# OTSession product only; it implements the delegates (frames, audio), a device, a capturer and a frame transform.
+swift build -q --package-path bindings/swift/Sample --product ot-swift-sample || fail "the Swift sample package does not build"
+bindings/swift/Sample/.build/debug/ot-swift-sample >/dev/null || fail "the Swift sample did not run"
+echo "check-package: an outside Swift package builds and runs against the OTSession product"
+
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
 make -s install PREFIX="$prefix" >/dev/null

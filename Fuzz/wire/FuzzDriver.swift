@@ -1,5 +1,5 @@
 // Fuzz driver for the STUN, RTCP and SDP parsers of OTWire: every input goes through all three
-// (and the RFC 7983 demultiplexer and the candidate parser); a trap is the failure signal.
+// (and the RFC 7983 demultiplexer, the candidate parser and SDP offer/answer); a trap is the failure signal.
 //
 // Default build: replays corpus directories, then a bounded number of seeded mutations of them.
 //   swift run ot-fuzz-wire [iterations] [seed] [corpus-dir...]
@@ -24,6 +24,7 @@ func fuzzWire(_ data: [UInt8]) {
     let text = String(decoding: data, as: UTF8.self)
     if let sd = try? SessionDescription.parse(text) {
         _ = try? SessionDescription.parse(sd.serialized())
+        if let answer = FuzzHarness.negotiate(sd) { _ = try? SessionDescription.parse(answer.serialized()) }
     }
     if text.hasPrefix("candidate:") || text.hasPrefix("a=candidate:") { _ = try? SDPCandidate(parsing: text) }
 }

@@ -32,3 +32,40 @@ public final class Lock: @unchecked Sendable {
         return try body()
     }
 }
+
+/// A lock with a condition variable (pthread mutex and cond): `withLock` to change the state, `wait` inside it until
+/// another thread's `broadcast`.
+public final class Condition: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let cond: UnsafeMutablePointer<pthread_cond_t>
+
+    public init() {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        cond = .allocate(capacity: 1)
+        cond.initialize(to: pthread_cond_t())
+        pthread_cond_init(cond, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(cond)
+        cond.deallocate()
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    /// Runs `body` holding the lock.
+    @inline(__always)
+    public func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body()
+    }
+
+    /// Inside `withLock`: releases the lock until a `broadcast` (or a spurious wake-up), then takes it again.
+    public func wait() { pthread_cond_wait(cond, mutex) }
+
+    /// Wakes every waiter (call inside `withLock`).
+    public func broadcast() { pthread_cond_broadcast(cond) }
+}

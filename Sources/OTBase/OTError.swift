@@ -6,7 +6,6 @@ public enum OTErrorCode: Int32, Sendable, CaseIterable {
     case notConnected = 1010
     case invalidParameter = 1011
     case illegalState = 1015
-    case stateFailed = 1020
     case connectionTimedOut = 1021
     case connectionDropped = 1022
     case connectionRefused = 1023
@@ -17,7 +16,8 @@ public enum OTErrorCode: Int32, Sendable, CaseIterable {
     case signalTypeTooLong = 1414
     case invalidSignalType = 1461
     case unableToPublish = 1500
-    case noMessagingServer = 1503
+    /// A force disconnect was refused (the role is not a moderator, or no such connection): OTSessionUnableToForceDisconnect.
+    case unableToForceDisconnect = 1520
     case forceUnpublishOrInvalidStream = 1535
     case publisherTimedOut = 1541
     case subscriberTimedOut = 1542
@@ -42,7 +42,6 @@ public enum OTErrorCode: Int32, Sendable, CaseIterable {
         case .notConnected: "the session is not connected"
         case .invalidParameter: "a parameter is NULL or invalid"
         case .illegalState: "the call is not allowed in the current state"
-        case .stateFailed: "the session is in the failed state"
         case .connectionTimedOut: "connecting timed out"
         case .connectionDropped: "the connection to the server dropped"
         case .connectionRefused: "the connection was refused"
@@ -55,7 +54,7 @@ public enum OTErrorCode: Int32, Sendable, CaseIterable {
         case .signalTypeTooLong: "signal type is longer than 128 characters"
         case .invalidSignalType: "signal type has characters outside [A-Za-z0-9_~-]"
         case .unableToPublish: "unable to publish"
-        case .noMessagingServer: "no messaging server"
+        case .unableToForceDisconnect: "unable to force disconnect: not a moderator, or no such connection"
         case .forceUnpublishOrInvalidStream: "not allowed (role lacks the capability) or invalid stream"
         case .publisherTimedOut: "publishing timed out"
         case .subscriberTimedOut: "subscribing timed out"

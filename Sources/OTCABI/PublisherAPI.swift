@@ -6,12 +6,14 @@ import OTMedia
 import OTSession
 import Synchronization
 
-/// The object behind an `ot_publisher *`: the Swift Publisher, its C callbacks and their queue, and the
-/// custom capturer or audio device that C code pushes into.
+/// The object behind an `ot_publisher *`: the Swift Publisher, its C callbacks, the custom capturer or audio device that
+/// C code pushes into, and the session it is published in (its callbacks go where that session's go, in one order).
 final class PublisherObject: @unchecked Sendable {
     let publisher: Publisher
-    let queue = CallbackQueue(label: "publisher")
+    let owner = CallbackOwner()
     let callbacks: ot_publisher_callbacks
+    /// The session it was last published in.
+    private let attached = Mutex<(sink: CallbackSink?, session: SessionObject?)>((nil, nil))
     let capturer: CallbackVideoCapturer?
     let customAudio: CustomAudioDevice?
     private let adapter: PublisherAdapter
@@ -22,8 +24,12 @@ final class PublisherObject: @unchecked Sendable {
         var s = PublisherSettings(name: CArg.string(settings.name) ?? "")
         s.width = Int(settings.width); s.height = Int(settings.height); s.fps = Int(settings.fps)
         s.maxBitrateKbps = Int(settings.max_bitrate_kbps)
-        s.startBitrateKbps = min(s.startBitrateKbps, s.maxBitrateKbps)
-        s.minBitrateKbps = min(s.minBitrateKbps, s.startBitrateKbps)
+        s.startBitrateKbps = Int(settings.start_bitrate_kbps)
+        s.minBitrateKbps = Int(settings.min_bitrate_kbps)
+        guard (6_000...510_000).contains(settings.audio_bitrate_bps) else {
+            throw OTError(.invalidParameter, "audio_bitrate_bps \(settings.audio_bitrate_bps) is not 6000..510000")
+        }
+        s.audioBitrateBps = Int(settings.audio_bitrate_bps)
         s.publishAudio = settings.publish_audio != 0
         s.publishVideo = settings.publish_video != 0
         s.audioFallbackEnabled = settings.audio_fallback_enabled != 0
@@ -71,9 +77,20 @@ final class PublisherObject: @unchecked Sendable {
 
     var handle: UnsafeMutablePointer<ot_publisher>? { Handle.pointer(handleBits.load(ordering: .acquiring), as: ot_publisher.self) }
 
+    /// Publishing into `session`: callbacks go where the session's go from now on. Returns what it was attached to.
+    func attach(to session: SessionObject) -> (sink: CallbackSink?, session: SessionObject?) {
+        attached.withLock { a in defer { a = (session.sink, session) }; return a }
+    }
+    /// Undoes `attach` (the publish was refused).
+    func restore(_ previous: (sink: CallbackSink?, session: SessionObject?)) { attached.withLock { $0 = previous } }
+    var sink: CallbackSink? { attached.withLock { $0.sink } }
+
+    /// Unpublishes it if published, and stops callbacks (waiting for the one in flight).
     func close() {
         publisher.delegate = nil
-        queue.close()
+        if let s = attached.withLock({ $0.session }) { try? s.session.unpublish(publisher) }
+        attached.withLock { $0.session = nil }
+        owner.close()
     }
 }
 
@@ -81,22 +98,22 @@ final class PublisherObject: @unchecked Sendable {
 private final class OwnerRef: @unchecked Sendable {
     weak var owner: PublisherObject?
     func post(_ body: @escaping @Sendable (PublisherObject, ot_publisher_callbacks) -> Void) {
-        guard let o = owner else { return }
-        o.queue.post { body(o, o.callbacks) }
+        guard let o = owner, let sink = o.sink else { return }
+        sink.post(o.owner) { body(o, o.callbacks) }
     }
 }
 
-/// Forwards the Swift publisher delegate messages to the C callbacks on the publisher's callback queue.
+/// Forwards the Swift publisher delegate messages to the C callbacks, where its session's callbacks go.
 private final class PublisherAdapter: PublisherDelegate, @unchecked Sendable {
     let ref: OwnerRef
     init(_ ref: OwnerRef) { self.ref = ref }
 
     private func post(_ body: @escaping @Sendable (PublisherObject, ot_publisher_callbacks) -> Void) { ref.post(body) }
     func publisher(_ publisher: Publisher, streamCreated stream: StreamInfo) {
-        post { o, cb in withBorrowedHandle(StreamObject(stream), as: ot_stream.self) { cb.on_stream_created?(o.handle, cb.user_data, $0) } }
+        post { o, cb in withBorrowedHandle(StreamObject(stream, own: true), as: ot_stream.self) { cb.on_stream_created?(o.handle, cb.user_data, $0) } }
     }
     func publisher(_ publisher: Publisher, streamDestroyed stream: StreamInfo) {
-        post { o, cb in withBorrowedHandle(StreamObject(stream), as: ot_stream.self) { cb.on_stream_destroyed?(o.handle, cb.user_data, $0) } }
+        post { o, cb in withBorrowedHandle(StreamObject(stream, own: true), as: ot_stream.self) { cb.on_stream_destroyed?(o.handle, cb.user_data, $0) } }
     }
     func publisher(_ publisher: Publisher, didFailWithError error: OTError) {
         post { o, cb in error.message.withCString { cb.on_error?(o.handle, cb.user_data, ot_status(error.code.rawValue), $0) } }
@@ -125,14 +142,18 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
     withObject(UnsafePointer(p), as: PublisherObject.self, body)
 }
 
-/// Fills `settings` with the defaults: test pattern 640x480 at 30 fps, camera, up to 2000 kbit/s, silent
-/// headless audio, audio and video published, audio fallback enabled.
+/// Fills `settings` with the defaults: test pattern 640x480 at 30 fps, camera, 100..2000 kbit/s starting at 600, silent
+/// headless audio at 32 kbit/s, audio and video published, audio fallback enabled.
 @c(ot_publisher_settings_default) public func ot_publisher_settings_default(_ settings: UnsafeMutablePointer<ot_publisher_settings>?) -> ot_status {
     guard let settings else { return Status.invalidParam }
+    let d = PublisherSettings()
     settings.pointee = ot_publisher_settings(name: nil, video_source: Int32(OT_VIDEO_SOURCE_TEST_PATTERN.rawValue),
-                                             video_type: Int32(OT_VIDEO_TYPE_CAMERA.rawValue), width: 640, height: 480, fps: 30,
-                                             max_bitrate_kbps: 2000, audio_source: Int32(OT_AUDIO_SOURCE_SILENCE.rawValue),
-                                             tone_hz: 440, publish_audio: 1, publish_video: 1, audio_fallback_enabled: 1)
+                                             video_type: Int32(OT_VIDEO_TYPE_CAMERA.rawValue), width: Int32(d.width), height: Int32(d.height),
+                                             fps: Int32(d.fps), max_bitrate_kbps: Int32(d.maxBitrateKbps),
+                                             audio_source: Int32(OT_AUDIO_SOURCE_SILENCE.rawValue),
+                                             tone_hz: 440, publish_audio: 1, publish_video: 1, audio_fallback_enabled: 1,
+                                             min_bitrate_kbps: Int32(d.minBitrateKbps), start_bitrate_kbps: Int32(d.startBitrateKbps),
+                                             audio_bitrate_bps: Int32(d.audioBitrateBps))
     return Status.ok
 }
 
@@ -154,10 +175,18 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
 }
 
 /// Publishes into a connected session (one publisher per session). OT_ERR_NOT_CONNECTED, OT_ERR_UNABLE_TO_PUBLISH
-/// (role, or a second publisher), OT_ERR_ILLEGAL_STATE (published elsewhere); on_stream_created follows.
+/// (role, or a second publisher), OT_ERR_ILLEGAL_STATE (published elsewhere); on_stream_created follows. From now on the
+/// publisher's callbacks come where the session's do, in one order with them.
 @c(ot_session_publish) public func ot_session_publish(_ session: UnsafeMutablePointer<ot_session>?,
                                                       _ publisher: UnsafeMutablePointer<ot_publisher>?) -> ot_status {
-    withSession(session, and: publisher, as: PublisherObject.self) { s, p in try s.session.publish(p.publisher) }
+    withSession(session, and: publisher, as: PublisherObject.self) { s, p in
+        // Attached first: the capture starts (on_capture_start) during the publish.
+        let previous = p.attach(to: s)
+        do { try s.session.publish(p.publisher) } catch {
+            p.restore(previous)
+            throw error
+        }
+    }
 }
 
 /// Stops publishing; on_stream_destroyed follows. OT_ERR_PUBLISHER_NOT_FOUND when not published in this session.
@@ -170,6 +199,27 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
 @c(ot_publisher_set_publish_audio) public func ot_publisher_set_publish_audio(_ publisher: UnsafeMutablePointer<ot_publisher>?,
                                                                             _ on: ot_bool) -> ot_status {
     withPublisher(publisher) { p in p.publisher.publishAudio = on != 0; return Status.ok }
+}
+
+/// Whether audio is sent now into `on`: false after ot_publisher_set_publish_audio(0) or a moderator's force mute
+/// (on_mute_forced), until set again.
+@c(ot_publisher_get_publish_audio) public func ot_publisher_get_publish_audio(_ publisher: UnsafeMutablePointer<ot_publisher>?,
+                                                                            _ on: UnsafeMutablePointer<ot_bool>?) -> ot_status {
+    withPublisher(publisher) { p in
+        guard let on else { return Status.invalidParam }
+        on.pointee = CArg.bool(p.publisher.publishAudio)
+        return Status.ok
+    }
+}
+
+/// Whether video is sent now into `on`.
+@c(ot_publisher_get_publish_video) public func ot_publisher_get_publish_video(_ publisher: UnsafeMutablePointer<ot_publisher>?,
+                                                                            _ on: UnsafeMutablePointer<ot_bool>?) -> ot_status {
+    withPublisher(publisher) { p in
+        guard let on else { return Status.invalidParam }
+        on.pointee = CArg.bool(p.publisher.publishVideo)
+        return Status.ok
+    }
 }
 
 /// Starts or stops sending video; others see the stream's has-video change.

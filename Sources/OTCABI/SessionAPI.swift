@@ -5,18 +5,20 @@ import OTBase
 import OTSession
 import Synchronization
 
-/// The object behind an `ot_session *`: the Swift Session, its C callbacks and their queue.
+/// The object behind an `ot_session *`: the Swift Session, its C callbacks and where they go (`sink`: the session's
+/// library thread, or the poll queue), shared with its publisher and subscribers so that their callbacks keep one order.
 final class SessionObject: @unchecked Sendable {
     let session: Session
-    let queue: CallbackQueue
+    let sink: CallbackSink
+    let owner = CallbackOwner()
     let callbacks: ot_session_callbacks
     private let adapter: DelegateAdapter
     private let state = Mutex<(bits: UInt, connection: (bits: UInt, id: String)?)>((0, nil))
 
-    init(session: Session, callbacks: ot_session_callbacks) {
+    init(session: Session, callbacks: ot_session_callbacks, poll: Bool) {
         self.session = session
         self.callbacks = callbacks
-        queue = CallbackQueue(label: "session")
+        sink = poll ? .poll : .thread("session")
         adapter = DelegateAdapter()
         adapter.owner = self
         session.delegate = adapter
@@ -40,17 +42,20 @@ final class SessionObject: @unchecked Sendable {
         }
     }
 
+    /// A stream handle's object for a stream of this session (flagged when this client published it).
+    func streamObject(_ info: StreamInfo) -> StreamObject { StreamObject(info, own: session.isOwn(info)) }
+
     /// Unhooks from the Swift session and stops callbacks (waiting for the one in flight).
     func close() {
         session.delegate = nil
         try? session.disconnect()
-        queue.close()
+        owner.close()
         if let c = state.withLock({ $0.connection }) { _ = HandleRegistry.shared.remove(c.bits, as: ConnectionObject.self) }
     }
 
-    /// Runs a C callback on the session's callback queue.
+    /// Runs a C callback of the session where its callbacks go.
     func post(_ body: @escaping @Sendable (SessionObject) -> Void) {
-        queue.post { [self] in body(self) }
+        sink.post(owner) { [self] in body(self) }
     }
 }
 
@@ -60,6 +65,9 @@ private final class DelegateAdapter: SessionDelegate, @unchecked Sendable {
 
     private func post(_ body: @escaping @Sendable (SessionObject, ot_session_callbacks) -> Void) {
         owner?.post { o in body(o, o.callbacks) }
+    }
+    private func withStream(_ o: SessionObject, _ stream: StreamInfo, _ body: (UnsafeMutablePointer<ot_stream>?) -> Void) {
+        withBorrowedHandle(o.streamObject(stream), as: ot_stream.self, body)
     }
 
     func sessionDidConnect(_ session: Session) {
@@ -82,14 +90,14 @@ private final class DelegateAdapter: SessionDelegate, @unchecked Sendable {
         }
     }
     func session(_ session: Session, streamCreated stream: StreamInfo) {
-        post { o, cb in withBorrowedHandle(StreamObject(stream), as: ot_stream.self) { cb.on_stream_created?(o.handle, cb.user_data, $0) } }
+        post { [self] o, cb in withStream(o, stream) { cb.on_stream_created?(o.handle, cb.user_data, $0) } }
     }
     func session(_ session: Session, streamDestroyed stream: StreamInfo) {
-        post { o, cb in withBorrowedHandle(StreamObject(stream), as: ot_stream.self) { cb.on_stream_destroyed?(o.handle, cb.user_data, $0) } }
+        post { [self] o, cb in withStream(o, stream) { cb.on_stream_destroyed?(o.handle, cb.user_data, $0) } }
     }
     func session(_ session: Session, stream: StreamInfo, didChange change: StreamPropertyChange) {
-        post { o, cb in
-            withBorrowedHandle(StreamObject(stream), as: ot_stream.self) { s in
+        post { [self] o, cb in
+            withStream(o, stream) { s in
                 switch change {
                 case .hasAudio(let v): cb.on_stream_has_audio_changed?(o.handle, cb.user_data, s, CArg.bool(v))
                 case .hasVideo(let v): cb.on_stream_has_video_changed?(o.handle, cb.user_data, s, CArg.bool(v))
@@ -113,7 +121,20 @@ private final class DelegateAdapter: SessionDelegate, @unchecked Sendable {
         }
     }
     func session(_ session: Session, muteForced info: MuteForcedInfo) {
-        post { o, cb in cb.on_mute_forced?(o.handle, cb.user_data, CArg.bool(info.active)) }
+        post { o, cb in
+            guard let f = cb.on_mute_forced else { return }
+            let excluded = info.excludedStreamIds.map(OwnedCString.init)
+            let pointers: [UnsafePointer<CChar>?] = excluded.map { UnsafePointer($0.pointer) }
+            let streamId = info.streamId.map(OwnedCString.init)
+            pointers.withUnsafeBufferPointer { ex in
+                var c = ot_mute_forced_info(active: CArg.bool(info.active), stream_id: streamId.map { UnsafePointer($0.pointer) },
+                                            excluded_stream_ids: ex.baseAddress, excluded_stream_count: ex.count)
+                f(o.handle, cb.user_data, &c)
+            }
+        }
+    }
+    func session(_ session: Session, statusChanged status: SessionStatus) {
+        post { o, cb in cb.on_status_changed?(o.handle, cb.user_data, status.rawValue) }
     }
     func sessionDidBeginReconnecting(_ session: Session) {
         post { o, cb in cb.on_reconnecting?(o.handle, cb.user_data) }
@@ -138,19 +159,24 @@ func withSession<P, T: AnyObject & Sendable>(_ session: UnsafeMutablePointer<ot_
 }
 
 /// Fills `settings` with the defaults: server ws://127.0.0.1:8080, events not suppressed, no custom ICE servers,
-/// every candidate type, LAN candidates signalled.
+/// every candidate type, LAN candidates signalled, 15 s connect timeout, 10 s keepalive, callbacks on a library thread.
 @c(ot_session_settings_default) public func ot_session_settings_default(_ settings: UnsafeMutablePointer<ot_session_settings>?) -> ot_status {
     guard let settings else { return Status.invalidParam }
+    let d = SessionSettings()
     settings.pointee = ot_session_settings(server_url: nil, connection_events_suppressed: 0, ice_servers: nil, ice_server_count: 0,
                                            ice_transport_policy: Int32(OT_ICE_TRANSPORT_ALL.rawValue),
-                                           ice_include_servers: Int32(OT_ICE_INCLUDE_SERVERS_ALL.rawValue), ice_filter_out_lan_candidates: 0)
+                                           ice_include_servers: Int32(OT_ICE_INCLUDE_SERVERS_ALL.rawValue), ice_filter_out_lan_candidates: 0,
+                                           connect_timeout_ms: d.connectTimeout.microseconds / 1000,
+                                           ping_interval_ms: d.pingInterval.microseconds / 1000,
+                                           callback_mode: Int32(OT_CALLBACK_THREAD.rawValue))
     return Status.ok
 }
 
-/// The Swift settings described by C settings, or the OTError saying which member is wrong.
-private func sessionSettings(_ settings: UnsafePointer<ot_session_settings>?) -> Result<SessionSettings, OTError> {
-    var s = SessionSettings(serverURL: "ws://127.0.0.1:8080")
-    guard let c = settings?.pointee else { return .success(s) }
+/// The Swift settings described by C settings and whether callbacks are polled, or the OTError saying which member is
+/// wrong.
+private func sessionSettings(_ settings: UnsafePointer<ot_session_settings>?) -> Result<(SessionSettings, poll: Bool), OTError> {
+    var s = SessionSettings()
+    guard let c = settings?.pointee else { return .success((s, false)) }
     if let url = c.server_url {
         guard let u = CArg.string(url), !u.isEmpty else { return .failure(OTError(.invalidParameter, "server_url is empty or not UTF-8")) }
         s.serverURL = u
@@ -184,7 +210,20 @@ private func sessionSettings(_ settings: UnsafePointer<ot_session_settings>?) ->
         }
     }
     s.iceConfig = ice
-    return .success(s)
+    // Up to a day: beyond that a typo, not a wish (and no overflow).
+    guard (1...86_400_000).contains(c.connect_timeout_ms) else {
+        return .failure(OTError(.invalidParameter, "connect_timeout_ms \(c.connect_timeout_ms) is not 1..86400000"))
+    }
+    guard (100...3_600_000).contains(c.ping_interval_ms) else {
+        return .failure(OTError(.invalidParameter, "ping_interval_ms \(c.ping_interval_ms) is not 100..3600000"))
+    }
+    s.connectTimeout = .milliseconds(c.connect_timeout_ms)
+    s.pingInterval = .milliseconds(c.ping_interval_ms)
+    switch c.callback_mode {
+    case Int32(OT_CALLBACK_THREAD.rawValue): return .success((s, false))
+    case Int32(OT_CALLBACK_POLL.rawValue): return .success((s, true))
+    default: return .failure(OTError(.invalidParameter, "callback_mode \(c.callback_mode) is not an ot_callback_mode"))
+    }
 }
 
 /// Checks settings as ot_session_new_with_settings does: OT_OK, or OT_ERR_INVALID_PARAM (1011) for a NULL
@@ -211,12 +250,13 @@ private func sessionSettings(_ settings: UnsafePointer<ot_session_settings>?) ->
     _ callbacks: UnsafePointer<ot_session_callbacks>?, _ settings: UnsafePointer<ot_session_settings>?
 ) -> UnsafeMutablePointer<ot_session>? {
     guard let key = CArg.string(api_key), !key.isEmpty, let sid = CArg.string(session_id), !sid.isEmpty, let callbacks else { return nil }
-    let s: SessionSettings
+    let s: SessionSettings, poll: Bool
     switch sessionSettings(settings) {
-    case .success(let v): s = v
+    case .success(let v): (s, poll) = v
     case .failure(let e): Log.warn("capi", "ot_session_new_with_settings: \(e.message)"); return nil
     }
-    let object = SessionObject(session: Session(apiKey: key, sessionId: sid, delegate: nil, settings: s), callbacks: callbacks.pointee)
+    let object = SessionObject(session: Session(apiKey: key, sessionId: sid, delegate: nil, settings: s), callbacks: callbacks.pointee,
+                               poll: poll)
     object.bits = HandleRegistry.shared.insert(object)
     return object.handle
 }
@@ -332,16 +372,19 @@ private func sessionSettings(_ settings: UnsafePointer<ot_session_settings>?) ->
     ot_session_send_signal_with_options(session, type, data, to, nil)
 }
 
-/// Fills `options` with the defaults: retry_after_reconnect true.
+/// Fills `options` with the defaults: retry_after_reconnect true, no completion.
 @c(ot_signal_options_default) public func ot_signal_options_default(_ options: UnsafeMutablePointer<ot_signal_options>?) -> ot_status {
     guard let options else { return Status.invalidParam }
-    options.pointee = ot_signal_options(retry_after_reconnect: 1)
+    options.pointee = ot_signal_options(retry_after_reconnect: 1, on_complete: nil, user_data: nil)
     return Status.ok
 }
 
 /// Sends a signal to one connection (NULL `to`: everyone) with options (NULL: the defaults); same checks as
 /// ot_session_send_signal. With `retry_after_reconnect` false, a signal made while the session is reconnecting
-/// is refused with OT_ERR_NOT_CONNECTED instead of being queued.
+/// is refused with OT_ERR_NOT_CONNECTED instead of being queued. When OT_OK is returned and `on_complete` is set, it is
+/// called once, in order with the session's callbacks, with the server's verdict: OT_OK, OT_ERR_ILLEGAL_STATE (rate
+/// limit), OT_ERR_INVALID_PARAM (no such connection), OT_ERR_CONNECTION_DROPPED (lost with the connection) or
+/// OT_ERR_NOT_CONNECTED (the session ended first).
 @c(ot_session_send_signal_with_options) public func ot_session_send_signal_with_options(
     _ session: UnsafeMutablePointer<ot_session>?, _ type: UnsafePointer<CChar>?, _ data: UnsafePointer<CChar>?,
     _ to: UnsafePointer<ot_connection>?, _ options: UnsafePointer<ot_signal_options>?
@@ -355,17 +398,29 @@ private func sessionSettings(_ settings: UnsafePointer<ot_session_settings>?) ->
             guard let c = connectionObject(to) else { return Status.invalidHandle }
             target = c.info.id
         }
-        try o.session.signal(type: t, data: d, to: target, retryAfterReconnect: options.map { $0.pointee.retry_after_reconnect != 0 } ?? true)
+        let retry = options.map { $0.pointee.retry_after_reconnect != 0 } ?? true
+        var completion: Session.Completion?
+        if let opts = options?.pointee, let done = opts.on_complete {
+            let ud = UnsafeSendable(opts.user_data)
+            completion = { [weak o] err in
+                o?.post { o in
+                    (err?.message ?? "").withCString { m in done(o.handle, ud.value, err.map { ot_status($0.code.rawValue) } ?? Status.ok, m) }
+                }
+            }
+        }
+        try o.session.signal(type: t, data: d, to: target, retryAfterReconnect: retry, completion: completion)
         return Status.ok
     }
 }
 
-/// Mutes the audio of every stream but `excluded_stream_ids` (moderators only); on_mute_forced follows on every client.
+/// Mutes the audio of every stream but `excluded_stream_ids` (moderators only; this client's own stream included):
+/// their publishers stop sending audio and get on_mute_forced; streams published while it is active start muted until
+/// ot_session_disable_force_mute. Every client's session gets on_mute_forced (no stream id).
 @c(ot_session_force_mute_all) public func ot_session_force_mute_all(_ session: UnsafeMutablePointer<ot_session>?,
                                                                   _ excluded_stream_ids: UnsafePointer<UnsafePointer<CChar>?>?,
                                                                   _ count: UInt) -> ot_status {
     withSession(session) { o in
-        guard count == 0 || excluded_stream_ids != nil else { return Status.invalidParam }
+        guard count == 0 || excluded_stream_ids != nil, count <= 100_000 else { return Status.invalidParam }
         var ids: [String] = []
         if let excluded_stream_ids {
             for i in 0..<Int(count) {
@@ -378,7 +433,26 @@ private func sessionSettings(_ settings: UnsafePointer<ot_session_settings>?) ->
     }
 }
 
-/// Mutes one stream's audio (moderators only).
+/// ot_session_force_mute_all with the excluded streams given as stream handles (borrowed or copies).
+@c(ot_session_force_mute_all_streams) public func ot_session_force_mute_all_streams(_ session: UnsafeMutablePointer<ot_session>?,
+                                                                                  _ excluded_streams: UnsafePointer<UnsafePointer<ot_stream>?>?,
+                                                                                  _ count: UInt) -> ot_status {
+    withSession(session) { o in
+        guard count == 0 || excluded_streams != nil, count <= 100_000 else { return Status.invalidParam }
+        var ids: [String] = []
+        if let excluded_streams {
+            for i in 0..<Int(count) {
+                guard excluded_streams[i] != nil else { return Status.invalidParam }
+                guard let st = streamObject(excluded_streams[i]) else { return Status.invalidHandle }
+                ids.append(st.info.id)
+            }
+        }
+        try o.session.forceMuteAll(excluding: ids)
+        return Status.ok
+    }
+}
+
+/// Mutes one stream's audio (moderators only): its publisher stops sending audio and gets on_mute_forced.
 @c(ot_session_force_mute_stream) public func ot_session_force_mute_stream(_ session: UnsafeMutablePointer<ot_session>?,
                                                                         _ stream_id: UnsafePointer<CChar>?) -> ot_status {
     withSession(session) { o in
@@ -393,7 +467,9 @@ private func sessionSettings(_ settings: UnsafePointer<ot_session_settings>?) ->
     withSession(session) { o in try o.session.disableForceMute(); return Status.ok }
 }
 
-/// Disconnects another client (moderators only): it gets on_disconnected, the others on_connection_destroyed.
+/// Disconnects another client (moderators only, else OT_ERR_UNABLE_TO_FORCE_DISCONNECT, 1520): it gets on_disconnected,
+/// the others on_connection_destroyed. `connection` may be a stream's (ot_stream_get_connection), so a stream's owner is
+/// reachable with connection events suppressed.
 @c(ot_session_force_disconnect) public func ot_session_force_disconnect(_ session: UnsafeMutablePointer<ot_session>?,
                                                                       _ connection: UnsafePointer<ot_connection>?) -> ot_status {
     withSession(session) { o in
@@ -412,5 +488,53 @@ private func sessionSettings(_ settings: UnsafePointer<ot_session_settings>?) ->
         guard let d = CArg.string(description), issue_id != nil, size > 0 else { return Status.invalidParam }
         let id = try o.session.reportIssue(d)
         return CArg.copy(id, to: issue_id, size: size)
+    }
+}
+
+// MARK: navigation
+
+/// Copies handles of `infos` into `out` (up to `capacity`), the count into `count`: OT_ERR_BUFFER_TOO_SMALL (nothing
+/// copied) when `capacity` is short; `out` may be NULL with capacity 0 to ask for the count.
+private func copyHandles<T: AnyObject & Sendable, P>(_ objects: [T], as: P.Type, _ out: UnsafeMutablePointer<UnsafeMutablePointer<P>?>?,
+                                                     _ capacity: UInt, _ count: UnsafeMutablePointer<UInt>?) -> ot_status {
+    guard let count, capacity == 0 || out != nil else { return Status.invalidParam }
+    count.pointee = UInt(objects.count)
+    guard UInt(objects.count) <= capacity else { return Status.bufferTooSmall }
+    for (i, o) in objects.enumerated() { out?[i] = Handle.pointer(HandleRegistry.shared.insert(o), as: P.self) }
+    return Status.ok
+}
+
+/// The session's streams (as OTSession's `streams`): other clients' and this client's own (`ot_stream_info.own`), as
+/// copies the caller releases with ot_stream_delete. `count` gets how many there are; with `capacity` short (or
+/// `streams` NULL and capacity 0) nothing is copied and OT_ERR_BUFFER_TOO_SMALL (OT_OK when there are none) says so.
+@c(ot_session_get_streams) public func ot_session_get_streams(_ session: UnsafeMutablePointer<ot_session>?,
+                                                            _ streams: UnsafeMutablePointer<UnsafeMutablePointer<ot_stream>?>?,
+                                                            _ capacity: UInt, _ count: UnsafeMutablePointer<UInt>?) -> ot_status {
+    withSession(session) { o in
+        let all = o.session.streams.values.sorted { ($0.creationTime, $0.id) < ($1.creationTime, $1.id) }
+        return copyHandles(all.map(o.streamObject), as: ot_stream.self, streams, capacity, count)
+    }
+}
+
+/// Other clients' connections (empty when connection events are suppressed: reach a stream's owner with
+/// ot_stream_get_connection), as copies released with ot_connection_delete; counted and copied as ot_session_get_streams.
+@c(ot_session_get_connections) public func ot_session_get_connections(_ session: UnsafeMutablePointer<ot_session>?,
+                                                                    _ connections: UnsafeMutablePointer<UnsafeMutablePointer<ot_connection>?>?,
+                                                                    _ capacity: UInt, _ count: UnsafeMutablePointer<UInt>?) -> ot_status {
+    withSession(session) { o in
+        let all = o.session.connections.values.sorted { ($0.creationTime, $0.id) < ($1.creationTime, $1.id) }
+        return copyHandles(all.map(ConnectionObject.init), as: ot_connection.self, connections, capacity, count)
+    }
+}
+
+/// Whether the session is relayed (media peer to peer) rather than routed (through the media router) into `relayed`;
+/// OT_ERR_NOT_CONNECTED before on_connected.
+@c(ot_session_is_relayed) public func ot_session_is_relayed(_ session: UnsafeMutablePointer<ot_session>?,
+                                                          _ relayed: UnsafeMutablePointer<ot_bool>?) -> ot_status {
+    withSession(session) { o in
+        guard let relayed else { return Status.invalidParam }
+        guard o.session.status == .connected else { return Status.of(.notConnected) }
+        relayed.pointee = CArg.bool(o.session.isRelayed)
+        return Status.ok
     }
 }

@@ -4,9 +4,12 @@ import OTSession
 /// The object behind an `ot_stream *`: a stream's properties with C strings that live as long as it.
 final class StreamObject: Sendable {
     let info: StreamInfo
+    /// Published by this client.
+    let own: Bool
     let id: OwnedCString, name: OwnedCString, connectionId: OwnedCString
-    init(_ info: StreamInfo) {
+    init(_ info: StreamInfo, own: Bool) {
         self.info = info
+        self.own = own
         id = OwnedCString(info.id); name = OwnedCString(info.name); connectionId = OwnedCString(info.connectionId)
     }
 
@@ -45,7 +48,8 @@ func connectionObject(_ p: UnsafePointer<ot_connection>?) -> ConnectionObject? {
     info.pointee = ot_stream_info(id: s.id.pointer, name: s.name.pointer, connection_id: s.connectionId.pointer,
                                   has_audio: CArg.bool(s.info.hasAudio), has_video: CArg.bool(s.info.hasVideo),
                                   video_type: s.videoType, width: Int32(clamping: s.info.width), height: Int32(clamping: s.info.height),
-                                  creation_time: s.info.creationTime, audio_fallback_enabled: CArg.bool(s.info.audioFallbackEnabled))
+                                  creation_time: s.info.creationTime, audio_fallback_enabled: CArg.bool(s.info.audioFallbackEnabled),
+                                  own: CArg.bool(s.own))
     return Status.ok
 }
 
@@ -57,7 +61,18 @@ func connectionObject(_ p: UnsafePointer<ot_connection>?) -> ConnectionObject? {
 /// A copy of a (borrowed) stream handle that stays valid until ot_stream_delete; NULL for a bad handle.
 @c(ot_stream_copy) public func ot_stream_copy(_ stream: UnsafePointer<ot_stream>?) -> UnsafeMutablePointer<ot_stream>? {
     guard let s = streamObject(stream) else { return nil }
-    return Handle.pointer(HandleRegistry.shared.insert(StreamObject(s.info)), as: ot_stream.self)
+    return Handle.pointer(HandleRegistry.shared.insert(StreamObject(s.info, own: s.own)), as: ot_stream.self)
+}
+
+/// The connection that published the stream, with its data, into `connection`: a copy the caller releases with
+/// ot_connection_delete. Known from the stream itself, so it works with connection events suppressed (signal or force
+/// disconnect a stream's owner).
+@c(ot_stream_get_connection) public func ot_stream_get_connection(_ stream: UnsafePointer<ot_stream>?,
+                                                                _ connection: UnsafeMutablePointer<UnsafeMutablePointer<ot_connection>?>?) -> ot_status {
+    guard let stream, let connection else { return Status.invalidParam }
+    guard let s = streamObject(stream) else { return Status.invalidHandle }
+    connection.pointee = Handle.pointer(HandleRegistry.shared.insert(ConnectionObject(s.info.connection)), as: ot_connection.self)
+    return Status.ok
 }
 
 /// Releases a stream handle made by ot_stream_copy.

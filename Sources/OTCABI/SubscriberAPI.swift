@@ -4,17 +4,20 @@ import OTMedia
 import OTSession
 import Synchronization
 
-/// The object behind an `ot_subscriber *`: the Swift Subscriber, its C callbacks and their queue.
+/// The object behind an `ot_subscriber *`: the Swift Subscriber, its C callbacks, and the session it subscribes in (its
+/// callbacks go where that session's go, in one order).
 final class SubscriberObject: @unchecked Sendable {
     let subscriber: Subscriber
-    let queue = CallbackQueue(label: "subscriber")
+    let owner = CallbackOwner()
     let callbacks: ot_subscriber_callbacks
+    /// Whether the stream is this client's own (known once subscribed).
+    private let attached = Mutex<(sink: CallbackSink?, own: Bool)>((nil, false))
     private let adapter: SubscriberAdapter
     private let handleBits = Atomic<UInt>(0)
 
-    init(stream: StreamInfo, callbacks: ot_subscriber_callbacks) {
+    init(stream: StreamInfo, settings: SubscriberSettings, callbacks: ot_subscriber_callbacks) {
         self.callbacks = callbacks
-        subscriber = Subscriber(stream: stream, delegate: nil)
+        subscriber = Subscriber(stream: stream, delegate: nil, settings: settings)
         adapter = SubscriberAdapter()
         adapter.owner = self
         subscriber.delegate = adapter
@@ -22,24 +25,34 @@ final class SubscriberObject: @unchecked Sendable {
     }
 
     var handle: UnsafeMutablePointer<ot_subscriber>? { Handle.pointer(handleBits.load(ordering: .acquiring), as: ot_subscriber.self) }
+    var sink: CallbackSink? { attached.withLock { $0.sink } }
+
+    /// Subscribing in `session`: callbacks go where the session's go from now on; returns what it was.
+    func attach(to session: SessionObject) -> (sink: CallbackSink?, own: Bool) {
+        let own = session.session.isOwn(subscriber.stream)
+        return attached.withLock { a in defer { a = (session.sink, own) }; return a }
+    }
+    func restore(_ previous: (sink: CallbackSink?, own: Bool)) { attached.withLock { $0 = previous } }
+
+    /// The stream as a handle's object.
+    func streamObject() -> StreamObject { StreamObject(subscriber.stream, own: attached.withLock { $0.own }) }
 
     func close() {
         subscriber.delegate = nil
-        queue.close()
+        owner.close()
     }
 }
 
-/// Forwards the Swift subscriber delegate messages to the C callbacks on the subscriber's callback queue.
+/// Forwards the Swift subscriber delegate messages to the C callbacks, where its session's callbacks go.
 private final class SubscriberAdapter: SubscriberDelegate, @unchecked Sendable {
     weak var owner: SubscriberObject?
 
     private func post(_ body: @escaping @Sendable (SubscriberObject, ot_subscriber_callbacks) -> Void) {
-        guard let o = owner else { return }
-        o.queue.post { body(o, o.callbacks) }
+        guard let o = owner, let sink = o.sink else { return }
+        sink.post(o.owner) { body(o, o.callbacks) }
     }
     func subscriberDidConnect(toStream subscriber: Subscriber) {
-        let stream = subscriber.stream
-        post { o, cb in withBorrowedHandle(StreamObject(stream), as: ot_stream.self) { cb.on_connected?(o.handle, cb.user_data, $0) } }
+        post { o, cb in withBorrowedHandle(o.streamObject(), as: ot_stream.self) { cb.on_connected?(o.handle, cb.user_data, $0) } }
     }
     func subscriberDidDisconnect(fromStream subscriber: Subscriber) {
         post { o, cb in cb.on_disconnected?(o.handle, cb.user_data) }
@@ -101,8 +114,59 @@ private func withSubscriber(_ p: UnsafeMutablePointer<ot_subscriber>?, _ body: (
 /// stream handle or NULL callbacks. Nothing is received until ot_session_subscribe.
 @c(ot_subscriber_new) public func ot_subscriber_new(_ stream: UnsafePointer<ot_stream>?,
                                                     _ callbacks: UnsafePointer<ot_subscriber_callbacks>?) -> UnsafeMutablePointer<ot_subscriber>? {
+    ot_subscriber_new_with_settings(stream, nil, callbacks)
+}
+
+/// Fills `settings` with the defaults: audio and video subscribed and played, relayed audio fallback at 15% loss for
+/// 3 s, 15 s to connect.
+@c(ot_subscriber_settings_default) public func ot_subscriber_settings_default(_ settings: UnsafeMutablePointer<ot_subscriber_settings>?) -> ot_status {
+    guard let settings else { return Status.invalidParam }
+    let d = SubscriberSettings()
+    settings.pointee = ot_subscriber_settings(subscribe_to_audio: 1, subscribe_to_video: 1, play_audio: 1, audio_fallback_enabled: 1,
+                                              quality_loss_threshold: d.qualityLossThreshold,
+                                              quality_window_seconds: Int32(d.qualityWindowSeconds),
+                                              connect_timeout_ms: d.connectTimeout.microseconds / 1000)
+    return Status.ok
+}
+
+/// The Swift settings described by C settings, or why not.
+private func subscriberSettings(_ c: ot_subscriber_settings) -> Result<SubscriberSettings, OTError> {
+    guard c.quality_loss_threshold > 0, c.quality_loss_threshold < 1 else {
+        return .failure(OTError(.invalidParameter, "quality_loss_threshold must be in (0, 1)"))
+    }
+    guard (1...60).contains(c.quality_window_seconds) else { return .failure(OTError(.invalidParameter, "quality_window_seconds must be 1..60")) }
+    guard (1...86_400_000).contains(c.connect_timeout_ms) else { return .failure(OTError(.invalidParameter, "connect_timeout_ms must be 1..86400000")) }
+    return .success(SubscriberSettings(subscribeToAudio: c.subscribe_to_audio != 0, subscribeToVideo: c.subscribe_to_video != 0,
+                                       playAudio: c.play_audio != 0, audioFallbackEnabled: c.audio_fallback_enabled != 0,
+                                       qualityLossThreshold: c.quality_loss_threshold, qualityWindowSeconds: Int(c.quality_window_seconds),
+                                       connectTimeout: .milliseconds(c.connect_timeout_ms)))
+}
+
+/// ot_subscriber_new with settings (NULL: the defaults); NULL also for settings out of range (logged).
+@c(ot_subscriber_new_with_settings) public func ot_subscriber_new_with_settings(
+    _ stream: UnsafePointer<ot_stream>?, _ settings: UnsafePointer<ot_subscriber_settings>?,
+    _ callbacks: UnsafePointer<ot_subscriber_callbacks>?
+) -> UnsafeMutablePointer<ot_subscriber>? {
     guard let callbacks, let s = streamObject(stream) else { return nil }
-    return SubscriberObject(stream: s.info, callbacks: callbacks.pointee).handle
+    var swiftSettings = SubscriberSettings()
+    if let settings {
+        switch subscriberSettings(settings.pointee) {
+        case .success(let v): swiftSettings = v
+        case .failure(let e): Log.warn("capi", "ot_subscriber_new_with_settings: \(e.message)"); return nil
+        }
+    }
+    return SubscriberObject(stream: s.info, settings: swiftSettings, callbacks: callbacks.pointee).handle
+}
+
+/// The subscriber's stream as it is now (its property changes included) into `stream`: a copy the caller releases
+/// with ot_stream_delete.
+@c(ot_subscriber_get_stream) public func ot_subscriber_get_stream(_ subscriber: UnsafeMutablePointer<ot_subscriber>?,
+                                                                _ stream: UnsafeMutablePointer<UnsafeMutablePointer<ot_stream>?>?) -> ot_status {
+    withSubscriber(subscriber) { s in
+        guard let stream else { return Status.invalidParam }
+        stream.pointee = Handle.pointer(HandleRegistry.shared.insert(s.streamObject()), as: ot_stream.self)
+        return Status.ok
+    }
 }
 
 /// Deletes a subscriber: waits for its callback in flight (unless called from inside one); no callback of
@@ -113,12 +177,20 @@ private func withSubscriber(_ p: UnsafeMutablePointer<ot_subscriber>?, _ body: (
 
 /// Starts receiving the subscriber's stream; on_connected follows. OT_ERR_NOT_CONNECTED, OT_ERR_SERVER_CANNOT_FIND_STREAM
 /// (not in this session), OT_ERR_FORCE_UNPUBLISH_OR_INVALID_STREAM (role), OT_ERR_ILLEGAL_STATE (already subscribed).
+/// From now on the subscriber's callbacks come where the session's do, in one order with them.
 @c(ot_session_subscribe) public func ot_session_subscribe(_ session: UnsafeMutablePointer<ot_session>?,
                                                           _ subscriber: UnsafeMutablePointer<ot_subscriber>?) -> ot_status {
-    withSession(session, and: subscriber, as: SubscriberObject.self) { s, sub in try s.session.subscribe(sub.subscriber) }
+    withSession(session, and: subscriber, as: SubscriberObject.self) { s, sub in
+        let previous = sub.attach(to: s)
+        do { try s.session.subscribe(sub.subscriber) } catch {
+            sub.restore(previous)
+            throw error
+        }
+    }
 }
 
-/// Ends a subscription; on_disconnected follows. OT_ERR_SUBSCRIBER_NOT_FOUND when not subscribed in this session.
+/// Ends a subscription (no subscriber callback follows: the subscription is over when this returns).
+/// OT_ERR_SUBSCRIBER_NOT_FOUND when not subscribed in this session.
 @c(ot_session_unsubscribe) public func ot_session_unsubscribe(_ session: UnsafeMutablePointer<ot_session>?,
                                                               _ subscriber: UnsafeMutablePointer<ot_subscriber>?) -> ot_status {
     withSession(session, and: subscriber, as: SubscriberObject.self) { s, sub in try s.session.unsubscribe(sub.subscriber) }

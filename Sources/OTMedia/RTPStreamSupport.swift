@@ -2,19 +2,7 @@ import OTBase
 import OTWire
 import Synchronization
 
-/// The RFC 8285 header-extension ids negotiated in SDP (`a=extmap`) for a stream; nil leaves an extension out.
-public struct RTPHeaderExtensionIds: Sendable, Equatable {
-    public var absSendTime: UInt8?
-    public var transportSequenceNumber: UInt8?
-    public var mid: UInt8?
-    /// RFC 6464 client-to-mixer audio level (audio streams only).
-    public var audioLevel: UInt8?
-
-    public init(absSendTime: UInt8? = nil, transportSequenceNumber: UInt8? = nil, mid: UInt8? = nil, audioLevel: UInt8? = nil) {
-        self.absSendTime = absSendTime; self.transportSequenceNumber = transportSequenceNumber
-        self.mid = mid; self.audioLevel = audioLevel
-    }
-
+extension RTPHeaderExtensionIds {
     /// Bytes the extension block can take at most in a header (one-byte form when it fits), for MTU sizing.
     func maxBlockLength(midLength: Int) -> Int {
         var n = 0

@@ -85,6 +85,15 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         /// Payload types this subscriber negotiated (rewritten when they differ from the publisher's).
         var audioPT: UInt8?
         var videoPT: UInt8?
+        /// The header extensions (ids, and its mid) this subscriber negotiated for each kind, and the rewriters from
+        /// the publisher's to them (redone when the publisher's connection changes).
+        var audioTarget: (ids: RTPHeaderExtensionIds, mid: String)?
+        var videoTarget: (ids: RTPHeaderExtensionIds, mid: String)?
+        var audioExtensions: RTPExtensionRewriter?
+        var videoExtensions: RTPExtensionRewriter?
+        /// This subscriber's copy of the packet being forwarded (touched only under `forwarding`): reused, so
+        /// forwarding does not allocate for it.
+        var out: [UInt8] = []
         /// Audio fallback (subscribers of streams that allow it): the downlink's samples and the decision.
         var sampler = LinkQualitySampler()
         var quality: QualityFallbackMonitor?
@@ -104,6 +113,11 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         var videoSSRC: UInt32?
         var audioPT: UInt8?
         var videoPT: UInt8?
+        /// The publisher's header-extension ids and mids, per kind: what its packets carry.
+        var audioSource = RTPHeaderExtensionIds()
+        var videoSource = RTPHeaderExtensionIds()
+        var audioMid: String?
+        var videoMid: String?
         var subscribers: [Peer] = []
         var counters = RoutedStreamCounters()
         var audioFallbackEnabled = true
@@ -116,6 +130,8 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         let videoRTXSSRC = UInt32.random(in: 1 ... .max)
         /// Fires when `keyframes` asks for a check at a window's end; cancelled when the stream goes.
         var keyframeTimer: (any DispatchSourceTimer)?
+        /// The publisher's link dropped while the stream had subscribers, and no new one is up yet (they were told).
+        var publisherLinkDown = false
         /// Subscribe offers that arrived before the publisher's.
         var pending: [(MediaOfferRequest, @Sendable (Result<String, OTError>) -> Void)] = []
         init(id: String, sessionId: String, pliInterval: Duration) {
@@ -133,9 +149,13 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     }
 
     private let state = Mutex(State())
+    /// Held through `forward` (taken before `state`): the subscribers a packet goes to, reused from packet to packet,
+    /// and their `out` buffers.
+    private let forwarding = Mutex<[(PeerConnectionDriver, Peer)]>([])
     /// Keyframe requests to publishers run here, never on a connection's delivery path (no lock cycles).
     private let queue = DispatchQueue(label: "otsession.media-router")
     private let qualityHandler = Mutex<(@Sendable (String, MediaQualityEvent) -> Void)?>(nil)
+    private let publisherLinkHandler = Mutex<(@Sendable (String, Bool) -> Void)?>(nil)
     private var qualityTimer: (any DispatchSourceTimer)?
 
     /// - Parameters:
@@ -159,6 +179,24 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
 
     public func setQualityHandler(_ handler: @escaping @Sendable (String, MediaQualityEvent) -> Void) {
         qualityHandler.withLock { $0 = handler }
+    }
+
+    public func setPublisherLinkHandler(_ handler: @escaping @Sendable (String, Bool) -> Void) {
+        publisherLinkHandler.withLock { $0 = handler }
+    }
+
+    /// Under the lock: the stream's publisher link went down (`up` false) or came back; true when that is news to
+    /// report (down only matters to a stream with subscribers, up only after a reported down).
+    private static func publisherLink(_ stream: Stream, up: Bool) -> Bool {
+        guard up == stream.publisherLinkDown, up || !stream.subscribers.isEmpty else { return false }
+        stream.publisherLinkDown = !up
+        return true
+    }
+
+    /// Tells the publisher-link handler (outside the lock).
+    private func reportPublisherLink(_ streamId: String, up: Bool) {
+        Log.info("router", "stream \(streamId): publisher media \(up ? "resumed" : "interrupted")")
+        publisherLinkHandler.withLock { $0 }?(streamId, up)
     }
 
     /// Closes every connection and stops the socket.
@@ -202,10 +240,16 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             stream.publisher = peer
             stream.audioFallbackEnabled = offer.audioFallbackEnabled
             stream.counters.audioFallbackEnabled = offer.audioFallbackEnabled
+            // SSRCs the offer did not list (no a=ssrc) are learnt from the first packets (`learnSSRC`).
             for m in neg?.media ?? [] {
-                if m.kind == "audio" { stream.audioSSRC = m.remoteSSRCs.first; stream.audioPT = m.codec.payloadType }
-                if m.kind == "video" { stream.videoSSRC = m.remoteSSRCs.first; stream.videoPT = m.codec.payloadType }
+                if m.kind == "audio" {
+                    (stream.audioSSRC, stream.audioPT, stream.audioSource, stream.audioMid) = (m.remoteSSRCs.first, m.codec.payloadType, m.extensionIds, m.mid)
+                }
+                if m.kind == "video" {
+                    (stream.videoSSRC, stream.videoPT, stream.videoSource, stream.videoMid) = (m.remoteSSRCs.first, m.codec.payloadType, m.extensionIds, m.mid)
+                }
             }
+            for sub in stream.subscribers { Self.pairExtensions(sub, stream) }
             s.peers[peer.id] = peer
             defer { stream.pending = [] }
             return stream.pending
@@ -215,23 +259,27 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     }
 
     private func subscribe(_ offer: MediaOfferRequest, _ completion: @escaping @Sendable (Result<String, OTError>) -> Void) throws {
-        // The publisher's SSRCs, or wait for its offer.
-        let source = state.withLock { s -> (audio: UInt32?, video: UInt32?, videoRTX: UInt32)? in
+        // What the publisher sends (its SSRCs, when known), or wait for its offer.
+        let source = state.withLock { s -> (audio: UInt32??, video: UInt32??, videoRTX: UInt32)? in
             guard let stream = s.streams[offer.streamId], stream.publisher != nil else {
                 let stream = s.streams[offer.streamId] ?? Stream(id: offer.streamId, sessionId: offer.sessionId, pliInterval: pliInterval)
                 s.streams[offer.streamId] = stream
                 stream.pending.append((offer, completion))
                 return nil
             }
-            return (stream.audioSSRC, stream.videoSSRC, stream.videoRTXSSRC)
+            return (stream.audioPT.map { _ in stream.audioSSRC }, stream.videoPT.map { _ in stream.videoSSRC }, stream.videoRTXSSRC)
         }
         guard let source else { return }
         let cname = "router-\(offer.streamId.prefix(8))"
-        var config = PeerConnectionConfig()
-        config.audioTrack = source.audio.map { SDPLocalTrack(ssrc: $0, streamID: offer.streamId, trackID: "\(offer.streamId)-audio", cname: cname) }
-        config.videoTrack = source.video.map {
-            SDPLocalTrack(ssrc: $0, rtxSSRC: source.videoRTX, streamID: offer.streamId, trackID: "\(offer.streamId)-video", cname: cname)
+        // A kind the publisher sends is announced with its SSRC, or without one until its packets tell it.
+        // Video retransmissions go on an RTX stream of the router's (RFC 4588), declared with a known video SSRC.
+        func track(_ ssrc: UInt32??, _ kind: String) -> SDPLocalTrack? {
+            ssrc.map { SDPLocalTrack(ssrc: $0 ?? 0, rtxSSRC: kind == "video" && $0 != nil ? source.videoRTX : nil, streamID: offer.streamId,
+                                     trackID: "\(offer.streamId)-\(kind)", cname: cname, announcesSSRC: $0 != nil) }
         }
+        var config = PeerConnectionConfig()
+        config.audioTrack = track(source.audio, "audio")
+        config.videoTrack = track(source.video, "video")
         let peer = Peer(id: offer.peerId, sessionId: offer.sessionId, connectionId: offer.connectionId, streamId: offer.streamId, direction: .subscribe)
         let driver = try endpoint.makePeerConnection(config: config) { [weak self, weak peer] e in if let peer { self?.subscriberEvent(e, peer) } }
         peer.driver = driver
@@ -240,11 +288,12 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         let neg = driver.negotiated
         state.withLock { s in
             for m in neg?.media ?? [] {
-                if m.kind == "audio" { peer.audioPT = m.codec.payloadType }
-                if m.kind == "video" { peer.videoPT = m.codec.payloadType }
+                if m.kind == "audio" { (peer.audioPT, peer.audioTarget) = (m.codec.payloadType, (m.extensionIds, m.mid)) }
+                if m.kind == "video" { (peer.videoPT, peer.videoTarget) = (m.codec.payloadType, (m.extensionIds, m.mid)) }
             }
             s.peers[peer.id] = peer
             if let stream = s.streams[offer.streamId] {
+                Self.pairExtensions(peer, stream)
                 stream.subscribers.append(peer)
                 stream.counters.subscribers = stream.subscribers.count
                 if stream.audioFallbackEnabled && offer.audioFallbackEnabled { peer.quality = QualityFallbackMonitor(config: qualityConfig) }
@@ -256,7 +305,14 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         completion(.success(answer))
     }
 
+    /// Under the lock: a subscriber's extension rewriters from the stream's publisher's ids to its own.
+    private static func pairExtensions(_ sub: Peer, _ stream: Stream) {
+        sub.audioExtensions = sub.audioTarget.map { RTPExtensionRewriter(source: stream.audioSource, target: $0.ids, mid: $0.mid) }
+        sub.videoExtensions = sub.videoTarget.map { RTPExtensionRewriter(source: stream.videoSource, target: $0.ids, mid: $0.mid) }
+    }
+
     public func close(peerId: String) {
+        var linkDown: String?
         let driver = state.withLock { s -> PeerConnectionDriver? in
             Self.dropPending(&s) { $0.peerId == peerId }
             s.earlySubscriptions[peerId] = nil
@@ -264,6 +320,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             if let stream = s.streams[peer.streamId] {
                 if stream.publisher === peer {
                     stream.publisher = nil
+                    if Self.publisherLink(stream, up: false) { linkDown = stream.id }
                 } else {
                     stream.subscribers.removeAll { $0 === peer }
                     stream.counters.subscribers = stream.subscribers.count
@@ -274,6 +331,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             return peer.driver
         }
         driver?.close()
+        if let linkDown { reportPublisherLink(linkDown, up: false) }
     }
 
     /// Under the lock: forgets the subscribe offers still waiting for their publisher that match, and the streams
@@ -351,6 +409,16 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             // when each of them gives up.
             let streamId = state.withLock { s in s.streams[publisher.streamId].flatMap { $0.publisher === publisher && $0.videoSSRC == ssrc ? $0.id : nil } }
             if let streamId { queue.async { [self] in requestKeyframe(streamId: streamId, .repair) } }
+        case .connected, .failed:
+            // A failed link leaves the subscribers without media until the publisher republishes; its new link's
+            // `connected` ends that.
+            let up: Bool
+            if case .connected = e { up = true } else { up = false }
+            let report = state.withLock { s -> Bool in
+                guard let stream = s.streams[publisher.streamId], stream.publisher === publisher else { return false }
+                return Self.publisherLink(stream, up: up)
+            }
+            if report { reportPublisherLink(publisher.streamId, up: up) }
         default:
             break
         }
@@ -431,88 +499,122 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         }
     }
 
-    /// Runs on the shared socket's IO thread: copies the packet for each subscriber that wants it and sends it.
+    /// Runs on the shared socket's IO thread: writes each subscriber's copy of the packet (its sequence number, its
+    /// payload type, and the header extensions it negotiated, under its ids) into that subscriber's reused buffer,
+    /// then sends the copies (outside the state lock: sending may deliver events that take it). Video packets are
+    /// kept in the stream's history: a subscriber whose first-keyframe gate opens at a keyframe start that came late
+    /// (repaired by NACK) also gets what followed it, replayed from there.
     private func forward(_ packet: [UInt8], from publisher: Peer) {
         guard packet.count >= 12 else { return }
         let ssrc = UInt32(packet[8]) << 24 | UInt32(packet[9]) << 16 | UInt32(packet[10]) << 8 | UInt32(packet[11])
         let seq = UInt16(packet[2]) << 8 | UInt16(packet[3])
-        var out: [(PeerConnectionDriver, [UInt8])] = []
-        let stream: Stream? = state.withLock { s in
-            guard let stream = s.streams[publisher.streamId], stream.publisher === publisher else { return nil }
-            stream.counters.packetsIn += 1
-            stream.counters.bytesIn += packet.count
-            let isVideo = ssrc == stream.videoSSRC
-            guard isVideo || ssrc == stream.audioSSRC else { return stream }
-            if isVideo {
-                stream.videoHistory.store(sequence: seq, packet: packet)
-                if let h = stream.videoHighest, Int16(bitPattern: seq &- h) <= 0 {} else { stream.videoHighest = seq }
-            }
-            var startsKeyframe: Bool?
-            if isVideo && stream.keyframes.awaitingKeyframe {
-                startsKeyframe = Self.startsVP8Keyframe(packet)
-                if startsKeyframe == true { stream.keyframes.keyframeForwarded() }
-            }
-            for sub in stream.subscribers {
-                guard let driver = sub.driver, isVideo ? sub.forwardingVideo : sub.audio else { stream.counters.packetsHeld += 1; continue }
-                if isVideo && sub.waitingForKeyframe {
-                    if startsKeyframe == nil { startsKeyframe = Self.startsVP8Keyframe(packet) }
-                    guard startsKeyframe == true else {
+        let pt = packet[1] & 0x7F
+        let now = MonotonicClock.now()
+        forwarding.withLock { targets in
+            var replays: [(PeerConnectionDriver, [UInt8])] = []
+            let stream: Stream? = state.withLock { s in
+                guard let stream = s.streams[publisher.streamId], stream.publisher === publisher else { return nil }
+                stream.counters.packetsIn += 1
+                stream.counters.bytesIn += packet.count
+                if ssrc != stream.videoSSRC && ssrc != stream.audioSSRC { Self.learnSSRC(ssrc, pt, packet, stream) }
+                let isVideo = ssrc == stream.videoSSRC
+                guard isVideo || ssrc == stream.audioSSRC else { return stream }
+                if isVideo {
+                    stream.videoHistory.store(sequence: seq, packet: packet)
+                    if let h = stream.videoHighest, Int16(bitPattern: seq &- h) <= 0 {} else { stream.videoHighest = seq }
+                }
+                var startsKeyframe: Bool?
+                if isVideo && stream.keyframes.awaitingKeyframe {
+                    startsKeyframe = Self.startsVP8Keyframe(packet)
+                    if startsKeyframe == true { stream.keyframes.keyframeForwarded() }
+                }
+                for sub in stream.subscribers {
+                    guard let driver = sub.driver, isVideo ? sub.forwardingVideo : sub.audio else { stream.counters.packetsHeld += 1; continue }
+                    var opened = false
+                    if isVideo && sub.waitingForKeyframe {
+                        if startsKeyframe == nil { startsKeyframe = Self.startsVP8Keyframe(packet) }
+                        guard startsKeyframe == true else {
+                            stream.counters.packetsHeld += 1
+                            stream.counters.packetsHeldForKeyframe += 1
+                            continue
+                        }
+                        sub.waitingForKeyframe = false
+                        opened = true
+                    }
+                    guard Self.copy(packet, seq: seq, ssrc: ssrc, pt: pt, isVideo: isVideo, for: sub, stream, now: now, into: &sub.out) else {
                         stream.counters.packetsHeld += 1
-                        stream.counters.packetsHeldForKeyframe += 1
                         continue
                     }
-                    // The gate opens at the keyframe's first packet. When it came late (lost, then repaired by NACK), the
-                    // rest of the keyframe and what followed have passed already: replay them from the history, in order.
-                    sub.waitingForKeyframe = false
-                    if let p = Self.rewrite(packet, seq: seq, ssrc: ssrc, isVideo: true, for: sub, stream) { out.append((driver, p)) }
+                    targets.append((driver, sub))
+                    // The gate opened at a keyframe start that came after later packets: replay those, in order.
+                    guard opened, let highest = stream.videoHighest else { continue }
                     var next = seq &+ 1
-                    if let highest = stream.videoHighest {
-                        while Int16(bitPattern: next &- highest) <= 0 {
-                            if let old = stream.videoHistory.lookup(next),
-                               let p = Self.rewrite(old, seq: next, ssrc: ssrc, isVideo: true, for: sub, stream) {
-                                out.append((driver, p))
-                                stream.counters.packetsReplayed += 1
-                            }
-                            next &+= 1
+                    while Int16(bitPattern: next &- highest) <= 0 {
+                        var buffer: [UInt8] = []
+                        if let old = stream.videoHistory.lookup(next),
+                           Self.copy(old, seq: next, ssrc: ssrc, pt: pt, isVideo: true, for: sub, stream, now: now, into: &buffer) {
+                            replays.append((driver, buffer))
+                            stream.counters.packetsReplayed += 1
                         }
+                        next &+= 1
                     }
-                    continue
                 }
-                guard let p = Self.rewrite(packet, seq: seq, ssrc: ssrc, isVideo: isVideo, for: sub, stream) else {
-                    stream.counters.packetsHeld += 1
-                    continue
-                }
-                out.append((driver, p))
+                return stream
             }
-            return stream
+            guard let stream, !targets.isEmpty else { return }
+            var packets = 0, bytes = 0
+            for (driver, sub) in targets {
+                let n = sub.out.count
+                if driver.sendRTP(&sub.out) { packets += 1; bytes += n }
+            }
+            for (driver, p) in replays {
+                var p = p
+                let n = p.count
+                if driver.sendRTP(&p) { packets += 1; bytes += n }
+            }
+            targets.removeAll(keepingCapacity: true)
+            if packets > 0 { state.withLock { _ in stream.counters.packetsOut += packets; stream.counters.bytesOut += bytes } }
         }
-        guard let stream else { return }
-        var packets = 0, bytes = 0
-        for (driver, p) in out {
-            var p = p
-            let n = p.count
-            if driver.sendRTP(&p) { packets += 1; bytes += n }
-        }
-        if packets > 0 { state.withLock { _ in stream.counters.packetsOut += packets; stream.counters.bytesOut += bytes } }
     }
 
-    /// Under the lock: the copy of a publisher's packet for one subscriber (its sequence numbers, its payload types), or
-    /// nil when its rewriter drops it (paused, or older than where forwarding started or resumed).
-    private static func rewrite(_ packet: [UInt8], seq: UInt16, ssrc: UInt32, isVideo: Bool, for sub: Peer, _ stream: Stream) -> [UInt8]? {
+    /// Under the lock: a publisher whose offer listed no `a=ssrc` for a kind gets it from that kind's first packet,
+    /// found by the MID header extension (RFC 8843 §9.2) or else by the payload type; only the section's codec
+    /// payload type counts (an RTX packet carries the same MID).
+    private static func learnSSRC(_ ssrc: UInt32, _ pt: UInt8, _ packet: [UInt8], _ stream: Stream) {
+        guard stream.audioSSRC == nil || stream.videoSSRC == nil else { return }
+        var isAudio = pt == stream.audioPT, isVideo = pt == stream.videoPT
+        if let id = stream.audioSource.mid ?? stream.videoSource.mid, let r = RTPHeaderExtensions.valueRange(in: packet, id: id) {
+            isAudio = isAudio && stream.audioMid.map { packet[r].elementsEqual($0.utf8) } == true
+            isVideo = isVideo && stream.videoMid.map { packet[r].elementsEqual($0.utf8) } == true
+        }
+        if isAudio && stream.audioSSRC == nil { stream.audioSSRC = ssrc }
+        if isVideo && stream.videoSSRC == nil { stream.videoSSRC = ssrc }
+    }
+
+    /// Under the lock: writes one subscriber's copy of a publisher's packet into `out` (its sequence number, its payload
+    /// type, its header extensions); false when its rewriter drops the packet (paused, or older than where forwarding
+    /// started or resumed) or its extensions cannot be rewritten.
+    private static func copy(_ packet: [UInt8], seq: UInt16, ssrc: UInt32, pt: UInt8, isVideo: Bool, for sub: Peer, _ stream: Stream,
+                             now: Instant, into out: inout [UInt8]) -> Bool {
         var rewritten = seq
         if var r = sub.rewriters[ssrc] {
-            guard let mapped = r.map(seq) else { return nil }
+            guard let mapped = r.map(seq) else { return false }
             sub.rewriters[ssrc] = r
             rewritten = mapped
         } else {
             sub.rewriters[ssrc] = SequenceRewriter(first: seq)
         }
-        var copy = packet
-        if rewritten != seq { copy[2] = UInt8(rewritten >> 8); copy[3] = UInt8(rewritten & 0xFF) }
-        if let pt = isVideo ? sub.videoPT : sub.audioPT, pt != packet[1] & 0x7F, packet[1] & 0x7F == (isVideo ? stream.videoPT : stream.audioPT) {
-            copy[1] = packet[1] & 0x80 | pt
+        if let extensions = isVideo ? sub.videoExtensions : sub.audioExtensions {
+            guard extensions.rewrite(packet, into: &out, now: now) else { return false }
+        } else {
+            out.removeAll(keepingCapacity: true)
+            out.append(contentsOf: packet)
         }
-        return copy
+        out[2] = UInt8(rewritten >> 8); out[3] = UInt8(rewritten & 0xFF)
+        if let subPT = isVideo ? sub.videoPT : sub.audioPT, subPT != pt, pt == (isVideo ? stream.videoPT : stream.audioPT) {
+            out[1] = packet[1] & 0x80 | subPT
+        }
+        return true
     }
 
     /// A stream's audio-fallback counters and, per judged subscriber peer, its state and last sample.

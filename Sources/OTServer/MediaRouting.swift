@@ -39,9 +39,16 @@ public protocol MediaRouting: AnyObject, Sendable {
     /// Where the router's audio-fallback decisions for subscribers' peer connections go (the server sends each to
     /// the subscriber as `mediaQuality`). Set once, before clients publish; may be called on any thread.
     func setQualityHandler(_ handler: @escaping @Sendable (_ peerId: String, _ event: MediaQualityEvent) -> Void)
+    /// Where the router reports a stream's publisher link going down (`up` false: its connection failed or was closed
+    /// while the stream had subscribers) and coming back (`up` true: a new publisher connection of the stream is up);
+    /// the server tells the stream's subscribers (`publisherMedia`). Set once, before clients publish; may be called
+    /// on any thread.
+    func setPublisherLinkHandler(_ handler: @escaping @Sendable (_ streamId: String, _ up: Bool) -> Void)
 }
 
 extension MediaRouting {
     /// A router without quality fallback ignores the handler.
     public func setQualityHandler(_ handler: @escaping @Sendable (_ peerId: String, _ event: MediaQualityEvent) -> Void) {}
+    /// A router that does not watch publishers' links ignores the handler.
+    public func setPublisherLinkHandler(_ handler: @escaping @Sendable (_ streamId: String, _ up: Bool) -> Void) {}
 }

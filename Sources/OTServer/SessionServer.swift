@@ -77,6 +77,12 @@ public final class SessionServer: @unchecked Sendable {
                     apply(router.mediaQuality(peerId: peerId, event: event))
                 }
             }
+            newValue?.setPublisherLinkHandler { [weak self] streamId, up in
+                self?.loop.execute { [weak self] in
+                    guard let self else { return }
+                    apply(router.publisherMedia(streamId: streamId, up: up))
+                }
+            }
         }
     }
 
@@ -169,7 +175,14 @@ public final class SessionServer: @unchecked Sendable {
 
     fileprivate func received(_ s: ServerSocket, _ text: String) {
         let msg: ClientMessage
-        do { msg = try SignalingCodec.decodeClient(text) } catch {
+        do { msg = try SignalingCodec.decodeClient(text) } catch let unknown as UnknownMessageType {
+            // A newer client's message: refused, the connection stays (docs/protocol.md).
+            if let id = unknown.id {
+                s.sendText(SignalingCodec.encode(ServerMessage.reply(id: id, code: OTErrorCode.invalidParameter.rawValue,
+                                                                     message: "unknown message type \"\(unknown.type)\"", stream: nil, issueId: nil)))
+            }
+            return
+        } catch {
             s.sendText(SignalingCodec.encode(ServerMessage.error(code: OTErrorCode.invalidParameter.rawValue, message: "\(error)")))
             s.closeWebSocket(code: 1002)
             return

@@ -207,7 +207,8 @@ public final class SignalingRouter {
             }
             let stream = StreamInfo(id: Self.uuid(), connectionId: m.info.id, name: p.name,
                                     hasAudio: p.hasAudio && !room.muteAllActive, hasVideo: p.hasVideo, videoType: p.videoType,
-                                    width: p.width, height: p.height, creationTime: nowMillis, audioFallbackEnabled: p.audioFallbackEnabled)
+                                    width: p.width, height: p.height, creationTime: nowMillis, audioFallbackEnabled: p.audioFallbackEnabled,
+                                    connection: m.info)
             room.streams[stream.id] = stream
             room.streamOrder.append(stream.id)
             reply(id, stream: stream)
@@ -243,8 +244,8 @@ public final class SignalingRouter {
             reply(id)
             out += muteAll(room, active: active, excluded: excluded)
         case .forceDisconnect(let id, let target):
-            guard m.role.canForceDisconnect else { reply(id, OTError(.forceUnpublishOrInvalidStream, "only a moderator can force disconnect")); break }
-            guard let victim = room.members[target] else { reply(id, OTError(.invalidParameter, "no connection \(target) in this session")); break }
+            guard m.role.canForceDisconnect else { reply(id, OTError(.unableToForceDisconnect, "only a moderator can force disconnect")); break }
+            guard let victim = room.members[target] else { reply(id, OTError(.unableToForceDisconnect, "no connection \(target) in this session")); break }
             reply(id)
             out += forceDisconnect(room, victim)
         case .reportIssue(let id, let suggested, let description):
@@ -274,10 +275,12 @@ public final class SignalingRouter {
         case .mediaAnswer(let peerId, let sdp):
             guard let p = peers[peerId], p.sessionId == sid, p.answerer == m.info.id, let offerer = room.members[p.offerer] else { break }
             out += deliver([offerer], .mediaAnswer(peerId: peerId, sdp: sdp))
-        case .mediaCandidate(let peerId, let candidate):
+        case .mediaCandidate(let peerId, let candidate, let mid, let index):
             guard let p = peers[peerId], p.sessionId == sid, let answerer = p.answerer else { break }
             let other = p.offerer == m.info.id ? answerer : (answerer == m.info.id ? p.offerer : nil)
-            if let other, let target = room.members[other] { out += deliver([target], .mediaCandidate(peerId: peerId, candidate: candidate)) }
+            if let other, let target = room.members[other] {
+                out += deliver([target], .mediaCandidate(peerId: peerId, candidate: candidate, sdpMid: mid, sdpMLineIndex: index))
+            }
         case .mediaClose(let peerId):
             guard let p = peers[peerId], p.sessionId == sid, p.offerer == m.info.id || p.answerer == m.info.id else { break }
             out += closePeer(room, peerId, reason: "closed", notify: p.offerer == m.info.id ? p.answerer : p.offerer)
@@ -313,6 +316,18 @@ public final class SignalingRouter {
         guard let p = peers[peerId], p.answerer == nil, p.direction == .subscribe, let room = rooms[p.sessionId],
               let offerer = room.members[p.offerer] else { return [] }
         return deliver([offerer], .mediaQuality(peerId: peerId, event: event))
+    }
+
+    /// The media router's word that a routed stream's publisher lost (`up` false) or regained its media connection:
+    /// told to each subscriber's peer connection of the stream (`publisherMedia`). Nothing once the stream is gone.
+    public func publisherMedia(streamId: String, up: Bool) -> [Output] {
+        var out: [Output] = []
+        for (peerId, p) in peers.sorted(by: { $0.key < $1.key })
+        where p.streamId == streamId && p.direction == .subscribe && p.answerer == nil {
+            guard let room = rooms[p.sessionId], room.streams[streamId] != nil, let offerer = room.members[p.offerer] else { continue }
+            out += deliver([offerer], .publisherMedia(peerId: peerId, state: up ? .resumed : .interrupted))
+        }
+        return out
     }
 
     /// Open peer connections (relayed and routed).
@@ -517,7 +532,7 @@ public final class SignalingRouter {
             room.streams[streamId] = s
             out += deliver(room.orderedMembers().filter { $0.info.id != s.connectionId }, .streamChanged(s, property: "hasAudio"))
         }
-        out += deliver(room.orderedMembers(), .muteForced(active: true, streamId: streamId))
+        out += deliver(room.orderedMembers(), .muteForced(active: true, streamId: streamId, excludedStreamIds: []))
         return out
     }
 
@@ -533,7 +548,7 @@ public final class SignalingRouter {
                 out += deliver(room.orderedMembers().filter { $0.info.id != s.connectionId }, .streamChanged(s, property: "hasAudio"))
             }
         }
-        out += deliver(room.orderedMembers(), .muteForced(active: active, streamId: nil))
+        out += deliver(room.orderedMembers(), .muteForced(active: active, streamId: nil, excludedStreamIds: active ? excluded : []))
         return out
     }
 

@@ -79,6 +79,13 @@ final class MediaLink: @unchecked Sendable {
                            localRelayProtocol: relay.map { $0 == .tcp ? "tcp" : "udp" })
     }
 
+    /// The `mediaCandidate` message for one of our trickled candidates (`""`: the end of them), naming the m-section
+    /// of our description that carries the transport (`sdpMid`, `sdpMLineIndex`).
+    func candidateMessage(peerId: String, _ candidate: String) -> ClientMessage {
+        let section = driver.withPeerConnection { pc, _ in pc.localDescription?.transportSection }
+        return .mediaCandidate(peerId: peerId, candidate: candidate, sdpMid: section?.mid, sdpMLineIndex: section?.index)
+    }
+
     /// A trickled candidate from signaling (`""` ends the candidates); malformed and mDNS ones are ignored.
     func addRemoteCandidate(_ line: String) {
         if line.isEmpty { driver.withPeerConnection { pc, now in pc.endOfRemoteCandidates(now: now) }; return }

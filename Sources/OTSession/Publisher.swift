@@ -102,16 +102,21 @@ public struct PublisherStats: Sendable, Equatable {
     public init() {}
 }
 
-/// Messages a `Publisher` sends to its delegate, on the session's delegate queue. Every method has an empty default.
+/// Messages a `Publisher` sends to its delegate, on the session's `apiQueue` in order with the session's messages.
+/// Every method has an empty default.
 public protocol PublisherDelegate: AnyObject {
     /// The stream was created: others see it (as `publisher:streamCreated:`).
     func publisher(_ publisher: Publisher, streamCreated stream: StreamInfo)
-    /// The stream ended (unpublish, disconnect).
+    /// The stream ended (unpublish, disconnect, or after `didFailWithError`).
     func publisher(_ publisher: Publisher, streamDestroyed stream: StreamInfo)
+    /// Publishing failed (the server refused the stream, or its media connection could not be made or re-established:
+    /// 1541, 1610); the stream ends (`streamDestroyed` follows once it was created).
     func publisher(_ publisher: Publisher, didFailWithError error: OTError)
     /// Sending counters, about once a second while published.
     func publisher(_ publisher: Publisher, statsUpdated stats: PublisherStats)
-    /// A moderator force-muted this stream: `publishAudio` is now false (as `muteForced:`).
+    /// A moderator force-muted this stream (`forceMuteStream`, or a `forceMuteAll` that did not exclude it, or it was
+    /// published while a mute all was active): audio is no longer sent and `publishAudio` is false until the app sets it
+    /// again (as `publisher:muteForced:`). `active` is always true.
     func publisher(_ publisher: Publisher, muteForced active: Bool)
 }
 
@@ -187,7 +192,7 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
 
     /// The current peer connection to the media router and how many times the stream was republished (tests).
     var routerPeerId: String? { mediaQueue.sync { engine.routerPeerId } }
-    var republishCount: Int { mediaQueue.sync { engine.republishCount } }
+    var republishCount: Int { lock.withLock { session }?.onControl { linkControl?.republishCount } ?? 0 }
     /// Breaks every media connection as a failed network would (tests).
     func closeMediaConnectionsForTesting() { mediaQueue.sync { engine.closeLinksForTesting() } }
 
@@ -195,18 +200,23 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
     public func rtcStatsReport() -> String { mediaQueue.sync { engine.rtcStatsReport() } }
 
     private func setPublishing(audio: Bool? = nil, video: Bool? = nil) {
-        let (s, streamId): (Session?, String?) = lock.withLock {
+        let (s, stream, a, v): (Session?, StreamInfo?, Bool, Bool) = lock.withLock {
             if let audio { _publishAudio = audio }
             if let video { _publishVideo = video }
-            return (session, _stream?.id)
+            if let audio { _stream?.hasAudio = audio && settings.audioTrack }
+            if let video { _stream?.hasVideo = video && engine.hasVideo }
+            return (session, _stream, _publishAudio, _publishVideo)
         }
-        let (a, v) = lock.withLock { (_publishAudio, _publishVideo) }
         mediaQueue.async { [engine] in engine.setSending(audio: a, video: v) }
-        guard let s, let streamId else { return }
-        try? s.updateStream(streamId, hasAudio: audio.map { $0 && settings.audioTrack }, hasVideo: video.map { $0 && engine.hasVideo })
+        guard let s, let stream else { return }
+        s.media.setOwnStream(stream.id, stream)
+        try? s.updateStream(stream.id, hasAudio: audio.map { $0 && settings.audioTrack }, hasVideo: video.map { $0 && engine.hasVideo })
     }
 
     // MARK: session side
+
+    /// The connection to the media router (routed sessions), on the session's executor.
+    private var linkControl: PublisherLinkControl?
 
     /// Starts capture and announces the stream (from `Session.publish`).
     func start(in session: Session) throws {
@@ -216,7 +226,10 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
             self.session = session
             active = true
         }
-        engine.onFailure = { [weak self] e in self?.fail(e) }
+        engine.onRouterLink = { [weak self, weak session] event in
+            guard let self, let session else { return }
+            session.control { self.routerLink(event, session: session) }
+        }
         engine.onStats = { [weak self] st in self?.deliver { $0.publisher($1, statsUpdated: st) } }
         do {
             try mediaQueue.sync { try engine.start(audioDevice: settings.audioTrack ? audioDevice : nil, session: session, transform: transform) }
@@ -237,7 +250,7 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
                     if case .success(let st) = result { try? session.unpublishStream(st.id) }
                     return
                 }
-                published(result, session: session)
+                published(result, requested: req, session: session)
             }
         } catch {
             stop(notify: false)
@@ -245,15 +258,19 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
         }
     }
 
-    private func published(_ result: Result<StreamInfo, OTError>, session s: Session) {
+    /// Executor: the server's answer to the publish request.
+    private func published(_ result: Result<StreamInfo, OTError>, requested: PublishRequest, session s: Session) {
         switch result {
         case .failure(let e):
             stop(notify: false)
             deliver(on: s) { $0.publisher($1, didFailWithError: e) }
         case .success(let stream):
+            // A mute all is active: the server made the stream without audio. Audio stays off until the app turns it on.
+            let muted = requested.hasAudio && !stream.hasAudio
             let current = lock.withLock { () -> Bool in
                 guard active, session === s else { return false }
                 _stream = stream
+                if muted { _publishAudio = false }
                 return true
             }
             guard current else {
@@ -261,16 +278,61 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
                 try? s.unpublishStream(stream.id)
                 return
             }
-            s.media.setOwnStream(stream.id, published: true)
+            if muted { mediaQueue.async { [engine, v = publishVideo] in engine.setSending(audio: false, video: v) } }
+            s.media.setOwnStream(stream.id, stream)
             s.media.setOfferHandler { [weak self] m in self?.offerReceived(m) }
-            let routed = !s.isRelayed
-            mediaQueue.async { [engine, weak s] in
-                engine.streamCreated(stream)
-                guard routed, let s else { return }
-                engine.connectToRouter(session: s)
+            mediaQueue.async { [engine] in engine.streamCreated(stream) }
+            deliver(on: s) { $0.publisher($1, streamCreated: stream) }
+            if muted { deliver(on: s) { $0.publisher($1, muteForced: true) } }
+            if !s.isRelayed {
+                s.onControl {
+                    var c = PublisherLinkControl(peerIdBase: UUID().uuidString.lowercased())
+                    let out = c.start(now: MonotonicClock.now())
+                    linkControl = c
+                    applyLink(out, session: s)
+                }
             }
-            deliver { $0.publisher($1, streamCreated: stream) }
         }
+    }
+
+    /// Executor: what happened to the connection to the router.
+    private func routerLink(_ event: RouterLinkEvent, session: Session) {
+        guard var c = linkControl else { return }
+        // While the session is disconnecting, the router lets go of the connection: that is the stream's end, not a failure.
+        if case .connected = event {} else if session.status != .connected { return }
+        var out: [PublisherLinkControl.Output] = []
+        switch event {
+        case .connected(let id): c.linkConnected(id)
+        case .failed(let id, let err): out = c.linkFailed(id, err, now: MonotonicClock.now())
+        case .refused(let id, let err): out = c.refused(id, err)
+        }
+        linkControl = c
+        applyLink(out, session: session)
+    }
+
+    /// Executor: carries out the link control's decisions.
+    private func applyLink(_ outputs: [PublisherLinkControl.Output], session: Session) {
+        for o in outputs {
+            switch o {
+            case .open(let id):
+                mediaQueue.async { [engine, weak session] in if let session { engine.openRouterLink(id, session: session) } }
+            case .close(let id):
+                mediaQueue.async { [engine] in engine.closeRouterLink(id) }
+            case .failed(let err):
+                // The seeds' publisher failure: the error, then the stream ends (others see it destroyed).
+                deliver(on: session) { $0.publisher($1, didFailWithError: err) }
+                stop(notify: true)
+            }
+        }
+    }
+
+    var controlDeadline: Instant? { linkControl?.nextDeadline }
+
+    func controlTick(now: Instant, session: Session) {
+        guard var c = linkControl else { return }
+        let out = c.tick(now: now)
+        linkControl = c
+        applyLink(out, session: session)
     }
 
     private func offerReceived(_ m: ServerMessage) {
@@ -280,7 +342,9 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
         }
     }
 
-    /// Withdraws the stream (from `Session.unpublish` or a disconnect); `streamDestroyed` follows when `notify`.
+    /// Withdraws the stream (from `Session.unpublish`, a disconnect or a failure); `streamDestroyed` follows when
+    /// `notify`. The server hears of the unpublish before the media connections close, so subscribers see the stream
+    /// destroyed, not an interruption.
     func stop(notify: Bool) {
         let (s, stream): (Session?, StreamInfo?) = lock.withLock {
             guard active else { return (nil, nil) }
@@ -289,31 +353,37 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
             return (session, _stream)
         }
         if let s {
+            s.onControl { linkControl = nil }
             s.media.setOfferHandler(nil)
-            if let stream { s.media.setOwnStream(stream.id, published: false) }
+            if let stream {
+                s.media.setOwnStream(stream.id, nil)
+                if notify, s.status == .connected { try? s.unpublishStream(stream.id) }
+            }
             s.media.clearPublisher(self)
         }
         mediaQueue.sync { engine.stop() }
         if let stream, notify, let s {
-            if s.status == .connected { try? s.unpublishStream(stream.id) }
             // Strong: the last message must reach the delegate even when the app dropped the publisher.
-            s.delegateQueue.async { [self] in
-                delegate?.publisher(self, streamDestroyed: stream)
-                // This client's own subscribers of the stream (the server tells only the others).
-                s.media.sessionEvent(.streamDestroyed(stream), session: s)
-            }
+            s.deliver { [self] in delegate?.publisher(self, streamDestroyed: stream) }
+            // This client's own subscribers of the stream end too (the server tells only the others).
+            s.onControl { s.media.sessionEvent(.streamDestroyed(stream), session: s) }
         }
     }
 
-    /// The session ended or the stream was taken away.
+    /// Executor: the session ended, or a moderator muted this stream (one stream, or a mute all not excluding it).
     func sessionEvent(_ e: SessionEvent, session: Session) {
         switch e {
         case .disconnected:
             stop(notify: true)
-        case .muteForced(let info) where info.active && info.streamId != nil && info.streamId == stream?.id:
-            // A moderator muted this stream: stop sending audio (others already see hasAudio false).
-            lock.withLock { _publishAudio = false }
-            let v = publishVideo
+        case .muteForced(let info):
+            guard let own = stream, info.mutes(streamId: own.id) else { return }
+            // Stop sending audio (others already see hasAudio false).
+            let (updated, v) = lock.withLock { () -> (StreamInfo?, Bool) in
+                _publishAudio = false
+                _stream?.hasAudio = false
+                return (_stream, _publishVideo)
+            }
+            if let updated { session.media.setOwnStream(updated.id, updated) }
             mediaQueue.async { [engine] in engine.setSending(audio: false, video: v) }
             deliver(on: session) { $0.publisher($1, muteForced: true) }
         default:
@@ -321,13 +391,9 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
         }
     }
 
-    private func fail(_ e: OTError) {
-        deliver { $0.publisher($1, didFailWithError: e) }
-    }
-
     private func deliver(on s: Session? = nil, _ body: @escaping @Sendable (PublisherDelegate, Publisher) -> Void) {
-        guard let q = s?.delegateQueue ?? lock.withLock({ session?.delegateQueue }) else { return }
-        q.async { [self] in
+        guard let s = s ?? lock.withLock({ session }) else { return }
+        s.deliver { [self] in
             guard let d = delegate else { return }
             body(d, self)
         }

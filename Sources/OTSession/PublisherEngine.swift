@@ -5,11 +5,20 @@ import OTMedia
 import OTTransport
 import OTWire
 
+/// What happened to a routed publisher's connection to the media router (for `PublisherLinkControl`).
+enum RouterLinkEvent: Sendable {
+    case connected(peerId: String)
+    /// The connection failed, or its offer was lost with a dropped signaling connection (1022).
+    case failed(peerId: String, OTError)
+    /// The router refused the offer, answered with SDP that cannot be used, or closed the connection.
+    case refused(peerId: String, OTError)
+}
+
 /// The publisher's media work, confined to its serial `queue` (every method but the capture entry points
 /// runs there): capture → send pipelines → RTP fanned out to every peer connection (the router, or each
-/// relayed subscriber), RTCP feedback → keyframes and bitrate. When the established connection to the media
-/// router fails, the stream is republished on a new peer connection (new offer, same stream and SSRCs) for up
-/// to `republishWindow`; a relayed subscriber whose connection fails offers again itself.
+/// relayed subscriber), RTCP feedback → keyframes and bitrate. Which connection to the media router to open or close
+/// is the session executor's decision (`PublisherLinkControl`): the engine opens and closes it and reports what it
+/// did (`onRouterLink`); a relayed subscriber whose connection fails offers again itself.
 final class PublisherEngine: @unchecked Sendable {
     /// One peer connection: to the media router, or to one relayed subscriber.
     final class Peer: MediaSignalingPeer, @unchecked Sendable {
@@ -33,18 +42,13 @@ final class PublisherEngine: @unchecked Sendable {
         var audioReport: RemoteInboundReport?
         var rttTotal = Duration.zero
         var rttCount = 0
-        /// Fails the connection to the router if it does not connect in time; cancelled once connected or dropped.
-        var connectTimer: (any DispatchSourceTimer)?
+        /// What this peer negotiated for each kind (set once connected): the payload type and header extensions its
+        /// copy of each packet carries.
+        var audioOut: (payloadType: UInt8, extensions: RTPExtensionRewriter)?
+        var videoOut: (payloadType: UInt8, extensions: RTPExtensionRewriter)?
 
         init(id: String, link: MediaLink, subscriber: String?, rate: LossBasedBitrate) {
             self.id = id; self.link = link; self.subscriber = subscriber; self.rate = rate
-        }
-
-        deinit { connectTimer?.cancel() }
-
-        func stopConnectTimer() {
-            connectTimer?.cancel()
-            connectTimer = nil
         }
 
         func mediaSignal(_ message: ServerMessage) {
@@ -64,7 +68,8 @@ final class PublisherEngine: @unchecked Sendable {
     let videoHeight: Int
     private let fps: Int
 
-    var onFailure: (@Sendable (OTError) -> Void)?
+    /// What happened to the connection to the media router (called on `queue`).
+    var onRouterLink: (@Sendable (RouterLinkEvent) -> Void)?
     var onStats: (@Sendable (PublisherStats) -> Void)?
 
     private let capturer: (any VideoCapturer)?
@@ -91,12 +96,6 @@ final class PublisherEngine: @unchecked Sendable {
     private var audioLossPercent = 0
     private let backlog = Lock()
     private var framesQueued = 0
-    /// How long a failed router connection is retried before `onFailure`.
-    static let republishWindow: Duration = .seconds(15)
-    /// Set while republishing after a failed router connection: when to give up.
-    private var republishDeadline: Instant?
-    /// Republications so far (tests).
-    private(set) var republishCount = 0
     /// The current peer connection to the media router, if any (tests).
     var routerPeerId: String? { peers.values.first { $0.subscriber == nil }?.id }
 
@@ -199,7 +198,6 @@ final class PublisherEngine: @unchecked Sendable {
         audioSink = nil
         audioDevice = nil
         for p in peers.values {
-            p.stopConnectTimer()
             session?.media.unregister(peerId: p.id, answering: p.subscriber != nil)
             session?.sendMedia(.mediaClose(peerId: p.id))
             p.link.close()
@@ -220,7 +218,10 @@ final class PublisherEngine: @unchecked Sendable {
 
     // MARK: peers (on queue)
 
-    static let extensionIds = RTPHeaderExtensionIds(transportSequenceNumber: SDPNegotiation.transportCCExtensionId)
+    /// What the send pipelines write (each peer's copy is rewritten to what that peer negotiated): a transport-wide
+    /// sequence number (each connection stamps its own) and the audio level.
+    static let extensionIds = RTPHeaderExtensionIds(transportSequenceNumber: SDPNegotiation.transportCCExtensionId,
+                                                    audioLevel: SDPNegotiation.audioLevelExtensionId)
 
     private func linkConfig() -> PeerConnectionConfig {
         let sid = stream?.id ?? "ot"
@@ -254,39 +255,31 @@ final class PublisherEngine: @unchecked Sendable {
         return p
     }
 
-    /// Routed: one peer connection to the media router, which we offer.
-    func connectToRouter(session: Session) {
+    /// Routed: a peer connection `peerId` to the media router, which we offer for the stream; what becomes of it goes
+    /// to `onRouterLink`.
+    func openRouterLink(_ peerId: String, session: Session) {
         guard running, let stream else { return }
-        let peerId = UUID().uuidString.lowercased()
         do {
             let p = try makePeer(id: peerId, subscriber: nil)
             peers[peerId] = p
             session.media.register(peerId: peerId, p)
             let offer = try p.link.createOffer()
-            let timer = DispatchSource.makeTimerSource(queue: queue)
-            timer.schedule(deadline: .now() + .seconds(15))
-            timer.setEventHandler { [weak self, weak p] in
-                guard let self, let p, peers[p.id] === p, !p.connected else { return }
-                dropPeer(p.id, tellOtherSide: true)
-                onFailure?(OTError(.publisherTimedOut, "media to the router did not connect within 15 s"))
-            }
-            timer.resume()
-            p.connectTimer = timer
             try session.sendMediaOffer(peerId: peerId, streamId: stream.id, direction: .publish, sdp: offer) { [weak self] err in
                 guard let err, let self else { return }
-                if err.code == .connectionDropped {
-                    // Lost with a dropped signaling connection: offer again (queued until it is back).
-                    queue.async { self.routerLinkFailed(peerId, "the offer was lost with the signaling connection") }
-                    return
+                // Lost with a dropped signaling connection (1022): the control offers again (queued until it is back).
+                queue.async {
+                    self.onRouterLink?(err.code == .connectionDropped
+                                       ? .failed(peerId: peerId, err)
+                                       : .refused(peerId: peerId, OTError(err.code, "the media router refused the stream: \(err.message)")))
                 }
-                queue.async { self.dropPeer(peerId, tellOtherSide: false) }
-                onFailure?(OTError(err.code, "the media router refused the stream: \(err.message)"))
             }
         } catch {
-            dropPeer(peerId, tellOtherSide: false)
-            onFailure?(OTError(.publisherWebRTC, "could not connect to the media router: \(error)"))
+            onRouterLink?(.refused(peerId: peerId, OTError(.publisherWebRTC, "could not connect to the media router: \(error)")))
         }
     }
+
+    /// Routed: closes the connection to the router `peerId` (telling the server).
+    func closeRouterLink(_ peerId: String) { dropPeer(peerId, tellOtherSide: true) }
 
     /// Relayed: a subscriber's offer; we answer it with our tracks.
     func answer(peerId: String, streamId: String, direction: MediaDirection, sdp: String, subscriber: String, session: Session) {
@@ -308,31 +301,8 @@ final class PublisherEngine: @unchecked Sendable {
 
     private weak var session: Session?
 
-    /// The connection to the media router failed: republish on a new one, or report the failure once
-    /// `republishWindow` has passed since the first failure.
-    private func routerLinkFailed(_ id: String, _ why: String) {
-        guard peers[id] != nil else { return }
-        dropPeer(id, tellOtherSide: true)
-        guard running, let session else { return }
-        let now = MonotonicClock.now()
-        let deadline = republishDeadline ?? now + Self.republishWindow
-        republishDeadline = deadline
-        guard now < deadline else {
-            republishDeadline = nil
-            onFailure?(OTError(.publisherWebRTC, "media connection failed: \(why)"))
-            return
-        }
-        Log.info("publisher", "media connection to the router lost (\(why)); republishing")
-        queue.asyncAfter(deadline: .now() + .milliseconds(republishCount == 0 ? 0 : 500)) { [weak self, weak session] in
-            guard let self, let session, running, routerPeerId == nil else { return }
-            republishCount += 1
-            connectToRouter(session: session)
-        }
-    }
-
     private func dropPeer(_ id: String, tellOtherSide: Bool) {
         guard let p = peers.removeValue(forKey: id) else { return }
-        p.stopConnectTimer()
         session?.media.unregister(peerId: id, answering: p.subscriber != nil)
         if tellOtherSide { session?.sendMedia(.mediaClose(peerId: id)) }
         p.link.close()
@@ -344,15 +314,14 @@ final class PublisherEngine: @unchecked Sendable {
         switch m {
         case .mediaAnswer(_, let sdp):
             do { try p.link.setRemoteAnswer(sdp) } catch {
-                onFailure?(OTError(.publisherWebRTC, "bad answer from the media router: \(error)"))
-                dropPeer(p.id, tellOtherSide: true)
+                onRouterLink?(.refused(peerId: p.id, OTError(.publisherWebRTC, "bad answer from the media router: \(error)")))
             }
-        case .mediaCandidate(_, let c):
+        case .mediaCandidate(_, let c, _, _):
             p.link.addRemoteCandidate(c)
+        case .mediaClose where p.subscriber == nil:
+            onRouterLink?(.refused(peerId: p.id, OTError(.publisherWebRTC, "the media router closed the stream's connection")))
         case .mediaClose:
-            let router = p.subscriber == nil
             dropPeer(p.id, tellOtherSide: false)
-            if router, running { onFailure?(OTError(.publisherWebRTC, "the media router closed the stream's connection")) }
         case .subscriberSettings(_, let a, let v):
             let resume = v && !p.wantsVideo
             p.wantsAudio = a
@@ -368,23 +337,22 @@ final class PublisherEngine: @unchecked Sendable {
         guard peers[p.id] === p else { return }
         switch e {
         case .localCandidate(let c):
-            session?.sendMedia(.mediaCandidate(peerId: p.id, candidate: c.description))
+            session?.sendMedia(p.link.candidateMessage(peerId: p.id, c.description))
         case .localCandidatesComplete:
-            session?.sendMedia(.mediaCandidate(peerId: p.id, candidate: ""))
+            session?.sendMedia(p.link.candidateMessage(peerId: p.id, ""))
         case .connected:
             p.connected = true
-            if p.subscriber == nil { republishDeadline = nil }
-            p.stopConnectTimer()
+            for m in p.link.negotiated?.media ?? [] {
+                let out = (m.codec.payloadType, RTPExtensionRewriter(source: Self.extensionIds, target: m.extensionIds, mid: m.mid))
+                if m.kind == "audio" { p.audioOut = out } else if m.kind == "video" { p.videoOut = out }
+            }
             rebuildTargets()
             video?.requestKeyframe()
-        case .failed(let err):
-            if p.subscriber == nil && (p.connected || republishDeadline != nil) {
-                routerLinkFailed(p.id, err.message)
-                return
-            }
-            let router = p.subscriber == nil
+            if p.subscriber == nil { onRouterLink?(.connected(peerId: p.id)) }
+        case .failed(let err) where p.subscriber == nil:
+            onRouterLink?(.failed(peerId: p.id, OTError(.publisherWebRTC, err.message)))
+        case .failed:
             dropPeer(p.id, tellOtherSide: true)
-            if router { onFailure?(OTError(.publisherWebRTC, "media connection failed: \(err.message)")) }
         case .keyframeRequested:
             pliCount += 1
             video?.requestKeyframe()
@@ -480,7 +448,7 @@ final class PublisherEngine: @unchecked Sendable {
         do {
             try video.send(frame, now: now) { packet in
                 videoRate.record(bytes: packet.count, at: now)
-                fanOut(&packet, to: videoTargets)
+                fanOut(packet, to: videoTargets, now: now, \.videoOut)
             }
         } catch {
             Log.warn("publisher", "video encode failed: \(error)")
@@ -493,18 +461,20 @@ final class PublisherEngine: @unchecked Sendable {
         queue.async { [self] in
             guard running, sendingAudio, !audioTargets.isEmpty, let audio else { return }
             do {
-                try audio.send(copy, settings: settings, now: MonotonicClock.now()) { packet in fanOut(&packet, to: audioTargets) }
+                let now = MonotonicClock.now()
+                try audio.send(copy, settings: settings, now: now) { packet in fanOut(packet, to: audioTargets, now: now, \.audioOut) }
             } catch {
                 Log.warn("publisher", "audio encode failed: \(error)")
             }
         }
     }
 
-    /// Sends one packet to every target: each gets its own copy, protected in place by its connection.
-    private func fanOut(_ packet: inout [UInt8], to targets: [Peer]) {
+    /// Sends one packet to every target: each gets its own copy, with the payload type and header extensions that
+    /// peer negotiated, written into the reused `scratch` and protected in place by its connection.
+    private func fanOut(_ packet: [UInt8], to targets: [Peer], now: Instant, _ negotiated: KeyPath<Peer, (payloadType: UInt8, extensions: RTPExtensionRewriter)?>) {
         for p in targets {
-            scratch.removeAll(keepingCapacity: true)
-            scratch.append(contentsOf: packet)
+            guard let out = p[keyPath: negotiated], out.extensions.rewrite(packet, into: &scratch, now: now) else { continue }
+            scratch[1] = scratch[1] & 0x80 | out.payloadType
             p.link.sendRTP(&scratch)
         }
     }

@@ -3,12 +3,6 @@ import FoundationEssentials
 import OTBase
 import OTMedia
 import OTTransport
-@_exported import struct OTBase.OTError
-@_exported import enum OTBase.OTErrorCode
-@_exported import struct OTWire.ConnectionInfo
-@_exported import struct OTWire.StreamInfo
-@_exported import struct OTWire.PublishRequest
-@_exported import enum OTWire.SessionRole
 import OTWire
 
 /// Settings of a `Session` (as OTSessionSettings).
@@ -23,16 +17,24 @@ public struct SessionSettings: Sendable {
     public var connectTimeout: Duration
     /// WebSocket keepalive interval.
     public var pingInterval: Duration
+    /// The queue the delegate messages of the session, its publisher and its subscribers run on, in one order (as
+    /// OTSession's `apiQueue`), e.g. `.main`; a concurrent queue is used serially. Nil: a serial queue of the session's
+    /// own. Frames and audio still come on each subscriber's media thread.
+    public var apiQueue: DispatchQueue?
 
-    public init(serverURL: String, connectionEventsSuppressed: Bool = false, iceConfig: SessionICEConfig = SessionICEConfig(),
-                connectTimeout: Duration = .seconds(15), pingInterval: Duration = .seconds(10)) {
+    /// The server URL's default is the embedded server's (`ws://127.0.0.1:8080`), as the C ABI's.
+    public init(serverURL: String = SessionSettings.defaultServerURL, connectionEventsSuppressed: Bool = false,
+                iceConfig: SessionICEConfig = SessionICEConfig(), connectTimeout: Duration = .seconds(15),
+                pingInterval: Duration = .seconds(10), apiQueue: DispatchQueue? = nil) {
         self.serverURL = serverURL; self.connectionEventsSuppressed = connectionEventsSuppressed; self.iceConfig = iceConfig
-        self.connectTimeout = connectTimeout; self.pingInterval = pingInterval
+        self.connectTimeout = connectTimeout; self.pingInterval = pingInterval; self.apiQueue = apiQueue
     }
+
+    public static let defaultServerURL = "ws://127.0.0.1:8080"
 }
 
-/// Messages a `Session` sends to its delegate, on the session's serial `delegateQueue`, in order.
-/// Every method has an empty default.
+/// Messages a `Session` sends to its delegate, on the session's `apiQueue`, in order with its publisher's and
+/// subscribers' messages. Every method has an empty default.
 public protocol SessionDelegate: AnyObject {
     func sessionDidConnect(_ session: Session)
     func sessionDidDisconnect(_ session: Session)
@@ -45,7 +47,11 @@ public protocol SessionDelegate: AnyObject {
     func session(_ session: Session, stream: StreamInfo, didChange change: StreamPropertyChange)
     /// A signal; `connection` is nil when the server (REST API) sent it.
     func session(_ session: Session, receivedSignalType type: String, from connection: ConnectionInfo?, data: String)
+    /// A moderator muted one stream (`info.streamId`), all streams but `info.excludedStreamIds` (no stream id), or
+    /// ended a mute all (`active` false). The publishers concerned stop sending audio and get `publisher(_:muteForced:)`.
     func session(_ session: Session, muteForced info: MuteForcedInfo)
+    /// `status` changed (as a key-value observer of `sessionConnectionStatus`); comes before the messages of the change.
+    func session(_ session: Session, statusChanged status: SessionStatus)
     /// The signaling connection dropped and the session is resuming it (as `sessionDidBeginReconnecting:`). The status
     /// stays `.connected` and `isReconnecting` is true; `sessionDidReconnect` or (1022 then) `sessionDidDisconnect` follows.
     func sessionDidBeginReconnecting(_ session: Session)
@@ -65,20 +71,30 @@ extension SessionDelegate {
     public func session(_ session: Session, stream: StreamInfo, didChange change: StreamPropertyChange) {}
     public func session(_ session: Session, receivedSignalType type: String, from connection: ConnectionInfo?, data: String) {}
     public func session(_ session: Session, muteForced info: MuteForcedInfo) {}
+    public func session(_ session: Session, statusChanged status: SessionStatus) {}
     public func sessionDidBeginReconnecting(_ session: Session) {}
     public func sessionDidReconnect(_ session: Session) {}
 }
 
-/// A client's connection to a session (modelled on OTSession). Thread-safe: call from any thread;
-/// delegate messages and completions arrive on `delegateQueue`.
+/// A client's connection to a session (modelled on OTSession). Thread-safe: call from any thread.
+///
+/// One executor per session (a serial queue) runs its control plane: the signaling machine's socket events and
+/// deadlines, session events reaching the publisher and subscribers, and their control machines (`SubscriberControl`,
+/// `PublisherLinkControl`), all under one timer armed at the earliest deadline. Delegate messages and completions of
+/// the session, its publisher and subscribers go, in the order the executor produced them, to `apiQueue`.
 public final class Session: @unchecked Sendable {
     public typealias Completion = @Sendable (OTError?) -> Void
 
     public let apiKey: String
     public let sessionId: String
     public let settings: SessionSettings
-    /// The serial queue delegate messages and completions run on.
-    public let delegateQueue: DispatchQueue
+    /// The queue delegate messages and completions run on: `settings.apiQueue`, or the session's own serial queue.
+    public let apiQueue: DispatchQueue
+    /// Serial, on `apiQueue`: keeps the messages in order even on a concurrent `apiQueue`.
+    private let delivery: DispatchQueue
+    /// The control plane's serial queue (see the type's comment).
+    let executor: DispatchQueue
+    private let onExecutor = DispatchSpecificKey<Bool>()
 
     private let lock = Lock()
     private weak var _delegate: SessionDelegate?
@@ -86,22 +102,36 @@ public final class Session: @unchecked Sendable {
     private var socket: WebSocketClient?
     private var endpoint: ServerEndpoint?
     private var generation = 0
-    /// The deadline `tickTimer` is armed for.
-    private var tickArmedFor: Instant?
     private var completions: [Int: @Sendable (Result<RequestReply, OTError>) -> Void] = [:]
-    /// Fires at the signaling machine's next deadline (connect or disconnect timeout); cancelled when none is left.
+    /// The status last reported with `statusChanged` (lock held).
+    private var reportedStatus = SessionStatus.notConnected
+    /// The signaling machine's next deadline as last seen under the lock (the executor's timer reads it).
+    private var signalingDeadline: Instant?
+    /// Executor only: the one timer, armed at the earliest deadline of the signaling machine and the control
+    /// machines, and the deadline it is armed for; cancelled when none is left, so a closed session leaves nothing
+    /// pending on a queue.
     private var tickTimer: (any DispatchSourceTimer)?
+    private var tickArmedFor: Instant?
     /// The media key derived from the encryption secret (`setEncryptionSecret`).
     private var encryptionKey: E2EEKey?
     /// The publisher, subscribers and their media signaling (SessionMedia.swift).
-    let media = SessionMedia()
+    let media: SessionMedia
 
-    public init(apiKey: String, sessionId: String, delegate: SessionDelegate?, settings: SessionSettings) {
+    public init(apiKey: String, sessionId: String, delegate: SessionDelegate?, settings: SessionSettings = SessionSettings()) {
         self.apiKey = apiKey; self.sessionId = sessionId; self.settings = settings
         _delegate = delegate
-        delegateQueue = DispatchQueue(label: "otsession.session")
+        if let q = settings.apiQueue {
+            apiQueue = q
+            delivery = DispatchQueue(label: "otsession.session.delegate", target: q)
+        } else {
+            delivery = DispatchQueue(label: "otsession.session.delegate")
+            apiQueue = delivery
+        }
+        executor = DispatchQueue(label: "otsession.session")
+        media = SessionMedia(queue: executor)
         machine = SignalingClient(apiKey: apiKey, sessionId: sessionId, eventsSuppressed: settings.connectionEventsSuppressed,
                                   connectTimeout: settings.connectTimeout)
+        executor.setSpecific(key: onExecutor, value: true)
     }
 
     /// A session released while connected leaves the session properly.
@@ -116,15 +146,22 @@ public final class Session: @unchecked Sendable {
         set { lock.withLock { _delegate = newValue } }
     }
 
-    /// The connection status, readable at any time.
+    /// The connection status, readable at any time; `session(_:statusChanged:)` reports its changes.
     public var status: SessionStatus { lock.withLock { machine.status } }
     /// This client's connection, after `sessionDidConnect`.
     public var connection: ConnectionInfo? { lock.withLock { machine.status == .connected || machine.status == .disconnecting ? machine.connection : nil } }
     /// What the token's role allows, after `sessionDidConnect`.
     public var capabilities: SessionCapabilities? { lock.withLock { machine.status == .connected ? machine.capabilities : nil } }
-    /// Other clients' streams, by stream id.
-    public var streams: [String: StreamInfo] { lock.withLock { machine.streams } }
-    /// Other clients' connections, by connection id (empty when connection events are suppressed).
+    /// The session's streams by stream id (as OTSession's `streams`): other clients' and this client's own published
+    /// stream (`isOwn` tells them apart).
+    public var streams: [String: StreamInfo] {
+        let others = lock.withLock { machine.streams }
+        return others.merging(media.ownStreams) { a, _ in a }
+    }
+    /// Whether this client published `stream` (its connection is this session's).
+    public func isOwn(_ stream: StreamInfo) -> Bool { connection.map { $0.id == stream.connectionId } ?? false }
+    /// Other clients' connections, by connection id (empty when connection events are suppressed: a stream's
+    /// `connection` still names its owner).
     public var connections: [String: ConnectionInfo] { lock.withLock { machine.connections } }
     /// Whether a force mute of the whole session is active.
     public var isMuteForced: Bool { lock.withLock { machine.muteAllActive } }
@@ -145,7 +182,7 @@ public final class Session: @unchecked Sendable {
             try machine.connect(token: token, now: MonotonicClock.now())
             self.endpoint = endpoint
             openSocket()
-            scheduleTick()
+            apply([])
         }
     }
 
@@ -157,7 +194,8 @@ public final class Session: @unchecked Sendable {
 
     /// Sends a signal to every connection (the sender included) or to one. The type (at most 128 of
     /// `[A-Za-z0-9_~-]`) and data (at most 8192 bytes) are checked first: throws 1414, 1461, 1413,
-    /// 1010 when not connected, 1535 when the role cannot signal. Server refusals come to `completion`.
+    /// 1010 when not connected, 1535 when the role cannot signal. Server refusals come to `completion`
+    /// (1015 rate limit, 1011 unknown connection).
     /// While the session is reconnecting the signal is queued and sent once reconnected (as
     /// `signalWithType:string:connection:retryAfterReconnect:error:`); with `retryAfterReconnect` false it is
     /// refused instead (throws 1010). A signal in flight when the connection dropped completes with 1022.
@@ -170,24 +208,33 @@ public final class Session: @unchecked Sendable {
         }
     }
 
-    /// Mutes every stream's audio but the excluded ones; streams published while active start muted.
+    /// Mutes every stream's audio but the excluded ones, this client's own included (as `forceMuteAll:`): their
+    /// publishers stop sending audio and get `publisher(_:muteForced:)`; streams published while the mute is active
+    /// start muted, until `disableForceMute`. Moderators only (1535).
     public func forceMuteAll(excluding streamIds: [String] = [], completion: Completion? = nil) throws {
-        try moderated(\.canForceMute) { .forceMuteAll(id: $0, active: true, excludedStreams: streamIds) }(completion)
+        try moderated(\.canForceMute, .forceUnpublishOrInvalidStream) { .forceMuteAll(id: $0, active: true, excludedStreams: streamIds) }(completion)
     }
 
-    /// Mutes one stream's audio.
+    /// `forceMuteAll` with the excluded streams given as streams.
+    public func forceMuteAll(excludingStreams streams: [StreamInfo], completion: Completion? = nil) throws {
+        try forceMuteAll(excluding: streams.map(\.id), completion: completion)
+    }
+
+    /// Mutes one stream's audio: its publisher stops sending audio and gets `publisher(_:muteForced:)`.
     public func forceMuteStream(_ streamId: String, completion: Completion? = nil) throws {
-        try moderated(\.canForceMute) { .forceMuteStream(id: $0, streamId: streamId) }(completion)
+        try moderated(\.canForceMute, .forceUnpublishOrInvalidStream) { .forceMuteStream(id: $0, streamId: streamId) }(completion)
     }
 
-    /// Ends a force mute of the whole session.
+    /// Ends a force mute of the whole session: streams published afterwards keep their audio (muted ones stay muted
+    /// until their publishers unmute).
     public func disableForceMute(completion: Completion? = nil) throws {
-        try moderated(\.canForceMute) { .forceMuteAll(id: $0, active: false, excludedStreams: []) }(completion)
+        try moderated(\.canForceMute, .forceUnpublishOrInvalidStream) { .forceMuteAll(id: $0, active: false, excludedStreams: []) }(completion)
     }
 
-    /// Disconnects another client (moderators only).
+    /// Disconnects another client (moderators only: else 1520, OTSessionUnableToForceDisconnect, as is the server's
+    /// refusal of an unknown connection).
     public func forceDisconnect(_ connectionId: String, completion: Completion? = nil) throws {
-        try moderated(\.canForceDisconnect) { .forceDisconnect(id: $0, connectionId: connectionId) }(completion)
+        try moderated(\.canForceDisconnect, .unableToForceDisconnect) { .forceDisconnect(id: $0, connectionId: connectionId) }(completion)
     }
 
     /// Reports an issue; returns the issue id the server logs with the report.
@@ -196,7 +243,7 @@ public final class Session: @unchecked Sendable {
         let issueId = UUID().uuidString.lowercased()
         try lock.withLock {
             let (id, out) = try machine.request { .reportIssue(id: $0, issueId: issueId, description: description) }
-            if let completion { completions[id] = { r in completion(r.map { $0.issueId ?? issueId }) } }
+            if let completion { completions[id] = { [self] r in deliver { completion(r.map { $0.issueId ?? issueId }) } } }
             apply(out)
         }
         return issueId
@@ -204,8 +251,8 @@ public final class Session: @unchecked Sendable {
 
     // MARK: publisher-side signaling (used by the media layer's Publisher)
 
-    /// Announces a published stream; the completion gets the stream the server created
-    /// (1500 when the role cannot publish).
+    /// Announces a published stream; the completion gets the stream the server created (1500 when the role cannot
+    /// publish). The completion runs on the session's executor: return quickly.
     public func publishStream(_ request: PublishRequest, completion: @escaping @Sendable (Result<StreamInfo, OTError>) -> Void) throws {
         try lock.withLock {
             guard machine.status == .connected else { throw OTError(.notConnected) }
@@ -234,11 +281,26 @@ public final class Session: @unchecked Sendable {
         }
     }
 
-    /// Sends a media offer; the completion gets the server's verdict (the answer comes as `mediaAnswer`).
+    /// Asks the server whether this client may subscribe to a stream (1535 by role, 1604 unknown stream). The completion
+    /// runs on the session's executor: return quickly.
+    public func requestSubscribe(_ streamId: String, completion: @escaping @Sendable (Result<StreamInfo, OTError>) -> Void) throws {
+        try lock.withLock {
+            let (id, out) = try machine.request { .subscribe(id: $0, streamId: streamId) }
+            completions[id] = { r in completion(r.flatMap { $0.stream.map { .success($0) } ?? .failure(OTError(.serverCannotFindStream)) }) }
+            apply(out)
+        }
+    }
+
+    /// Sends a media offer; the completion gets the server's verdict on the executor (the answer comes as `mediaAnswer`).
     func sendMediaOffer(peerId: String, streamId: String, direction: MediaDirection, sdp: String, completion: @escaping Completion) throws {
         try lock.withLock {
             let (id, out) = try machine.request { .mediaOffer(id: $0, peerId: peerId, streamId: streamId, direction: direction, sdp: sdp) }
-            register(id, completion)
+            completions[id] = { r in
+                switch r {
+                case .success: completion(nil)
+                case .failure(let e): completion(e)
+                }
+            }
             apply(out)
         }
     }
@@ -249,24 +311,73 @@ public final class Session: @unchecked Sendable {
         lock.withLock { apply(machine.send(message)) }
     }
 
-    /// Asks the server whether this client may subscribe to a stream (1535 by role, 1604 unknown stream).
-    public func requestSubscribe(_ streamId: String, completion: @escaping @Sendable (Result<StreamInfo, OTError>) -> Void) throws {
-        try lock.withLock {
-            let (id, out) = try machine.request { .subscribe(id: $0, streamId: streamId) }
-            completions[id] = { r in completion(r.flatMap { $0.stream.map { .success($0) } ?? .failure(OTError(.serverCannotFindStream)) }) }
-            apply(out)
+    // MARK: the executor
+
+    /// Runs `body` on the executor and then re-arms the timer: inline when already there (a session event's
+    /// consequences), else waiting for it (an API call that must throw synchronously).
+    func onControl<T>(_ body: () throws -> T) rethrows -> T {
+        if DispatchQueue.getSpecific(key: onExecutor) == true {
+            defer { rearm() }
+            return try body()
         }
+        return try executor.sync { defer { rearm() }; return try body() }
+    }
+
+    /// Queues `body` for the executor (a control input from a media queue or the network), then re-arms the timer.
+    func control(_ body: @escaping @Sendable () -> Void) {
+        executor.async { [self] in
+            body()
+            rearm()
+        }
+    }
+
+    /// Queues a delegate message or completion for `apiQueue`, after every one queued before.
+    func deliver(_ body: @escaping @Sendable () -> Void) {
+        delivery.async(execute: body)
+    }
+
+    /// Executor only: arms the one timer for the earliest deadline of the signaling machine and the control machines,
+    /// or cancels it when none is left.
+    private func rearm() {
+        let deadline = [lock.withLock { signalingDeadline }, media.controlDeadline()].compactMap { $0 }.min()
+        guard let deadline else {
+            tickTimer?.cancel()
+            tickTimer = nil
+            tickArmedFor = nil
+            return
+        }
+        if tickTimer != nil && tickArmedFor == deadline { return }
+        tickArmedFor = deadline
+        let wait = DispatchTime.now() + .microseconds(Int(max(0, (deadline - MonotonicClock.now()).microseconds)) + 1000)
+        if let t = tickTimer {
+            t.schedule(deadline: wait, leeway: .milliseconds(1))
+            return
+        }
+        let timer = DispatchSource.makeTimerSource(queue: executor)
+        timer.schedule(deadline: wait, leeway: .milliseconds(1))
+        timer.setEventHandler { [weak self] in self?.tick() }
+        timer.resume()
+        tickTimer = timer
+    }
+
+    /// Executor: the timer fired; every machine whose deadline passed acts.
+    private func tick() {
+        // Fired: nothing is armed until `rearm` arms for the next deadline (or cancels when none is left).
+        tickArmedFor = nil
+        let now = MonotonicClock.now()
+        lock.withLock { apply(machine.tick(now: now)) }
+        media.controlTick(now: now, session: self)
+        rearm()
     }
 
     // MARK: internals
 
-    private func moderated(_ cap: KeyPath<SessionCapabilities, Bool>, _ make: @escaping (Int) -> ClientMessage) -> (Completion?) throws -> Void {
+    private func moderated(_ cap: KeyPath<SessionCapabilities, Bool>, _ refusal: OTErrorCode,
+                           _ make: @escaping (Int) -> ClientMessage) -> (Completion?) throws -> Void {
         { [self] completion in
             try lock.withLock {
                 guard machine.status == .connected else { throw OTError(.notConnected) }
-                guard machine.capabilities?[keyPath: cap] == true else {
-                    throw OTError(.forceUnpublishOrInvalidStream, "this role is not a moderator")
-                }
+                guard machine.capabilities?[keyPath: cap] == true else { throw OTError(refusal, "this role is not a moderator") }
                 let (id, out) = try machine.request(make)
                 register(id, completion)
                 apply(out)
@@ -274,46 +385,13 @@ public final class Session: @unchecked Sendable {
         }
     }
 
+    /// Lock held: a request's completion for the app, delivered on `apiQueue` in order with the delegate messages.
     private func register(_ id: Int, _ completion: Completion?) {
-        guard let completion else { return }
-        completions[id] = { r in
-            switch r {
-            case .success: completion(nil)
-            case .failure(let e): completion(e)
-            }
+        completions[id] = { [self] r in
+            guard let completion else { return }
+            let e: OTError? = if case .failure(let err) = r { err } else { nil }
+            deliver { completion(e) }
         }
-    }
-
-    /// Arms the timeout timer for the machine's next deadline (lock held). One timer per session, re-armed rather than
-    /// queued again, and cancelled once no deadline is left, so a closed session leaves nothing pending on a queue.
-    private func scheduleTick() {
-        guard let deadline = machine.nextDeadline else { cancelTick(); return }
-        if tickTimer != nil && tickArmedFor == deadline { return }
-        tickArmedFor = deadline
-        let wait = max(0, (deadline - MonotonicClock.now()).microseconds) + 1000
-        if let t = tickTimer {
-            t.schedule(deadline: .now() + .microseconds(Int(wait)), leeway: .milliseconds(1))
-            return
-        }
-        let timer = DispatchSource.makeTimerSource(queue: delegateQueue)
-        timer.schedule(deadline: .now() + .microseconds(Int(wait)), leeway: .milliseconds(1))
-        timer.setEventHandler { [weak self] in
-            guard let self else { return }
-            lock.withLock {
-                // Fired: nothing is armed until `apply` re-arms for the next deadline (or cancels when none is left).
-                tickArmedFor = nil
-                apply(machine.tick(now: MonotonicClock.now()))
-            }
-        }
-        timer.resume()
-        tickTimer = timer
-    }
-
-    /// Cancels the timeout timer (lock held).
-    private func cancelTick() {
-        tickTimer?.cancel()
-        tickTimer = nil
-        tickArmedFor = nil
     }
 
     /// Called with the lock held: a new WebSocket for the current endpoint; events of earlier ones are ignored.
@@ -333,10 +411,10 @@ public final class Session: @unchecked Sendable {
         socket = nil
     }
 
-    /// Socket events are decoded and applied on the session's queue, keeping the shared IO
-    /// thread free of JSON work (sessions decode in parallel, each in order).
+    /// Socket events are decoded and applied on the executor, keeping the shared IO thread free of JSON work
+    /// (sessions decode in parallel, each in order).
     private func socketEvent(_ ev: WebSocketClient.Event, _ gen: Int) {
-        delegateQueue.async { [self] in handleSocketEvent(ev, gen) }
+        executor.async { [self] in handleSocketEvent(ev, gen) }
     }
 
     private func handleSocketEvent(_ ev: WebSocketClient.Event, _ gen: Int) {
@@ -357,8 +435,14 @@ public final class Session: @unchecked Sendable {
         }
     }
 
-    /// Called with the lock held: sends in order and queues events in order.
+    /// Called with the lock held: sends in order, and queues status changes, events, completions and media messages
+    /// for the executor in order.
     private func apply(_ outputs: [SignalingClient.Output]) {
+        if machine.status != reportedStatus {
+            reportedStatus = machine.status
+            let st = reportedStatus
+            executor.async { [self] in dispatch(.statusChanged(st)) }
+        }
         for o in outputs {
             switch o {
             case .send(let m):
@@ -371,32 +455,57 @@ public final class Session: @unchecked Sendable {
             case .dropTransport:
                 dropSocket()
             case .completed(let id, let result):
-                if let c = completions.removeValue(forKey: id) { delegateQueue.async { c(result) } }
+                if let c = completions.removeValue(forKey: id) { executor.async { c(result) } }
             case .event(let e):
-                delegateQueue.async { [self] in deliver(e) }
+                executor.async { [self] in dispatch(e) }
             case .media(let m):
                 media.received(m)
             }
         }
-        scheduleTick()
+        if machine.nextDeadline != signalingDeadline {
+            signalingDeadline = machine.nextDeadline
+            executor.async { [self] in rearm() }
+        }
     }
 
-    private func deliver(_ e: SessionEvent) {
-        media.sessionEvent(e, session: self)
-        guard let d = delegate else { return }
-        switch e {
-        case .connected: d.sessionDidConnect(self)
-        case .disconnected: d.sessionDidDisconnect(self)
-        case .failed(let err): d.session(self, didFailWithError: err)
-        case .connectionCreated(let c): d.session(self, connectionCreated: c)
-        case .connectionDestroyed(let c): d.session(self, connectionDestroyed: c)
-        case .streamCreated(let s): d.session(self, streamCreated: s)
-        case .streamDestroyed(let s): d.session(self, streamDestroyed: s)
-        case .streamChanged(let s, let change): d.session(self, stream: s, didChange: change)
-        case .signal(let type, let data, let from): d.session(self, receivedSignalType: type, from: from, data: data)
-        case .muteForced(let info): d.session(self, muteForced: info)
-        case .reconnecting: d.sessionDidBeginReconnecting(self)
-        case .reconnected: d.sessionDidReconnect(self)
+    /// Executor: a session event reaches the publisher and subscribers and the delegate. The delegate hears of it
+    /// first and then of its consequences (a publisher's `muteForced`), except for the session's end, which is its
+    /// last message (after its publisher's `streamDestroyed`).
+    private func dispatch(_ e: SessionEvent) {
+        if case .disconnected = e {
+            media.sessionEvent(e, session: self)
+            deliverToDelegate(e)
+        } else {
+            deliverToDelegate(e)
+            media.sessionEvent(e, session: self)
+        }
+        rearm()
+    }
+
+    /// Executor: a subscription could not be re-established: the stream is reported destroyed (as the seeds say),
+    /// unless the session already reported it.
+    func streamLost(_ streamId: String) {
+        lock.withLock { apply(machine.forgetStream(streamId)) }
+    }
+
+    private func deliverToDelegate(_ e: SessionEvent) {
+        deliver { [self] in
+            guard let d = delegate else { return }
+            switch e {
+            case .connected: d.sessionDidConnect(self)
+            case .disconnected: d.sessionDidDisconnect(self)
+            case .failed(let err): d.session(self, didFailWithError: err)
+            case .connectionCreated(let c): d.session(self, connectionCreated: c)
+            case .connectionDestroyed(let c): d.session(self, connectionDestroyed: c)
+            case .streamCreated(let s): d.session(self, streamCreated: s)
+            case .streamDestroyed(let s): d.session(self, streamDestroyed: s)
+            case .streamChanged(let s, let change): d.session(self, stream: s, didChange: change)
+            case .signal(let type, let data, let from): d.session(self, receivedSignalType: type, from: from, data: data)
+            case .muteForced(let info): d.session(self, muteForced: info)
+            case .reconnecting: d.sessionDidBeginReconnecting(self)
+            case .reconnected: d.sessionDidReconnect(self)
+            case .statusChanged(let st): d.session(self, statusChanged: st)
+            }
         }
     }
 }

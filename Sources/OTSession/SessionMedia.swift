@@ -5,22 +5,28 @@ import OTMedia
 import OTWire
 
 /// One end of a peer connection that takes media signaling from the server (a subscriber's connection,
-/// or one of the publisher's).
+/// or one of the publisher's). Called on the session's executor.
 protocol MediaSignalingPeer: AnyObject, Sendable {
     func mediaSignal(_ message: ServerMessage)
 }
 
-/// Receives what the media layer needs from the session: offers for the publisher (relayed sessions)
-/// and session events (streams gone or changed, disconnect).
+/// The session's publisher or a subscriber, as the session's executor sees it: session events (streams gone or
+/// changed, mute, disconnect) and its control machine's deadline and tick. Every call is on the executor.
 protocol SessionMediaClient: AnyObject, Sendable {
     func sessionEvent(_ event: SessionEvent, session: Session)
+    /// The control machine's next deadline, if any.
+    var controlDeadline: Instant? { get }
+    /// The executor's timer fired: act on deadlines that passed.
+    func controlTick(now: Instant, session: Session)
 }
 
 /// A session's media signaling switchboard: routes `mediaOffer`/`mediaAnswer`/… by peer id, and session
-/// events to the publisher and subscribers. Messages are handled in order on one serial queue, never
+/// events to the publisher and subscribers. Messages are handled in order on the session's executor, never
 /// under the session's lock.
 final class SessionMedia: @unchecked Sendable {
-    let queue = DispatchQueue(label: "otsession.media-signaling")
+    let queue: DispatchQueue
+    /// `queue`: the session's executor (a queue of its own in tests).
+    init(queue: DispatchQueue = DispatchQueue(label: "otsession.media-signaling")) { self.queue = queue }
     private let lock = Lock()
     /// Peer connections we offered (subscribers, the publisher's link to the router) and those we answered
     /// (a relayed publisher's links to subscribers). One client subscribing to its own relayed stream holds
@@ -29,8 +35,9 @@ final class SessionMedia: @unchecked Sendable {
     private var answerers: [String: any MediaSignalingPeer] = [:]
     private var offerHandler: (@Sendable (ServerMessage) -> Void)?
     private var clients: [ObjectIdentifier: any SessionMediaClient] = [:]
-    /// The stream id of this client's publisher, when publishing.
-    private var ownStreamIds: Set<String> = []
+    private var clientOrder: [ObjectIdentifier] = []
+    /// This client's published streams, by id.
+    private var own: [String: StreamInfo] = [:]
     /// Candidates for offers handed to the publisher that it has not answered yet (it answers on its own queue):
     /// delivered when it registers the answering end, so trickled candidates are not lost.
     private var awaitingAnswerer: [String: [ServerMessage]] = [:]
@@ -47,12 +54,22 @@ final class SessionMedia: @unchecked Sendable {
         lock.withLock { _ = answering ? answerers.removeValue(forKey: peerId) : offerers.removeValue(forKey: peerId) }
     }
     func setOfferHandler(_ h: (@Sendable (ServerMessage) -> Void)?) { lock.withLock { offerHandler = h } }
-    func attach(_ c: any SessionMediaClient) { lock.withLock { clients[ObjectIdentifier(c)] = c } }
-    func detach(_ c: any SessionMediaClient) { lock.withLock { _ = clients.removeValue(forKey: ObjectIdentifier(c)) } }
-    func setOwnStream(_ id: String, published: Bool) {
-        lock.withLock { if published { ownStreamIds.insert(id) } else { ownStreamIds.remove(id) } }
+    func attach(_ c: any SessionMediaClient) {
+        lock.withLock {
+            let key = ObjectIdentifier(c)
+            if clients.updateValue(c, forKey: key) == nil { clientOrder.append(key) }
+        }
     }
-    func isOwnStream(_ id: String) -> Bool { lock.withLock { ownStreamIds.contains(id) } }
+    func detach(_ c: any SessionMediaClient) {
+        lock.withLock {
+            let key = ObjectIdentifier(c)
+            if clients.removeValue(forKey: key) != nil { clientOrder.removeAll { $0 == key } }
+        }
+    }
+    /// Records this client's published stream as it now is (nil `stream`: unpublished).
+    func setOwnStream(_ id: String, _ stream: StreamInfo?) { lock.withLock { own[id] = stream } }
+    func isOwnStream(_ id: String) -> Bool { lock.withLock { own[id] != nil } }
+    var ownStreams: [String: StreamInfo] { lock.withLock { own } }
     func isAttached(_ c: any SessionMediaClient) -> Bool { lock.withLock { clients[ObjectIdentifier(c)] != nil } }
 
     private var publisher: Publisher?
@@ -64,14 +81,12 @@ final class SessionMedia: @unchecked Sendable {
                 throw OTError(.unableToPublish, publisher === p ? "this publisher is already published" : "a session has one publisher: unpublish it first")
             }
             publisher = p
-            clients[ObjectIdentifier(p)] = p
         }
+        attach(p)
     }
     func clearPublisher(_ p: Publisher) {
-        lock.withLock {
-            if publisher === p { publisher = nil }
-            clients.removeValue(forKey: ObjectIdentifier(p))
-        }
+        lock.withLock { if publisher === p { publisher = nil } }
+        detach(p)
     }
     func isPublisher(_ p: Publisher) -> Bool { lock.withLock { publisher === p } }
 
@@ -134,11 +149,11 @@ final class SessionMedia: @unchecked Sendable {
                     return offerHandler
                 }
                 h?(m)
-            case .mediaAnswer(let peerId, _), .mediaQuality(let peerId, _):
+            case .mediaAnswer(let peerId, _), .mediaQuality(let peerId, _), .publisherMedia(let peerId, _):
                 lock.withLock { offerers[peerId] }?.mediaSignal(m)
             case .subscriberSettings(let peerId, _, _):
                 lock.withLock { answerers[peerId] }?.mediaSignal(m)
-            case .mediaCandidate(let peerId, _), .mediaClose(let peerId, _):
+            case .mediaCandidate(let peerId, _, _, _), .mediaClose(let peerId, _):
                 // Either end; both when this client holds both (its own relayed stream).
                 let (o, a) = lock.withLock { () -> ((any MediaSignalingPeer)?, (any MediaSignalingPeer)?) in
                     if case .mediaClose = m { awaitingAnswerer[peerId] = nil }
@@ -155,10 +170,22 @@ final class SessionMedia: @unchecked Sendable {
         }
     }
 
-    /// A session event, on the delegate queue before the session's delegate sees it.
+    /// A session event, on the executor.
     func sessionEvent(_ e: SessionEvent, session: Session) {
-        let cs = lock.withLock { Array(clients.values) }
-        for c in cs { c.sessionEvent(e, session: session) }
+        for c in attachedClients() { c.sessionEvent(e, session: session) }
+    }
+
+    /// The earliest control deadline of the publisher and subscribers (executor).
+    func controlDeadline() -> Instant? { attachedClients().compactMap(\.controlDeadline).min() }
+
+    /// The executor's timer fired (executor).
+    func controlTick(now: Instant, session: Session) {
+        for c in attachedClients() { c.controlTick(now: now, session: session) }
+    }
+
+    /// The publisher and subscribers, in a stable order (by when they were attached).
+    private func attachedClients() -> [any SessionMediaClient] {
+        lock.withLock { clientOrder.compactMap { clients[$0] } }
     }
 }
 

@@ -27,13 +27,24 @@ public enum StreamPropertyChange: Sendable, Equatable {
     case dimensions(width: Int, height: Int)
 }
 
-/// What a force mute changed.
+/// What a force mute changed (as OTMuteForcedInfo, with the stream concerned).
 public struct MuteForcedInfo: Sendable, Equatable {
-    /// True when muting started (all streams or one), false when a mute-all was disabled.
+    /// True when muting started (all streams or one), false when a mute all was disabled.
     public var active: Bool
-    /// The one stream muted, or nil for the whole session.
+    /// The one stream muted (`forceMuteStream`), or nil for the whole session (`forceMuteAll`, `disableForceMute`).
     public var streamId: String?
-    public init(active: Bool, streamId: String?) { self.active = active; self.streamId = streamId }
+    /// A mute all's excluded streams (they keep their audio); empty otherwise.
+    public var excludedStreamIds: [String]
+    public init(active: Bool, streamId: String?, excludedStreamIds: [String] = []) {
+        self.active = active; self.streamId = streamId; self.excludedStreamIds = excludedStreamIds
+    }
+
+    /// Whether this force mute mutes stream `id`: the stream itself, or a mute all that does not exclude it.
+    public func mutes(streamId id: String) -> Bool {
+        guard active else { return false }
+        if let streamId { return streamId == id }
+        return !excludedStreamIds.contains(id)
+    }
 }
 
 /// Events the signaling client reports, in order.
@@ -52,6 +63,9 @@ public enum SessionEvent: Sendable, Equatable {
     case reconnecting
     /// The connection was resumed (same connection id); roster changes follow as created/destroyed events.
     case reconnected
+    /// The connection status changed (the driver reports it, as a key-value observer of `sessionConnectionStatus` would
+    /// see it: before the messages of the change, e.g. `.connected` before `sessionDidConnect`).
+    case statusChanged(SessionStatus)
 }
 
 /// The answer to a request.
@@ -296,13 +310,20 @@ public struct SignalingClient {
             guard status == .connected else { return [] }
             let sender: ConnectionInfo? = from.flatMap { id in id == connection?.id ? connection : connections[id] ?? ConnectionInfo(id: id, creationTime: 0, data: "") }
             return [.event(.signal(type: type, data: data, from: sender))]
-        case .muteForced(let active, let streamId):
+        case .muteForced(let active, let streamId, let excluded):
             if streamId == nil { muteAllActive = active }
-            return [.event(.muteForced(MuteForcedInfo(active: active, streamId: streamId)))]
-        case .mediaOffer, .mediaAnswer, .mediaCandidate, .mediaClose, .subscriberSettings, .mediaQuality:
+            return [.event(.muteForced(MuteForcedInfo(active: active, streamId: streamId, excludedStreamIds: excluded)))]
+        case .mediaOffer, .mediaAnswer, .mediaCandidate, .mediaClose, .subscriberSettings, .mediaQuality, .publisherMedia:
             guard status == .connected else { return [] }
             return [.media(msg)]
         }
+    }
+
+    /// Drops a stream from the roster as the client's own decision (a subscription to it could not be re-established):
+    /// its `streamDestroyed`, or nothing when the roster no longer has it.
+    public mutating func forgetStream(_ id: String) -> [Output] {
+        guard let s = streams.removeValue(forKey: id) else { return [] }
+        return [.event(.streamDestroyed(s))]
     }
 
     /// The transport closed (error nil for an orderly close). A connected session that did not ask to leave

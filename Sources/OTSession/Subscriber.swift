@@ -72,17 +72,25 @@ public struct SubscriberStats: Sendable, Equatable {
 }
 
 /// Messages a `Subscriber` sends to its delegate. Frame and audio callbacks run on the subscriber's media
-/// thread (return quickly, copy what you keep); every other message runs on the session's delegate queue.
-/// Every method has an empty default.
+/// thread (return quickly, copy what you keep); every other message runs on the session's `apiQueue`, in order with
+/// the session's messages. Every method has an empty default.
+///
+/// As the seeds define them: `subscriberDidDisconnect(fromStream:)` and `subscriberDidReconnect(toStream:)` only frame
+/// a temporary interruption. The subscription's end is not a subscriber message: the app's own `unsubscribe`, the
+/// session's `streamDestroyed` (the publisher left, or the subscription could not be re-established within
+/// `connectTimeout`) or `sessionDidDisconnect`.
 public protocol SubscriberDelegate: AnyObject {
     /// Media flows (as `subscriberDidConnectToStream:`).
     func subscriberDidConnect(toStream subscriber: Subscriber)
-    /// The subscription ended (unsubscribe, the stream was destroyed, or the session disconnected), or its media
-    /// connection failed and is being re-established: `subscriberDidReconnect(toStream:)` follows then
-    /// (as `subscriberDidDisconnectFromStream:`).
+    /// Media stopped for a while (as `subscriberDidDisconnectFromStream:`): this subscriber's connection failed and is
+    /// being re-established, or (routed sessions) the publisher's connection to the media router dropped.
+    /// `subscriberDidReconnect(toStream:)` follows when media flows again; if it cannot, the session reports the stream
+    /// destroyed.
     func subscriberDidDisconnect(fromStream subscriber: Subscriber)
     /// Media flows again after an interruption (as `subscriberDidReconnectToStream:`).
     func subscriberDidReconnect(toStream subscriber: Subscriber)
+    /// The first media connection failed (1600; 1542 when it did not connect within `connectTimeout`; 1604 when the
+    /// server does not know the stream), or the stream cannot be decrypted (1620).
     func subscriber(_ subscriber: Subscriber, didFailWithError error: OTError)
     func subscriber(_ subscriber: Subscriber, videoDisabledWithReason reason: SubscriberVideoEventReason)
     func subscriber(_ subscriber: Subscriber, videoEnabledWithReason reason: SubscriberVideoEventReason)
@@ -119,7 +127,7 @@ extension SubscriberDelegate {
 /// connection (to the media router, or to the publisher in relayed sessions); video through a jitter buffer and
 /// VP8 decoder to `didReceiveVideoFrame`, audio through a jitter buffer and Opus decoder to `didReceiveAudio` and
 /// the session's audio playout. Thread-safe.
-public final class Subscriber: SessionMediaClient, @unchecked Sendable {
+public final class Subscriber: SessionMediaClient, MediaSignalingPeer, @unchecked Sendable {
     /// The stream subscribed to (kept current with its property changes).
     public var stream: StreamInfo { lock.withLock { _stream } }
     public let settings: SubscriberSettings
@@ -177,11 +185,11 @@ public final class Subscriber: SessionMediaClient, @unchecked Sendable {
 
     /// True while media flows: from `subscriberDidConnect(toStream:)` to the end of the subscription, except between
     /// an interruption's `subscriberDidDisconnect(fromStream:)` and `subscriberDidReconnect(toStream:)`.
-    public var isConnected: Bool { let e = lock.withLock { engine }; return onMedia { e?.connected ?? false } }
+    public var isConnected: Bool { lock.withLock { session }?.onControl { control?.isConnected } ?? false }
 
     /// The current media connection's peer id and how many times media was reconnected (tests).
-    var mediaPeerId: String? { let e = lock.withLock { engine }; return onMedia { e?.peerId } }
-    var mediaReconnections: Int { let e = lock.withLock { engine }; return onMedia { e?.reconnections ?? 0 } }
+    var mediaPeerId: String? { lock.withLock { session }?.onControl { control?.peerId } ?? nil }
+    var mediaReconnections: Int { lock.withLock { session }?.onControl { control?.reconnections } ?? 0 }
 
     /// Receive counters now.
     public var stats: SubscriberStats { let e = lock.withLock { engine }; return onMedia { e?.currentStats() ?? lastStats } }
@@ -191,6 +199,9 @@ public final class Subscriber: SessionMediaClient, @unchecked Sendable {
 
     // MARK: session side
 
+    /// The subscription's control (`SubscriberControl`), on the session's executor.
+    private var control: SubscriberControl?
+
     func start(in session: Session) throws {
         let (a, v, stream) = try lock.withLock { () -> (Bool, Bool, StreamInfo) in
             guard !active else { throw OTError(.illegalState, "this subscriber is already subscribed") }
@@ -199,10 +210,26 @@ public final class Subscriber: SessionMediaClient, @unchecked Sendable {
             return (_subscribeToAudio, _subscribeToVideo, _stream)
         }
         let e = SubscriberEngine(subscriber: self, session: session, stream: stream, settings: settings, queue: mediaQueue)
+        e.onLink = { [weak self, weak session] event in
+            guard let self, let session else { return }
+            session.control { self.linkEvent(event, session: session) }
+        }
         lock.withLock { engine = e }
         do {
             let transform = try session.mediaTransform(configured: settings.frameTransform)
             try mediaQueue.sync { try e.start(audio: a, video: v, transform: transform) }
+            // The first connection is made here, so that its errors (e.g. a relay policy without TURN) throw.
+            try session.onControl {
+                var c = SubscriberControl(peerIdBase: UUID().uuidString.lowercased(), connectTimeout: settings.connectTimeout)
+                let out = c.start(now: MonotonicClock.now())
+                guard case .open(let pid)? = out.first else { return }
+                session.media.register(peerId: pid, self)
+                do { try mediaQueue.sync { try e.openLink(pid, restart: false) } } catch {
+                    session.media.unregister(peerId: pid)
+                    throw error
+                }
+                control = c
+            }
         } catch {
             mediaQueue.sync { e.stop() }
             lock.withLock { engine = nil; active = false; self.session = nil }
@@ -210,8 +237,8 @@ public final class Subscriber: SessionMediaClient, @unchecked Sendable {
         }
     }
 
-    /// Ends the subscription; `subscriberDidDisconnect(fromStream:)` follows when `notify`.
-    func stop(notify: Bool) {
+    /// Ends the subscription (the app's unsubscribe, the stream's end, the session's end): no delegate message.
+    func stop() {
         let (e, s): (SubscriberEngine?, Session?) = lock.withLock {
             guard active else { return (nil, nil) }
             active = false
@@ -219,18 +246,101 @@ public final class Subscriber: SessionMediaClient, @unchecked Sendable {
             return (engine, session)
         }
         guard let e else { return }
+        s?.onControl {
+            if var c = control {
+                _ = c.stop()
+                if let pid = c.peerId { s?.media.unregister(peerId: pid) }
+            }
+            control = nil
+        }
         let final = onMedia { () -> SubscriberStats in e.stop(); return e.currentStats() }
         lock.withLock { _lastStats = final }
         s?.media.detach(self)
-        if notify { deliver(on: s) { $0.subscriberDidDisconnect(fromStream: $1) } }
     }
 
+    /// Executor: the server's media signaling for our peer connection.
+    func mediaSignal(_ message: ServerMessage) {
+        guard let s = lock.withLock({ session }) else { return }
+        let ending = s.status != .connected
+        switch message {
+        case .mediaClose(let pid, let reason):
+            // A destroyed stream or a departed client is reported by the session's own events; while the session is
+            // disconnecting, connections close on their way out: its end, not an interruption.
+            guard reason != "streamDestroyed" && reason != "connectionGone", !ending else { return }
+            controlInput(s) { $0.linkFailed(pid, OTError(.subscriberWebRTC, "the other side closed the media connection (\(reason))"), now: $1) }
+        case .publisherMedia(let pid, let state):
+            guard !ending else { return }
+            controlInput(s) { $0.publisherMedia(pid, state, now: $1) }
+        default:
+            lock.withLock { engine }?.mediaSignal(message)
+        }
+    }
+
+    /// Executor: the server refused the offer of peer connection `pid`.
+    func offerRefused(_ pid: String, _ error: OTError) {
+        guard let s = lock.withLock({ session }) else { return }
+        controlInput(s) { $0.offerRefused(pid, error, now: $1) }
+    }
+
+    /// Executor: what became of our peer connection.
+    private func linkEvent(_ event: SubscriberLinkEvent, session s: Session) {
+        switch event {
+        case .connected(let pid): controlInput(s) { $0.linkConnected(pid, now: $1) }
+        case .failed(let pid, let err) where s.status == .connected: controlInput(s) { $0.linkFailed(pid, err, now: $1) }
+        case .failed: break  // the session is ending: not an interruption
+        }
+    }
+
+    var controlDeadline: Instant? { control?.nextDeadline }
+
+    func controlTick(now: Instant, session: Session) {
+        controlInput(session, now: now) { $0.tick(now: $1) }
+    }
+
+    /// Executor: one input to the control machine, and its decisions carried out.
+    private func controlInput(_ s: Session, now: Instant = MonotonicClock.now(),
+                              _ input: (inout SubscriberControl, Instant) -> [SubscriberControl.Output]) {
+        // Inline on the executor; then the session re-arms its timer for the machine's next deadline.
+        s.onControl { apply(s, now: now, input) }
+    }
+
+    private func apply(_ s: Session, now: Instant, _ input: (inout SubscriberControl, Instant) -> [SubscriberControl.Output]) {
+        guard var c = control else { return }
+        let out = input(&c, now)
+        control = c
+        let e = lock.withLock { engine }
+        for o in out {
+            switch o {
+            case .open(let pid):
+                s.media.register(peerId: pid, self)
+                mediaQueue.async { e?.reopenLink(pid) }
+            case .close(let pid):
+                s.media.unregister(peerId: pid)
+                mediaQueue.async { e?.closeLink(pid) }
+            case .requestKeyframe:
+                mediaQueue.async { e?.requestKeyframe() }
+            case .event(.connected):
+                deliver(on: s) { $0.subscriberDidConnect(toStream: $1) }
+            case .event(.disconnected):
+                deliver(on: s) { $0.subscriberDidDisconnect(fromStream: $1) }
+            case .event(.reconnected):
+                deliver(on: s) { $0.subscriberDidReconnect(toStream: $1) }
+            case .event(.failed(let err)):
+                deliver(on: s) { $0.subscriber($1, didFailWithError: err) }
+            case .event(.streamLost):
+                Log.info("subscriber", "stream \(stream.id): the subscription could not be re-established within \(settings.connectTimeout)")
+                s.streamLost(stream.id)
+            }
+        }
+    }
+
+    /// Executor: the session ended or the stream went away (the subscription ends), or the stream changed.
     func sessionEvent(_ ev: SessionEvent, session: Session) {
         switch ev {
         case .disconnected:
-            stop(notify: true)
+            stop()
         case .streamDestroyed(let s) where s.id == stream.id:
-            stop(notify: true)
+            stop()
         case .streamChanged(let s, let change) where s.id == stream.id:
             let e = lock.withLock { () -> SubscriberEngine? in _stream = s; return engine }
             if case .hasVideo(let v) = change { mediaQueue.async { e?.publisherVideo(v) } }
@@ -239,10 +349,10 @@ public final class Subscriber: SessionMediaClient, @unchecked Sendable {
         }
     }
 
-    /// Runs a delegate message on the session's delegate queue.
+    /// Runs a delegate message on the session's `apiQueue`.
     func deliver(on s: Session? = nil, _ body: @escaping @Sendable (SubscriberDelegate, Subscriber) -> Void) {
-        guard let q = s?.delegateQueue ?? lock.withLock({ session?.delegateQueue }) else { return }
-        q.async { [self] in
+        guard let s = s ?? lock.withLock({ session }) else { return }
+        s.deliver { [self] in
             guard let d = delegate else { return }
             body(d, self)
         }
@@ -292,11 +402,11 @@ extension Session {
         }
     }
 
-    /// Ends a subscription (as `[OTSession unsubscribe:error:]`); `subscriberDidDisconnect(fromStream:)` follows.
-    /// Throws 1112 when the subscriber is not subscribed in this session.
+    /// Ends a subscription (as `[OTSession unsubscribe:error:]`): no subscriber message follows (the subscription is
+    /// over when this returns). Throws 1112 when the subscriber is not subscribed in this session.
     public func unsubscribe(_ subscriber: Subscriber) throws {
         guard media.isAttached(subscriber) else { throw OTError(.subscriberNotFound, "this subscriber is not subscribed in this session") }
-        subscriber.stop(notify: true)
+        subscriber.stop()
     }
 
     /// The device subscribers' audio plays on (default: a `HeadlessAudioDevice` that discards it). Set it before

@@ -5,20 +5,28 @@ import OTMedia
 import OTTransport
 import OTWire
 
+/// What happened to a subscriber's peer connection (for `SubscriberControl`, on the session's executor).
+enum SubscriberLinkEvent: Sendable {
+    case connected(peerId: String)
+    /// ICE failed, consent lost, DTLS closed, an answer that cannot be used, or the connection could not be made.
+    case failed(peerId: String, OTError)
+}
+
 /// The subscriber's media work, confined to its serial `queue`: one receive-only peer connection (we offer),
 /// RTP demultiplexed by payload type into the video and audio receive pipelines, a 10 ms tick for the video
 /// jitter buffer's timers and 20 ms audio playout, the video enable/disable state and its events.
-/// When an established media connection fails (ICE failed, consent lost, the other side closed it), the
-/// subscription is re-established with a new peer connection and a new offer/answer over signaling
-/// (`subscriberDidDisconnect` … `subscriberDidReconnect`), within `connectTimeout`.
-final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
+/// Which peer connection to open or close is the session executor's decision (`SubscriberControl`): the engine opens
+/// and closes it, and reports what became of it (`onLink`).
+final class SubscriberEngine: @unchecked Sendable {
     private weak var subscriber: Subscriber?
     private weak var session: Session?
     private let streamId: String
     private let settings: SubscriberSettings
     let queue: DispatchQueue
-    /// The current peer connection's id (a new one for each media reconnection).
-    private(set) var peerId = UUID().uuidString.lowercased()
+    /// The current peer connection's id.
+    private(set) var peerId: String?
+    /// What became of the current peer connection (called on `queue`).
+    var onLink: (@Sendable (SubscriberLinkEvent) -> Void)?
 
     private var link: MediaLink?
     private var video: VideoReceivePipeline?
@@ -27,16 +35,8 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     private var fifo: PCMFIFO?
     private let mixerId: Int
     private var running = false
-    private(set) var connected = false
-    /// Media flowed once: a later failure is reconnected rather than reported.
-    private var everConnected = false
-    /// Between a media failure and the new connection (or giving up at `connectDeadline`).
-    private(set) var reconnecting = false
-    private var connectDeadline = Instant.zero
-    /// Counts peer connections made, so events of a replaced one are told apart.
-    private var linkGeneration = 0
-    /// Media reconnections so far.
-    private(set) var reconnections = 0
+    /// The current peer connection is up (audio is pulled for playout).
+    private var connected = false
     private var videoPT: UInt8 = 96
     private var audioPT: UInt8 = 111
     private var videoSSRC: UInt32?
@@ -98,8 +98,8 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
 
     // MARK: lifecycle (on queue)
 
-    /// Starts receiving; `transform` is the frame transform the session chose (end-to-end encryption, or the
-    /// configured one).
+    /// Starts the receive pipelines, the playout and the media tick; `transform` is the frame transform the session
+    /// chose (end-to-end encryption, or the configured one). The peer connection comes with `openLink`.
     func start(audio a: Bool, video v: Bool, transform: any FrameTransform) throws {
         guard let session else { throw OTError(.notConnected) }
         e2ee = transform as? E2EEFrameTransform
@@ -114,8 +114,6 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
                                                                     channels: playoutSettings.channels, useFEC: true),
                                          transform: transform)
         running = true
-        connectDeadline = MonotonicClock.now() + settings.connectTimeout
-        try openLink(session)
         if settings.playAudio {
             let f = PCMFIFO(capacity: playoutSettings.samples(millis: 200))
             fifo = f
@@ -128,61 +126,51 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         timer = t
     }
 
-    /// A new peer connection for the stream: offer, register for its signaling, tell our audio/video wishes.
-    private func openLink(_ session: Session) throws {
-        linkGeneration += 1
-        let gen = linkGeneration
+    /// A new peer connection `pid` for the stream: offer it and tell our audio/video wishes; a later one (a media
+    /// reconnection) restarts the receive pipelines (their counters are kept; video restarts at a keyframe).
+    /// The server's refusal of the offer goes to the subscriber on the executor.
+    func openLink(_ pid: String, restart: Bool) throws {
+        guard running, let session else { return }
+        if let old = link { old.close() }
+        connected = false
+        if restart {
+            video?.restart()
+            audio?.restart()
+        }
         let l = try MediaLink(config: PeerConnectionConfig(audio: true, video: true), settings: session.settings, queue: queue) { [weak self] events in
             // Late events of a connection already replaced are dropped.
-            guard let self, linkGeneration == gen else { return }
+            guard let self, peerId == pid else { return }
             for e in events { linkEvent(e) }
         }
         link = l
-        let pid = peerId
-        session.media.register(peerId: pid, self)
+        peerId = pid
         let offer = try l.createOffer()
-        try session.sendMediaOffer(peerId: pid, streamId: streamId, direction: .subscribe, sdp: offer) { [weak self] err in
-            guard let self, let err else { return }
-            queue.async {
-                guard self.peerId == pid else { return }
-                // Lost with a dropped signaling connection: offer again (sent once the session has reconnected).
-                if err.code == .connectionDropped { self.mediaDropped("the offer was lost with the signaling connection") }
-                else { self.fail(err) }
-            }
+        try session.sendMediaOffer(peerId: pid, streamId: streamId, direction: .subscribe, sdp: offer) { [weak subscriber] err in
+            guard let err else { return }
+            subscriber?.offerRefused(pid, err)
         }
         if !wantsAudio || !(wantsVideo && !qualityOff) { sendSettings() }
     }
 
-    /// The established media connection failed: report the interruption once, then connect again.
-    private func mediaDropped(_ why: String) {
-        guard running, let session else { return }
-        let now = MonotonicClock.now()
-        if !reconnecting {
-            reconnecting = true
-            connectDeadline = now + settings.connectTimeout
-            if connected { subscriber?.deliver { $0.subscriberDidDisconnect(fromStream: $1) } }
-            Log.info("subscriber", "media connection to stream \(streamId) lost (\(why)); reconnecting")
+    /// `openLink`, reporting a failure to make the connection as the link's failure.
+    func reopenLink(_ pid: String) {
+        do { try openLink(pid, restart: true) } catch {
+            onLink?(.failed(peerId: pid, OTError(.subscriberWebRTC, "could not reconnect the media connection: \(error)")))
         }
-        connected = false
-        session.media.unregister(peerId: peerId)
-        session.sendMedia(.mediaClose(peerId: peerId))
-        link?.close()
+    }
+
+    /// Closes peer connection `pid` (telling the other side), if it is the current one.
+    func closeLink(_ pid: String) {
+        guard peerId == pid, let l = link else { return }
+        session?.sendMedia(.mediaClose(peerId: pid))
+        l.close()
         link = nil
-        guard now < connectDeadline else {
-            fail(OTError(.subscriberTimedOut, "the media connection could not be re-established within \(settings.connectTimeout)"))
-            return
-        }
-        // A short pause so a failing path is not hammered; the next attempt gets a fresh peer id.
-        queue.asyncAfter(deadline: .now() + .milliseconds(reconnections == 0 ? 0 : 500)) { [weak self] in
-            guard let self, running, reconnecting, link == nil, let session = self.session else { return }
-            reconnections += 1
-            peerId = UUID().uuidString.lowercased()
-            video?.restart()
-            audio?.restart()
-            do { try openLink(session) } catch {
-                fail(OTError(.subscriberWebRTC, "could not reconnect the media connection: \(error)"))
-            }
-        }
+        connected = false
+    }
+
+    /// Asks the publisher for a keyframe (media resumed).
+    func requestKeyframe() {
+        if let ssrc = videoSSRC { link?.requestKeyframe(ssrc: ssrc) }
     }
 
     func stop() {
@@ -192,8 +180,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         timer?.cancel()
         timer = nil
         if let session {
-            session.media.unregister(peerId: peerId)
-            session.sendMedia(.mediaClose(peerId: peerId))
+            if let pid = peerId, link != nil { session.sendMedia(.mediaClose(peerId: pid)) }
             if fifo != nil { session.media.removePlayout(id: mixerId) }
         }
         fifo = nil
@@ -201,22 +188,12 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
         link = nil
     }
 
-    private func fail(_ err: OTError) {
-        guard running else { return }
-        reconnecting = false
-        let kept: [OTErrorCode] = [.subscriberWebRTC, .subscriberTimedOut, .serverCannotFindStream, .forceUnpublishOrInvalidStream]
-        let e = kept.contains(err.code) ? err : OTError(.subscriberWebRTC, err.message)
-        link?.close()
-        link = nil
-        connected = false
-        subscriber?.deliver { $0.subscriber($1, didFailWithError: e) }
-    }
+    // MARK: signaling (executor → queue)
 
-    // MARK: signaling (any thread → queue)
-
+    /// An answer, candidate or quality decision for the current peer connection.
     func mediaSignal(_ message: ServerMessage) {
         queue.async { [self] in
-            guard running, let link, message.mediaPeerId == peerId else { return }
+            guard running, let link, let pid = peerId, message.mediaPeerId == pid else { return }
             switch message {
             case .mediaAnswer(_, let sdp):
                 do {
@@ -225,9 +202,9 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
                         if m.kind == "video" { videoPT = m.codec.payloadType } else if m.kind == "audio" { audioPT = m.codec.payloadType }
                     }
                 } catch {
-                    fail(OTError(.subscriberWebRTC, "bad answer: \(error)"))
+                    onLink?(.failed(peerId: pid, OTError(.subscriberWebRTC, "bad answer: \(error)")))
                 }
-            case .mediaCandidate(_, let c):
+            case .mediaCandidate(_, let c, _, _):
                 link.addRemoteCandidate(c)
             case .mediaQuality(_, let event) where routed:
                 switch event {
@@ -236,12 +213,6 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
                 case .videoDisabled: qualityOff = true; updateVideo(reason: .qualityChanged)
                 case .videoEnabled: qualityOff = false; updateVideo(reason: .qualityChanged)
                 }
-            case .mediaClose(_, let reason):
-                // A destroyed stream or a departed client is reported by the session's own events.
-                if reason != "streamDestroyed" && reason != "connectionGone" {
-                    if everConnected { mediaDropped("the other side closed it (\(reason))") }
-                    else { fail(OTError(.subscriberWebRTC, "the other side closed the media connection (\(reason))")) }
-                }
             default:
                 break
             }
@@ -249,27 +220,20 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     }
 
     private func linkEvent(_ e: PeerConnectionEvent) {
-        guard running else { return }
+        guard running, let pid = peerId else { return }
         switch e {
         case .localCandidate(let c):
-            session?.sendMedia(.mediaCandidate(peerId: peerId, candidate: c.description))
+            if let link { session?.sendMedia(link.candidateMessage(peerId: pid, c.description)) }
         case .localCandidatesComplete:
-            session?.sendMedia(.mediaCandidate(peerId: peerId, candidate: ""))
+            if let link { session?.sendMedia(link.candidateMessage(peerId: pid, "")) }
         case .connected:
             guard !connected else { return }
             connected = true
             updateRepairAllowance()
-            let again = everConnected
-            everConnected = true
-            reconnecting = false
-            if again {
-                if let ssrc = videoSSRC { link?.requestKeyframe(ssrc: ssrc) }
-                subscriber?.deliver { $0.subscriberDidReconnect(toStream: $1) }
-            } else {
-                subscriber?.deliver { $0.subscriberDidConnect(toStream: $1) }
-            }
+            onLink?(.connected(peerId: pid))
         case .failed(let err):
-            if everConnected { mediaDropped(err.message) } else { fail(OTError(.subscriberWebRTC, "media connection failed: \(err.message)")) }
+            connected = false
+            onLink?(.failed(peerId: pid, OTError(.subscriberWebRTC, "media connection failed: \(err.message)")))
         case .rtp(let bytes):
             receive(bytes)
         case .roundTripTime(let d):
@@ -321,11 +285,6 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
     private func tick() {
         guard running else { return }
         let now = MonotonicClock.now()
-        if !connected, link != nil, now > connectDeadline {
-            fail(OTError(.subscriberTimedOut, reconnecting ? "the media connection could not be re-established within \(settings.connectTimeout)"
-                                                           : "media did not connect within \(settings.connectTimeout)"))
-            link = nil
-        }
         if let video, let d = video.nextDeadline, d <= now { handle(video.poll(now: now), now: now) }
         askForKeyframeWhileWaiting(now: now)
         if connected, let audio {
@@ -435,6 +394,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
 
     /// Routed: the router owns the quality gate, so only our wishes go; relayed: the publisher stops video for both.
     private func sendSettings() {
+        guard let peerId else { return }
         session?.sendMedia(.subscriberSettings(peerId: peerId, audio: wantsAudio, video: wantsVideo && (routed || !qualityOff)))
     }
 
@@ -481,7 +441,7 @@ final class SubscriberEngine: MediaSignalingPeer, @unchecked Sendable {
             b.addInbound(v, framesPerSecond: frameMeter.framesPerSecond(at: MonotonicClock.now()))
         }
         if let a = audio?.stats { b.addInbound(a) }
-        link?.addCandidatePair(to: &b, id: String(peerId.prefix(8)))
+        link?.addCandidatePair(to: &b, id: String((peerId ?? "").prefix(8)))
         return b.json()
     }
 }

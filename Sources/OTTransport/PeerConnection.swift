@@ -159,6 +159,9 @@ public final class PeerConnection {
     private var counters = PeerConnectionStats()
     /// What both sides agreed, once the remote description is set.
     public private(set) var negotiated: SDPNegotiated?
+    /// Our latest description (offer or answer); its `transportSection` is the m-section our trickled candidates
+    /// belong to (`sdpMid`, `sdpMLineIndex`).
+    public private(set) var localDescription: SessionDescription?
     /// The transport, once the remote description is set.
     public private(set) var transport: MediaTransport?
     /// The RTP session (reports, NACK state, RTT).
@@ -211,7 +214,7 @@ public final class PeerConnection {
         localUfrag = cred.ufrag
         localPwd = cred.pwd
         tieBreaker = .random(in: 0 ... .max, using: &rng)
-        let ssrcs = [config.audioTrack, config.videoTrack].compactMap { $0 }.flatMap { [$0.ssrc] + ($0.rtxSSRC.map { [$0] } ?? []) }
+        let ssrcs = [config.audioTrack, config.videoTrack].compactMap { $0 }.filter(\.announcesSSRC).flatMap { [$0.ssrc] + ($0.rtxSSRC.map { [$0] } ?? []) }
         var rc = RTPSession.Config(localSSRCs: ssrcs.isEmpty ? [UInt32.random(in: 1 ... .max, using: &rng)] : ssrcs, cname: config.cname)
         rc.nack = config.nack
         rc.seed = config.seed
@@ -322,6 +325,7 @@ public final class PeerConnection {
         guard ice == nil else { throw OTError(.illegalState, "PeerConnection: the description was already created") }
         let offer = SDPNegotiation.offer(localParameters(makeAgent(role: .controlling, now: now)))
         localOffer = offer
+        localDescription = offer
         return offer.serialized()
     }
 
@@ -336,6 +340,7 @@ public final class PeerConnection {
         let agent = makeAgent(role: .controlled, now: now)
         let (answer, neg) = try SDPNegotiation.answer(to: offer, local: localParameters(agent))
         try start(neg, agent: agent, now: now)
+        localDescription = answer
         return answer.serialized()
     }
 
@@ -381,6 +386,7 @@ public final class PeerConnection {
         // Keep the DTLS role we have (RFC 8842 §5.3): a re-offer says active or passive, not actpass.
         for i in offer.media.indices { offer.media[i].setup = current.localIsDTLSClient ? .active : .passive }
         localOffer = offer
+        localDescription = offer
         isRestartingICE = true
         transport.flush(now: now)
         pump(now: now)
@@ -399,6 +405,7 @@ public final class PeerConnection {
             (answer, neg) = try SDPNegotiation.answer(to: offer, local: localParameters(agent))
         }
         applyRemoteICE(neg, agent: agent, transport: transport, now: now)
+        localDescription = answer
         return answer.serialized()
     }
 

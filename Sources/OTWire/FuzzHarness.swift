@@ -18,11 +18,43 @@ public enum FuzzHarness {
             _ = try? MidExtension.decode(e.value)
         }
         _ = packet.extensions.value(id: 1)
+        var out: [UInt8] = []
+        for r in rewriters {
+            r.rewrite(data, into: &out, now: Instant(micros: 1_234_567))
+            _ = RTPHeaderExtensions.valueRange(in: data, id: r.source.audioLevel ?? 1)
+        }
         var events = 0
         depacketizer.insert(packet) { event in
             events += 1
             if case .frame(let f) = event { _ = VP8FrameHeader.keyframeSize(f.data) }
         }
         return events
+    }
+
+    /// What a router holds for a receiver with one-byte ids and for one with two-byte ids (and a long MID).
+    static let rewriters = [
+        RTPExtensionRewriter(source: RTPHeaderExtensionIds(transportSequenceNumber: 3, mid: 4, audioLevel: 1),
+                             target: RTPHeaderExtensionIds(absSendTime: 2, transportSequenceNumber: 5, mid: 9, audioLevel: 1), mid: "1"),
+        RTPExtensionRewriter(source: RTPHeaderExtensionIds(audioLevel: 20),
+                             target: RTPHeaderExtensionIds(absSendTime: 15, transportSequenceNumber: 200, mid: 3, audioLevel: 16),
+                             mid: "a-mid-longer-than-16-bytes"),
+    ]
+
+    /// Our parameters when answering or offering in the fuzz targets: an audio track without a known SSRC, a video
+    /// track with RTX.
+    static let local: SDPLocalParameters = {
+        var l = SDPLocalParameters(iceUfrag: "fuzz", icePwd: "fuzzfuzzfuzzfuzzfuzzfu", fingerprint: SDPFingerprint(algorithm: "sha-256", bytes: Array(0..<32)))
+        l.videoTrack = SDPLocalTrack(ssrc: 5, rtxSSRC: 6, streamID: "s", trackID: "v", cname: "c")
+        l.audioTrack = SDPLocalTrack(ssrc: 7, streamID: "s", trackID: "a", cname: "c", announcesSSRC: false)
+        return l
+    }()
+    static let offer = SDPNegotiation.offer(local)
+
+    /// Negotiates a parsed description both ways: answers it as an offer (returned, nil when refused) and reads it as
+    /// the answer to our offer.
+    public static func negotiate(_ sd: SessionDescription) -> SessionDescription? {
+        _ = sd.transportSection
+        _ = try? SDPNegotiation.accept(answer: sd, offer: offer)
+        return (try? SDPNegotiation.answer(to: sd, local: local))?.0
     }
 }

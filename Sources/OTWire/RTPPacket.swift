@@ -240,9 +240,13 @@ public enum AbsSendTime {
     public static let uri = "http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time"
     /// Encodes a time in microseconds (the field wraps every 64 s).
     public static func encode(micros: Int64) -> [UInt8] {
-        let m = ((micros % 64_000_000) + 64_000_000) % 64_000_000
-        let v = UInt32(truncatingIfNeeded: (m << 18) / 1_000_000) & 0xFF_FFFF
+        let v = value(micros: micros)
         return [UInt8(v >> 16), UInt8(truncatingIfNeeded: v >> 8), UInt8(truncatingIfNeeded: v)]
+    }
+    /// The 24-bit value for a time in microseconds.
+    public static func value(micros: Int64) -> UInt32 {
+        let m = ((micros % 64_000_000) + 64_000_000) % 64_000_000
+        return UInt32(truncatingIfNeeded: (m << 18) / 1_000_000) & 0xFF_FFFF
     }
     /// The 24-bit value (units of 2^-18 s).
     public static func decode(_ value: ArraySlice<UInt8>) throws -> UInt32 {
@@ -264,6 +268,15 @@ public enum TransportWideSequenceNumber {
     /// Where the 2-byte value of extension `id` sits in a serialized RTP packet (RFC 8285 one- or two-byte
     /// form), without parsing or copying: the transport reads or stamps it in place. Nil when absent or malformed.
     public static func valueOffset(in p: [UInt8], id: UInt8) -> Int? {
+        guard let r = RTPHeaderExtensions.valueRange(in: p, id: id), r.count == 2 else { return nil }
+        return r.lowerBound
+    }
+}
+
+extension RTPHeaderExtensions {
+    /// Where the value of element `id` sits in a serialized RTP packet (RFC 8285 one- or two-byte form), without
+    /// parsing or copying. Nil when absent, or when the header or the block is malformed.
+    public static func valueRange(in p: [UInt8], id: UInt8) -> Range<Int>? {
         guard p.count >= 12, p[0] >> 6 == 2, p[0] & 0x10 != 0, id != 0 else { return nil }
         let start = 12 + 4 * Int(p[0] & 0x0F)
         guard p.count >= start + 4 else { return nil }
@@ -271,21 +284,23 @@ public enum TransportWideSequenceNumber {
         let end = start + 4 + 4 * (Int(p[start + 2]) << 8 | Int(p[start + 3]))
         guard end <= p.count else { return nil }
         var i = start + 4
-        if profile == RTPHeaderExtensions.oneByteProfile {
+        if profile == oneByteProfile {
             while i < end {
                 let b = p[i]
                 if b == 0 { i += 1; continue }
                 let elementID = b >> 4, length = Int(b & 0x0F) + 1
                 if elementID == 15 { return nil }
-                if elementID == id { return length == 2 && i + 3 <= end ? i + 1 : nil }
+                guard i + 1 + length <= end else { return nil }
+                if elementID == id { return (i + 1)..<(i + 1 + length) }
                 i += 1 + length
             }
-        } else if profile & 0xFFF0 == 0x1000 {
+        } else if profile & 0xFFF0 == twoByteProfile {
             while i + 1 < end {
                 let elementID = p[i]
                 if elementID == 0 { i += 1; continue }
                 let length = Int(p[i + 1])
-                if elementID == id { return length == 2 && i + 4 <= end ? i + 2 : nil }
+                guard i + 2 + length <= end else { return nil }
+                if elementID == id { return (i + 2)..<(i + 2 + length) }
                 i += 2 + length
             }
         }

@@ -120,6 +120,8 @@ public struct SDPMedia: Equatable, Sendable {
     public var ssrcGroups: [SDPSSRCGroup] = []
     public var candidates: [SDPCandidate] = []
     public var endOfCandidates = false
+    /// `a=bundle-only` (RFC 8843 §6): with port 0, a section offered only as part of the BUNDLE group, not rejected.
+    public var bundleOnly = false
     public var attributes: [SDPAttribute] = []
 
     public init(kind: String, port: UInt16 = 9, proto: String = "UDP/TLS/RTP/SAVPF", formats: [String] = []) {
@@ -132,8 +134,8 @@ public struct SDPMedia: Equatable, Sendable {
     public func codec(named name: String) -> SDPCodec? { codecs.first { $0.name.lowercased() == name.lowercased() } }
     /// Distinct SSRCs in order of appearance.
     public var ssrcList: [UInt32] { var seen: [UInt32] = []; for s in ssrcs where !seen.contains(s.ssrc) { seen.append(s.ssrc) }; return seen }
-    /// A rejected section (port 0).
-    public var isRejected: Bool { port == 0 }
+    /// A rejected section: port 0 without `a=bundle-only`.
+    public var isRejected: Bool { port == 0 && !bundleOnly }
 }
 
 /// A session description (RFC 8866) with the attributes WebRTC uses (JSEP, RFC 8829).
@@ -163,6 +165,14 @@ public struct SessionDescription: Equatable, Sendable {
 
     /// The mids of the first BUNDLE group.
     public var bundleMids: [String]? { groups.first { $0.semantics == "BUNDLE" }?.mids }
+
+    /// The section whose transport carries everything (RFC 8843): the BUNDLE tag (the group's first mid) when
+    /// there is a group, else the first section not rejected. `index` is its m-line index (`sdpMLineIndex`).
+    public var transportSection: (mid: String?, index: Int)? {
+        if let tag = bundleMids?.first, let i = media.firstIndex(where: { $0.mid == tag }) { return (tag, i) }
+        guard let i = media.firstIndex(where: { !$0.isRejected }) else { return nil }
+        return (media[i].mid, i)
+    }
 
     /// ICE ufrag/pwd of a section, falling back to the session level.
     public func iceCredentials(of m: SDPMedia) -> (ufrag: String, pwd: String)? {

@@ -8,8 +8,13 @@ public struct SDPLocalTrack: Sendable {
     public var streamID: String
     public var trackID: String
     public var cname: String
-    public init(ssrc: UInt32, rtxSSRC: UInt32? = nil, streamID: String, trackID: String, cname: String) {
+    /// False when the SSRC is not known yet (a router forwarding a publisher whose offer had no `a=ssrc`): the
+    /// section then says only `a=msid`, and the receiver maps the stream by the MID header extension and the
+    /// payload type (RFC 8843 §9.2).
+    public var announcesSSRC = true
+    public init(ssrc: UInt32, rtxSSRC: UInt32? = nil, streamID: String, trackID: String, cname: String, announcesSSRC: Bool = true) {
         self.ssrc = ssrc; self.rtxSSRC = rtxSSRC; self.streamID = streamID; self.trackID = trackID; self.cname = cname
+        self.announcesSSRC = announcesSSRC
     }
 }
 
@@ -64,13 +69,37 @@ public struct SDPNegotiated: Equatable, Sendable {
     public var remoteEndOfCandidates = false
 }
 
+extension SDPNegotiatedMedia {
+    /// The header-extension ids negotiated for this section, by meaning.
+    public var extensionIds: RTPHeaderExtensionIds { RTPHeaderExtensionIds(extmaps: extmaps) }
+}
+
 /// Builds offers and answers for Opus/VP8 over one BUNDLEd, rtcp-muxed DTLS-SRTP transport.
 public enum SDPNegotiation {
-    public static let midExtension = "urn:ietf:params:rtp-hdrext:sdes:mid"
-    public static let transportCCExtension = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
-    static let supportedExtensions = [midExtension, transportCCExtension]
+    public static let midExtension = MidExtension.uri
+    public static let transportCCExtension = TransportWideSequenceNumber.uri
     /// The id our offers give the transport-wide sequence number (answers to them keep it): senders write it there.
-    public static let transportCCExtensionId = UInt8(truncatingIfNeeded: (supportedExtensions.firstIndex(of: transportCCExtension) ?? 0) + 1)
+    public static let transportCCExtensionId: UInt8 = 2
+    /// The id our offers give the audio level (audio sections).
+    public static let audioLevelExtensionId: UInt8 = 3
+
+    /// The header extensions our offers list for a kind: MID, transport-wide sequence number, audio level (audio).
+    static func offeredExtensions(_ kind: String) -> [SDPExtmap] {
+        [SDPExtmap(id: 1, uri: midExtension), SDPExtmap(id: UInt16(transportCCExtensionId), uri: transportCCExtension)]
+            + (kind == "audio" ? [SDPExtmap(id: UInt16(audioLevelExtensionId), uri: AudioLevelExtension.uri)] : [])
+    }
+
+    /// Header extensions accepted from a remote description (under its ids): MID, transport-wide sequence number,
+    /// abs-send-time, and audio level for audio. Others (video orientation, playout delay, rid, ...) are left out of
+    /// the answer, so the peer does not send them.
+    static func accepts(_ e: SDPExtmap, kind: String) -> Bool {
+        switch e.uri {
+        case midExtension, transportCCExtension, AbsSendTime.uri: true
+        case AudioLevelExtension.uri: kind == "audio"
+        default: false
+        }
+    }
+
     static let videoFeedback = ["nack", "nack pli", "ccm fir", "transport-cc"]
     static let audioFeedback = ["transport-cc"]
 
@@ -96,6 +125,7 @@ public enum SDPNegotiation {
     private static func addTrack(_ m: inout SDPMedia, _ t: SDPLocalTrack?) {
         guard let t else { return }
         m.msids = [SDPMSID(stream: t.streamID, track: t.trackID)]
+        guard t.announcesSSRC else { return }
         if let rtx = t.rtxSSRC { m.ssrcGroups = [SDPSSRCGroup(semantics: "FID", ssrcs: [t.ssrc, rtx])] }
         for s in [t.ssrc] + (t.rtxSSRC.map { [$0] } ?? []) {
             m.ssrcs.append(SDPSSRC(ssrc: s, attribute: "cname", value: t.cname))
@@ -112,7 +142,8 @@ public enum SDPNegotiation {
         return sd
     }
 
-    /// An offer with `a=setup:actpass`, audio mid "0" and video mid "1" as asked, BUNDLEd.
+    /// An offer with `a=setup:actpass`, audio mid "0" and video mid "1" as asked, BUNDLEd on one transport: every
+    /// section carries the same ICE credentials, fingerprint and candidates (the first is the BUNDLE tag).
     public static func offer(_ local: SDPLocalParameters) -> SessionDescription {
         var sd = baseDescription(local)
         var mids: [String] = []
@@ -121,17 +152,14 @@ public enum SDPNegotiation {
             transportAttributes(&m, local, setup: .actpass)
             m.mid = String(mids.count)
             m.codecs = codecs
-            m.extmaps = supportedExtensions.enumerated().map { SDPExtmap(id: UInt16($0.offset + 1), uri: $0.element) }
+            m.extmaps = offeredExtensions(kind)
             m.direction = track == nil ? .recvonly : .sendrecv
             m.rtcpRsize = true
             addTrack(&m, track)
+            m.candidates = local.candidates
+            m.endOfCandidates = local.endOfCandidates
             mids.append(m.mid ?? "")
             sd.media.append(m)
-        }
-        // JSEP (RFC 8829 §5.2.1, RFC 8843): with BUNDLE the candidates belong to the BUNDLE-tag section, the first.
-        if !sd.media.isEmpty {
-            sd.media[0].candidates = local.candidates
-            sd.media[0].endOfCandidates = local.endOfCandidates
         }
         sd.groups = [("BUNDLE", mids)]
         return sd
@@ -169,49 +197,85 @@ public enum SDPNegotiation {
             }
         }
         return SDPNegotiatedMedia(kind: m.kind, mid: mid, codec: codec, rtxPayloadType: rtx, feedback: feedback,
-                                  extmaps: m.extmaps.filter { supportedExtensions.contains($0.uri) },
+                                  extmaps: m.extmaps.filter { accepts($0, kind: m.kind) },
                                   remoteSSRCs: m.ssrcList, remoteRTXSSRCs: fid, direction: dir)
     }
 
-    /// Answers a remote offer: accepts Opus audio and VP8 video sections it can, rejects others (port 0),
-    /// BUNDLEs the accepted ones and takes the DTLS client role for `actpass`.
+    /// The remote candidates of the transport a description's `section` carries, and whether they are complete: the
+    /// section's own, or (a sender that put them elsewhere) those of the other sections with the same ICE ufrag.
+    private static func transportCandidates(_ sd: SessionDescription, section t: Int) -> ([SDPCandidate], Bool) {
+        let tag = sd.media[t]
+        if !tag.candidates.isEmpty || tag.endOfCandidates { return (tag.candidates, tag.endOfCandidates) }
+        let ufrag = sd.iceCredentials(of: tag)?.ufrag
+        let same = sd.media.filter { !$0.isRejected && sd.iceCredentials(of: $0)?.ufrag == ufrag }
+        var seen = Set<TransportAddress>()
+        return (same.flatMap(\.candidates).filter { seen.insert($0.address).inserted }, same.contains { $0.endOfCandidates })
+    }
+
+    /// Answers a remote offer made under any bundle policy (JSEP RFC 8829, BUNDLE RFC 8843). Everything goes over one
+    /// transport, so: with a BUNDLE group, the answer's tag is the first mid of the group whose section it accepts
+    /// (RFC 8843 §7.3.1) and whose transport (ICE credentials, candidates, fingerprint, setup) is used; the group's
+    /// other audio and video sections are accepted too, the first of each kind. Without a group only the first
+    /// section it can accept is. Accepted: Opus audio and VP8 (+ RTX) video with rtcp-mux; every other codec of the
+    /// section is left out of the answer. Everything else (other kinds, codecs, a second section of a kind,
+    /// sections outside the group) is rejected with port 0. Accepted sections all carry our candidates. We take
+    /// the DTLS client role for `actpass`.
     public static func answer(to offer: SessionDescription, local: SDPLocalParameters) throws -> (SessionDescription, SDPNegotiated) {
-        guard let first = offer.media.first(where: { !$0.isRejected }) else { throw OTError(.invalidParameter, "offer: no m-section to accept") }
-        let (ufrag, pwd, fp) = try remoteTransport(offer, first, "offer")
-        let remoteSetup = offer.setup(of: first) ?? .actpass
+        func localMedia(_ kind: String) -> ([SDPCodec], SDPLocalTrack?)? {
+            switch kind {
+            case "audio" where local.audio: (audioCodecs(), local.audioTrack)
+            case "video" where local.video: (videoCodecs(), local.videoTrack)
+            default: nil
+            }
+        }
+        // What each section would agree to on its own.
+        var possible: [Int: SDPNegotiatedMedia] = [:]
+        for (i, m) in offer.media.enumerated() {
+            guard let (codecs, track) = localMedia(m.kind),
+                  let n = negotiateMedia(remote: m, localCodecs: codecs, remoteIsOffer: true, localTrack: track) else { continue }
+            possible[i] = n
+        }
+        let group = (offer.bundleMids ?? []).compactMap { mid in offer.media.firstIndex { $0.mid == mid } }
+        let tag = group.first { possible[$0] != nil && offer.media[$0].port != 0 && offer.media[$0].rtcpMux }
+        var accepted: [Int] = []
+        if let tag {
+            var kinds: Set<String> = []
+            for i in [tag] + group where possible[i] != nil && kinds.insert(offer.media[i].kind).inserted { accepted.append(i) }
+        } else if let first = offer.media.indices.first(where: { possible[$0] != nil && offer.media[$0].port != 0 && offer.media[$0].rtcpMux }) {
+            accepted = [first]
+        }
+        guard let t = accepted.first else { throw OTError(.invalidParameter, "offer: no section with rtcp-mux and Opus or VP8 to accept") }
+        let (ufrag, pwd, fp) = try remoteTransport(offer, offer.media[t], "offer")
         let localSetup: SDPSetupRole
-        switch remoteSetup {
+        switch offer.setup(of: offer.media[t]) ?? .actpass {
         case .actpass, .passive: localSetup = .active
         case .active: localSetup = .passive
         case .holdconn: throw OTError(.invalidParameter, "offer: a=setup:holdconn is not supported")
         }
         var sd = baseDescription(local)
         var agreed: [SDPNegotiatedMedia] = []
-        var candidates: [SDPCandidate] = []
-        for m in offer.media {
-            candidates += m.candidates
-            let (codecs, track): ([SDPCodec], SDPLocalTrack?) = switch m.kind {
-            case "audio" where local.audio: (audioCodecs(), local.audioTrack)
-            case "video" where local.video: (videoCodecs(), local.videoTrack)
-            default: ([], nil)
-            }
+        for (i, m) in offer.media.enumerated() {
             var am = SDPMedia(kind: m.kind, port: 0, proto: m.proto, formats: m.formats)
             am.mid = m.mid
-            if !codecs.isEmpty, m.rtcpMux, let n = negotiateMedia(remote: m, localCodecs: codecs, remoteIsOffer: true, localTrack: track) {
+            if accepted.contains(i), let n = possible[i], let (_, track) = localMedia(m.kind) {
                 am.port = 9
                 transportAttributes(&am, local, setup: localSetup)
-                var accepted = [n.codec]
-                if let rtx = n.rtxPayloadType, let r = m.codec(rtx) { accepted.append(r) }
-                am.codecs = accepted
-                am.formats = accepted.map { String($0.payloadType) }
+                var codecs = [n.codec]
+                if let rtx = n.rtxPayloadType, let r = m.codec(rtx) { codecs.append(r) }
+                am.codecs = codecs
+                am.formats = codecs.map { String($0.payloadType) }
                 am.extmaps = n.extmaps
                 am.direction = n.direction
                 am.rtcpRsize = m.rtcpRsize
                 if n.direction == .sendrecv || n.direction == .sendonly {
-                    var t = track
-                    if n.rtxPayloadType == nil { t?.rtxSSRC = nil }
-                    addTrack(&am, t)
+                    var tr = track
+                    if n.rtxPayloadType == nil { tr?.rtxSSRC = nil }
+                    addTrack(&am, tr)
                 }
+                // RFC 8843 §10 wants them in the tag only; repeated here (same transport) because some stacks (aiortc
+                // under max-bundle) read a shared transport's candidates from the last section they see.
+                am.candidates = local.candidates
+                am.endOfCandidates = local.endOfCandidates
                 agreed.append(n)
             } else {
                 am.codecs = m.codecs
@@ -219,31 +283,26 @@ public enum SDPNegotiation {
             }
             sd.media.append(am)
         }
-        guard !agreed.isEmpty else { throw OTError(.invalidParameter, "offer: no section with rtcp-mux and Opus or VP8 to accept") }
-        // The BUNDLE-tag section (the first accepted one) carries the transport's candidates (RFC 8843 §7.1).
-        if let i = sd.media.firstIndex(where: { !$0.isRejected }) {
-            sd.media[i].candidates = local.candidates
-            sd.media[i].endOfCandidates = local.endOfCandidates
-        }
-        sd.groups = [("BUNDLE", agreed.map(\.mid))]
+        if tag != nil { sd.groups = [("BUNDLE", accepted.compactMap { offer.media[$0].mid })] }
+        let (candidates, complete) = transportCandidates(offer, section: t)
         var neg = SDPNegotiated(remoteIceUfrag: ufrag, remoteIcePwd: pwd, remoteIceLite: offer.iceLite, remoteFingerprint: fp,
-                                remoteCandidates: candidates, localIsDTLSClient: localSetup == .active, media: agreed)
-        neg.remoteEndOfCandidates = offer.media.contains { $0.endOfCandidates }
+                                remoteCandidates: candidates, localIsDTLSClient: localSetup == .active,
+                                media: accepted.sorted().compactMap { possible[$0] })
+        neg.remoteEndOfCandidates = complete
         return (sd, neg)
     }
 
-    /// Reads the remote answer to our offer.
+    /// Reads the remote answer to our offer: the transport is that of its BUNDLE tag (or of its first accepted
+    /// section when it did not bundle).
     public static func accept(answer: SessionDescription, offer: SessionDescription) throws -> SDPNegotiated {
-        guard let first = answer.media.first(where: { !$0.isRejected }) else { throw OTError(.invalidParameter, "answer: every m-section is rejected") }
-        let (ufrag, pwd, fp) = try remoteTransport(answer, first, "answer")
-        let setup = answer.setup(of: first)
+        guard let (_, t) = answer.transportSection else { throw OTError(.invalidParameter, "answer: every m-section is rejected") }
+        let (ufrag, pwd, fp) = try remoteTransport(answer, answer.media[t], "answer")
+        let setup = answer.setup(of: answer.media[t])
         guard setup == .active || setup == .passive else {
             throw OTError(.invalidParameter, "answer: a=setup must be active or passive, got \(setup?.rawValue ?? "none")")
         }
         var agreed: [SDPNegotiatedMedia] = []
-        var candidates: [SDPCandidate] = []
         for m in answer.media {
-            candidates += m.candidates
             guard let om = offer.media.first(where: { $0.mid == m.mid && $0.mid != nil }) else {
                 throw OTError(.invalidParameter, "answer: mid \(m.mid ?? "(none)") is not in the offer")
             }
@@ -259,9 +318,10 @@ public enum SDPNegotiation {
                 agreed.append(n)
             }
         }
+        let (candidates, complete) = transportCandidates(answer, section: t)
         var neg = SDPNegotiated(remoteIceUfrag: ufrag, remoteIcePwd: pwd, remoteIceLite: answer.iceLite, remoteFingerprint: fp,
                                 remoteCandidates: candidates, localIsDTLSClient: setup == .passive, media: agreed)
-        neg.remoteEndOfCandidates = answer.media.contains { $0.endOfCandidates }
+        neg.remoteEndOfCandidates = complete
         return neg
     }
 }

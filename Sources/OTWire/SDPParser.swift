@@ -205,6 +205,7 @@ extension SessionDescription {
             }
             do { m.candidates.append(try SDPCandidate(parsing: "candidate:" + (v ?? ""))) } catch let e as WireError { throw fail(e.message) }
         case "end-of-candidates": m.endOfCandidates = true
+        case "bundle-only": m.bundleOnly = true
         default: m.attributes.append(SDPAttribute(name, v))
         }
     }
@@ -252,6 +253,7 @@ extension SessionDescription {
             for g in m.ssrcGroups { a("ssrc-group", ([g.semantics] + g.ssrcs.map(String.init)).joined(separator: " ")) }
             for s in m.ssrcs { a("ssrc", "\(s.ssrc) \(s.attribute)" + (s.value.map { ":" + $0 } ?? "")) }
             for x in m.attributes { a(x.name, x.value) }
+            if m.bundleOnly { a("bundle-only") }
             for c in m.candidates { out += "a=\(c)\r\n" }
             if m.endOfCandidates { a("end-of-candidates") }
         }

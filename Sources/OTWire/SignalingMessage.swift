@@ -29,16 +29,22 @@ public struct StreamInfo: Codable, Sendable, Equatable, Hashable {
     /// Whether the stream's video may be dropped for quality (the publisher's `audioFallbackEnabled`);
     /// absent on the wire means true.
     public var audioFallbackEnabled: Bool
+    /// The publishing connection with its data and creation time (as OTStream's `connection`), so a client reaches a
+    /// stream's owner even when connection events are suppressed. Absent on the wire: the id only (no data, time 0).
+    public var connection: ConnectionInfo
 
     public init(id: String, connectionId: String, name: String, hasAudio: Bool, hasVideo: Bool, videoType: String,
-                width: Int, height: Int, creationTime: Int64, layoutClassList: [String] = [], audioFallbackEnabled: Bool = true) {
+                width: Int, height: Int, creationTime: Int64, layoutClassList: [String] = [], audioFallbackEnabled: Bool = true,
+                connection: ConnectionInfo? = nil) {
         self.id = id; self.connectionId = connectionId; self.name = name; self.hasAudio = hasAudio; self.hasVideo = hasVideo
         self.videoType = videoType; self.width = width; self.height = height; self.creationTime = creationTime
         self.layoutClassList = layoutClassList; self.audioFallbackEnabled = audioFallbackEnabled
+        self.connection = connection ?? ConnectionInfo(id: connectionId, creationTime: 0, data: "")
     }
 
     private enum CodingKeys: String, CodingKey {
         case id, connectionId, name, hasAudio, hasVideo, videoType, width, height, creationTime, layoutClassList, audioFallbackEnabled
+        case connection
     }
 
     public init(from decoder: Decoder) throws {
@@ -49,7 +55,10 @@ public struct StreamInfo: Codable, Sendable, Equatable, Hashable {
                   width: try c.decode(Int.self, forKey: .width), height: try c.decode(Int.self, forKey: .height),
                   creationTime: try c.decode(Int64.self, forKey: .creationTime),
                   layoutClassList: try c.decode([String].self, forKey: .layoutClassList),
-                  audioFallbackEnabled: try c.decodeIfPresent(Bool.self, forKey: .audioFallbackEnabled) ?? true)
+                  audioFallbackEnabled: try c.decodeIfPresent(Bool.self, forKey: .audioFallbackEnabled) ?? true,
+                  connection: try c.decodeIfPresent(ConnectionInfo.self, forKey: .connection))
+        // A connection that names another id than the stream's is not the stream's connection.
+        if connection.id != connectionId { connection = ConnectionInfo(id: connectionId, creationTime: 0, data: "") }
     }
 }
 
@@ -90,6 +99,13 @@ public enum MediaQualityEvent: String, Codable, Sendable, Equatable {
     case videoDisabled
     /// The router forwards video again.
     case videoEnabled
+}
+
+/// What the server tells a routed subscriber about its stream's publisher: the publisher's media connection to the
+/// router dropped (`interrupted`: nothing to forward until it republishes) or is back (`resumed`).
+public enum PublisherMediaState: String, Codable, Sendable, Equatable {
+    case interrupted
+    case resumed
 }
 
 /// The `connect` request: first message on a new socket.
@@ -164,8 +180,9 @@ public enum ClientMessage: Sendable, Equatable {
     case mediaOffer(id: Int, peerId: String, streamId: String, direction: MediaDirection, sdp: String)
     /// The answer of a relayed publisher to a forwarded `mediaOffer`.
     case mediaAnswer(peerId: String, sdp: String)
-    /// A trickled ICE candidate (`candidate:...` attribute value; empty for end of candidates).
-    case mediaCandidate(peerId: String, candidate: String)
+    /// A trickled ICE candidate (`candidate:...` attribute value; empty for end of candidates), with the m-section
+    /// of its transport as `RTCIceCandidateInit` names it (the BUNDLE tag's mid and m-line index); both may be absent.
+    case mediaCandidate(peerId: String, candidate: String, sdpMid: String? = nil, sdpMLineIndex: Int? = nil)
     /// Closes a peer connection.
     case mediaClose(peerId: String)
     /// What a subscriber wants to receive on its peer connection.
@@ -185,7 +202,9 @@ public enum ServerMessage: Sendable, Equatable {
     case streamChanged(StreamInfo, property: String)
     /// `from` is nil for signals sent through the REST API.
     case signal(type: String, data: String, from: String?)
-    case muteForced(active: Bool, streamId: String?)
+    /// A moderator's force mute: of one stream (`streamId`), of every stream but `excludedStreamIds` (mute all,
+    /// `active` true, no `streamId`), or the end of a mute all (`active` false, no `streamId`).
+    case muteForced(active: Bool, streamId: String?, excludedStreamIds: [String])
     /// The server ends this client's connection (e.g. force disconnect); the socket closes next.
     case disconnected(reason: String)
     /// A refused connect or a protocol error; the socket closes next.
@@ -195,20 +214,24 @@ public enum ServerMessage: Sendable, Equatable {
     case mediaOffer(peerId: String, streamId: String, direction: MediaDirection, sdp: String, from: String)
     /// The answer for an offer this client sent (from the media router or the relayed publisher).
     case mediaAnswer(peerId: String, sdp: String)
-    case mediaCandidate(peerId: String, candidate: String)
+    /// A trickled candidate from the other side of a relayed peer connection (see `ClientMessage.mediaCandidate`).
+    case mediaCandidate(peerId: String, candidate: String, sdpMid: String? = nil, sdpMLineIndex: Int? = nil)
     /// The other side closed the peer connection (its client left, the stream ended, or the router closed it).
     case mediaClose(peerId: String, reason: String)
     /// A relayed subscriber's wishes, forwarded to the publishing client.
     case subscriberSettings(peerId: String, audio: Bool, video: Bool)
     /// Routed sessions: the media router's audio-fallback decision for a subscriber's peer connection.
     case mediaQuality(peerId: String, event: MediaQualityEvent)
+    /// Routed sessions: the stream's publisher lost (or regained) its media connection to the router; sent for each
+    /// subscriber's peer connection of that stream.
+    case publisherMedia(peerId: String, state: PublisherMediaState)
 
     /// The media peer connection a media message is about; nil for every other message. Exhaustive, so a new
     /// media message cannot be left out of the routing that relies on it.
     public var mediaPeerId: String? {
         switch self {
-        case .mediaOffer(let p, _, _, _, _), .mediaAnswer(let p, _), .mediaCandidate(let p, _), .mediaClose(let p, _),
-             .subscriberSettings(let p, _, _), .mediaQuality(let p, _):
+        case .mediaOffer(let p, _, _, _, _), .mediaAnswer(let p, _), .mediaCandidate(let p, _, _, _), .mediaClose(let p, _),
+             .subscriberSettings(let p, _, _), .mediaQuality(let p, _), .publisherMedia(let p, _):
             return p
         case .connected, .reply, .connectionCreated, .connectionDestroyed, .streamCreated, .streamDestroyed, .streamChanged,
              .signal, .muteForced, .disconnected, .error:
@@ -257,10 +280,12 @@ extension ClientMessage: Codable {
             self = .mediaOffer(id: try c.req("id"), peerId: try c.req("peerId"), streamId: try c.req("streamId"),
                                direction: try c.req("direction"), sdp: try c.req("sdp"))
         case "mediaAnswer": self = .mediaAnswer(peerId: try c.req("peerId"), sdp: try c.req("sdp"))
-        case "mediaCandidate": self = .mediaCandidate(peerId: try c.req("peerId"), candidate: try c.req("candidate"))
+        case "mediaCandidate":
+            self = .mediaCandidate(peerId: try c.req("peerId"), candidate: try c.req("candidate"), sdpMid: try c.opt("sdpMid"),
+                                   sdpMLineIndex: try c.opt("sdpMLineIndex"))
         case "mediaClose": self = .mediaClose(peerId: try c.req("peerId"))
         case "subscriberSettings": self = .subscriberSettings(peerId: try c.req("peerId"), audio: try c.req("audio"), video: try c.req("video"))
-        default: throw WireError("unknown client message type \(type.prefix(40))")
+        default: throw UnknownMessageType(type: String(type.prefix(64)), id: try? c.opt("id"))
         }
     }
 
@@ -295,8 +320,9 @@ extension ClientMessage: Codable {
             try c.put("direction", direction); try c.put("sdp", sdp)
         case .mediaAnswer(let peerId, let sdp):
             try c.put("type", "mediaAnswer"); try c.put("peerId", peerId); try c.put("sdp", sdp)
-        case .mediaCandidate(let peerId, let candidate):
+        case .mediaCandidate(let peerId, let candidate, let mid, let index):
             try c.put("type", "mediaCandidate"); try c.put("peerId", peerId); try c.put("candidate", candidate)
+            try c.put("sdpMid", mid); try c.put("sdpMLineIndex", index)
         case .mediaClose(let peerId):
             try c.put("type", "mediaClose"); try c.put("peerId", peerId)
         case .subscriberSettings(let peerId, let audio, let video):
@@ -319,17 +345,22 @@ extension ServerMessage: Codable {
         case "streamDestroyed": self = .streamDestroyed(streamId: try c.req("streamId"), reason: try c.req("reason"))
         case "streamChanged": self = .streamChanged(try c.req("stream"), property: try c.req("property"))
         case "signal": self = .signal(type: try c.req("signalType"), data: try c.req("data"), from: try c.opt("from"))
-        case "muteForced": self = .muteForced(active: try c.req("active"), streamId: try c.opt("streamId"))
+        case "muteForced":
+            self = .muteForced(active: try c.req("active"), streamId: try c.opt("streamId"),
+                               excludedStreamIds: try c.opt("excludedStreamIds") ?? [])
         case "disconnected": self = .disconnected(reason: try c.req("reason"))
         case "error": self = .error(code: try c.req("code"), message: try c.req("message"))
         case "mediaOffer":
             self = .mediaOffer(peerId: try c.req("peerId"), streamId: try c.req("streamId"), direction: try c.req("direction"),
                                sdp: try c.req("sdp"), from: try c.req("from"))
         case "mediaAnswer": self = .mediaAnswer(peerId: try c.req("peerId"), sdp: try c.req("sdp"))
-        case "mediaCandidate": self = .mediaCandidate(peerId: try c.req("peerId"), candidate: try c.req("candidate"))
+        case "mediaCandidate":
+            self = .mediaCandidate(peerId: try c.req("peerId"), candidate: try c.req("candidate"), sdpMid: try c.opt("sdpMid"),
+                                   sdpMLineIndex: try c.opt("sdpMLineIndex"))
         case "mediaClose": self = .mediaClose(peerId: try c.req("peerId"), reason: try c.opt("reason") ?? "")
         case "subscriberSettings": self = .subscriberSettings(peerId: try c.req("peerId"), audio: try c.req("audio"), video: try c.req("video"))
         case "mediaQuality": self = .mediaQuality(peerId: try c.req("peerId"), event: try c.req("event"))
+        case "publisherMedia": self = .publisherMedia(peerId: try c.req("peerId"), state: try c.req("state"))
         default: throw WireError("unknown server message type \(type.prefix(40))")
         }
     }
@@ -354,8 +385,9 @@ extension ServerMessage: Codable {
             try c.put("type", "streamChanged"); try c.put("stream", s); try c.put("property", p)
         case .signal(let type, let data, let from):
             try c.put("type", "signal"); try c.put("signalType", type); try c.put("data", data); try c.put("from", from)
-        case .muteForced(let active, let streamId):
+        case .muteForced(let active, let streamId, let excluded):
             try c.put("type", "muteForced"); try c.put("active", active); try c.put("streamId", streamId)
+            if active && streamId == nil { try c.put("excludedStreamIds", excluded) }
         case .disconnected(let reason):
             try c.put("type", "disconnected"); try c.put("reason", reason)
         case .error(let code, let message):
@@ -365,16 +397,27 @@ extension ServerMessage: Codable {
             try c.put("direction", direction); try c.put("sdp", sdp); try c.put("from", from)
         case .mediaAnswer(let peerId, let sdp):
             try c.put("type", "mediaAnswer"); try c.put("peerId", peerId); try c.put("sdp", sdp)
-        case .mediaCandidate(let peerId, let candidate):
+        case .mediaCandidate(let peerId, let candidate, let mid, let index):
             try c.put("type", "mediaCandidate"); try c.put("peerId", peerId); try c.put("candidate", candidate)
+            try c.put("sdpMid", mid); try c.put("sdpMLineIndex", index)
         case .mediaClose(let peerId, let reason):
             try c.put("type", "mediaClose"); try c.put("peerId", peerId); try c.put("reason", reason)
         case .subscriberSettings(let peerId, let audio, let video):
             try c.put("type", "subscriberSettings"); try c.put("peerId", peerId); try c.put("audio", audio); try c.put("video", video)
         case .mediaQuality(let peerId, let event):
             try c.put("type", "mediaQuality"); try c.put("peerId", peerId); try c.put("event", event)
+        case .publisherMedia(let peerId, let state):
+            try c.put("type", "publisherMedia"); try c.put("peerId", peerId); try c.put("state", state)
         }
     }
+}
+
+/// A well-formed client message whose `type` this server does not know (a newer client's). The server answers a
+/// request (one with an integer `id`) with an error `reply` and keeps the connection: forward compatibility.
+public struct UnknownMessageType: Error, Equatable, Sendable {
+    public var type: String
+    public var id: Int?
+    public init(type: String, id: Int?) { self.type = type; self.id = id }
 }
 
 /// JSON text for the wire, and back.
@@ -385,8 +428,10 @@ public enum SignalingCodec {
         guard let d = try? enc.encode(m) else { return "{}" }
         return String(decoding: d, as: UTF8.self)
     }
+    /// Throws `UnknownMessageType` for a message of a type it does not know, `WireError` for anything malformed.
     public static func decodeClient(_ text: String) throws -> ClientMessage {
-        do { return try JSONDecoder().decode(ClientMessage.self, from: Data(text.utf8)) } catch let e as WireError { throw e } catch {
+        do { return try JSONDecoder().decode(ClientMessage.self, from: Data(text.utf8)) } catch let e as WireError { throw e }
+        catch let e as UnknownMessageType { throw e } catch {
             throw WireError("bad client message: \(error)")
         }
     }

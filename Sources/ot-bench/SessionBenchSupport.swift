@@ -92,7 +92,7 @@ final class StreamRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Se
     private var _samples: [Int64] = []
     private var _firstFrameAt: Double?, _lastFrameAt: Double?, _connectedAt: Double?
     private var _renderTimes: [Double] = []
-    private var _connected = false, _disconnected = false, _failure: OTError?
+    private var _connected = false, _failure: OTError?
     private var _qualityEvents: [String] = []
     private var _streamCreated = false, _streamDestroyed = false
     let name: String
@@ -115,7 +115,6 @@ final class StreamRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Se
     /// Audio-fallback events, in order: "warning", "lifted", "disabled", "enabled".
     var qualityEvents: [String] { lock.withLock { _qualityEvents } }
     var connected: Bool { lock.withLock { _connected } }
-    var disconnected: Bool { lock.withLock { _disconnected } }
     var failure: OTError? { lock.withLock { _failure } }
     var streamCreated: Bool { lock.withLock { _streamCreated } }
     var streamDestroyed: Bool { lock.withLock { _streamDestroyed } }
@@ -127,7 +126,6 @@ final class StreamRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Se
         let t = monotonicSeconds()
         lock.withLock { _connected = true; _connectedAt = _connectedAt ?? t }
     }
-    func subscriberDidDisconnect(fromStream subscriber: Subscriber) { lock.withLock { _disconnected = true } }
     func subscriber(_ subscriber: Subscriber, didFailWithError error: OTError) { lock.withLock { _failure = error } }
     func subscriberVideoDisableWarning(_ subscriber: Subscriber) { lock.withLock { _qualityEvents.append("warning") } }
     func subscriberVideoDisableWarningLifted(_ subscriber: Subscriber) { lock.withLock { _qualityEvents.append("lifted") } }

@@ -62,7 +62,8 @@ func waitFor(seconds: Double = 10, _ cond: () -> Bool) -> Bool {
     return cond()
 }
 
-final class MediaRouterTests: XCTestCase {
+/// A router and its clients, closed after each test.
+class RouterTestCase: XCTestCase {
     static let audio: UInt32 = 0xA0D1, video: UInt32 = 0x71DE
     var router: MediaRouter!
     var clients: [RouterClient] = []
@@ -71,6 +72,9 @@ final class MediaRouterTests: XCTestCase {
         for c in clients { c.driver.close() }
         router?.stop()
     }
+}
+
+final class MediaRouterTests: RouterTestCase {
 
     /// Offers through the router and applies its answer.
     func negotiate(_ client: RouterClient, sid: String = "sess", peer: String, stream: String = "st1", _ dir: MediaDirection) throws -> String {

@@ -50,8 +50,8 @@ final class MediaSignalingTests: XCTestCase {
         XCTAssertEqual(out, [.send([2], .mediaAnswer(peerId: "p1", sdp: "v=0 answer"))])
         out = send(1, .mediaCandidate(peerId: "p1", candidate: "candidate:1 1 udp 1 127.0.0.1 5000 typ host"))
         XCTAssertEqual(out, [.send([2], .mediaCandidate(peerId: "p1", candidate: "candidate:1 1 udp 1 127.0.0.1 5000 typ host"))])
-        out = send(2, .mediaCandidate(peerId: "p1", candidate: ""))
-        XCTAssertEqual(out, [.send([1], .mediaCandidate(peerId: "p1", candidate: ""))])
+        out = send(2, .mediaCandidate(peerId: "p1", candidate: "", sdpMid: "0", sdpMLineIndex: 0))
+        XCTAssertEqual(out, [.send([1], .mediaCandidate(peerId: "p1", candidate: "", sdpMid: "0", sdpMLineIndex: 0))])  // passed on as is
         out = send(2, .subscriberSettings(peerId: "p1", audio: true, video: false))
         XCTAssertEqual(out, [.send([1], .subscriberSettings(peerId: "p1", audio: true, video: false))])
         // Only the publisher may answer, only the subscriber may change its settings.

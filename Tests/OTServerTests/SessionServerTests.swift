@@ -9,10 +9,9 @@ import OTWire
 import OTTestSupport
 import XCTest
 
-/// A blocking loopback HTTP exchange: sends raw bytes, reads until the server closes.
-func rawExchange(port: UInt16, _ bytes: [UInt8]) -> String {
+/// A blocking TCP socket connected to 127.0.0.1:`port` (reads time out after 10 s), or -1.
+func loopbackSocket(port: UInt16) -> Int32 {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
     var addr = sockaddr_in()
     addr.sin_family = sa_family_t(AF_INET)
     addr.sin_port = port.bigEndian
@@ -20,7 +19,15 @@ func rawExchange(port: UInt16, _ bytes: [UInt8]) -> String {
     var tv = timeval(tv_sec: 10, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-    guard rc == 0 else { return "" }
+    guard rc == 0 else { close(fd); return -1 }
+    return fd
+}
+
+/// A blocking loopback HTTP exchange: sends raw bytes, reads until the server closes.
+func rawExchange(port: UInt16, _ bytes: [UInt8]) -> String {
+    let fd = loopbackSocket(port: port)
+    guard fd >= 0 else { return "" }
+    defer { close(fd) }
     _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
     var out: [UInt8] = []
     var buf = [UInt8](repeating: 0, count: 65536)
@@ -158,6 +165,61 @@ final class SessionServerTests: XCTestCase {
         XCTAssertNoThrow(try server.createSession(apiKey: project.apiKey))
     }
 
+    func testUnknownMessageTypesGetAnErrorReplyAndTheConnectionStays() throws {
+        let sid = try server.createSession(apiKey: project.apiKey)
+        let fd = loopbackSocket(port: server.port)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        func sendText(_ text: String) {
+            let frame = WebSocketFrame(opcode: .text, payload: Array(text.utf8)).encoded(maskKey: (9, 8, 7, 6))
+            _ = frame.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        }
+        var http = HTTPParser(kind: .response), reader = WebSocketReader(requireMasked: false)
+        var upgraded = false
+        /// The next JSON text message from the server.
+        func next() throws -> [String: Any] {
+            var buf = [UInt8](repeating: 0, count: 65536)
+            while true {
+                if upgraded, let m = try reader.next() {
+                    if case .text(let t) = m { return try XCTUnwrap(JSONSerialization.jsonObject(with: Data(t.utf8)) as? [String: Any]) }
+                    continue
+                }
+                let n = recv(fd, &buf, buf.count, 0)
+                guard n > 0 else { throw OTError(.connectionDropped, "closed") }
+                if upgraded { reader.append(buf[0..<n]) } else {
+                    http.append(buf[0..<n])
+                    if try http.nextResponse() != nil { upgraded = true; reader.append(http.takeLeftover()) }
+                }
+            }
+        }
+        let key = WebSocketHandshake.makeKey()
+        let hs = WebSocketHandshake.clientRequest(host: "x", path: SessionServer.signalingPath, key: key).serialized()
+        _ = hs.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        // Before connect too: a newer client may announce itself first.
+        sendText(#"{"type":"hello","id":3,"features":["x"]}"#)
+        var m = try next()
+        XCTAssertEqual(m["type"] as? String, "reply")
+        XCTAssertEqual(m["id"] as? Int, 3)
+        XCTAssertEqual(m["code"] as? Int, 1011)
+        XCTAssertEqual(m["message"] as? String, #"unknown message type "hello""#)
+        sendText(SignalingCodec.encode(ClientMessage.connect(ConnectRequest(id: 4, apiKey: project.apiKey, sessionId: sid, token: try server.token(sessionId: sid)))))
+        XCTAssertEqual(try next()["type"] as? String, "connected")
+        sendText(#"{"type":"futureRequest","id":5,"streamId":"s"}"#)
+        sendText(#"{"type":"futureNotification"}"#)  // no id: nothing to answer, ignored
+        sendText(SignalingCodec.encode(ClientMessage.signal(id: 6, type: "t", data: "still here", to: nil)))
+        m = try next()
+        XCTAssertEqual([m["type"] as? String, m["id"].map { "\($0)" }, m["code"].map { "\($0)" }], ["reply", "5", "1011"])
+        var rest = [try next(), try next()].sorted { ($0["type"] as? String ?? "") < ($1["type"] as? String ?? "") }
+        XCTAssertEqual(rest[0]["type"] as? String, "reply")
+        XCTAssertEqual(rest[0]["id"] as? Int, 6)
+        XCTAssertNil(rest[0]["code"])
+        XCTAssertEqual(rest[1]["data"] as? String, "still here")
+        rest = []
+        // Malformed JSON still closes the socket with an error.
+        sendText("{not json")
+        XCTAssertEqual(try next()["type"] as? String, "error")
+    }
+
     func testHundredsOfConnectionsOnOneServerThread() throws {
         let sessions = try (0..<10).map { _ in try server.createSession(apiKey: project.apiKey) }
         var clients: [(Session, Recorder)] = []
@@ -195,13 +257,8 @@ final class KeepaliveTests: XCTestCase {
         try live.connect(token: server.token(sessionId: sid))
         rec.waitFor(.connected)
         // A dead client: completes the upgrade and connect, then never reads or answers again.
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = loopbackSocket(port: server.port)
         defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = server.port.bigEndian
-        inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr)
-        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         let key = WebSocketHandshake.makeKey()
         var bytes = WebSocketHandshake.clientRequest(host: "x", path: SessionServer.signalingPath, key: key).serialized()
         let hello = ClientMessage.connect(ConnectRequest(id: 1, apiKey: project.apiKey, sessionId: sid, token: try server.token(sessionId: sid)))

@@ -51,7 +51,7 @@ final class SignalingRouterTests: XCTestCase {
             (3, .subscribe(id: 1, streamId: st.id), 1535),
             (1, .forceMuteAll(id: 1, active: true, excludedStreams: []), 1535),
             (1, .forceMuteStream(id: 1, streamId: st.id), 1535),
-            (1, .forceDisconnect(id: 1, connectionId: pubId), 1535),
+            (1, .forceDisconnect(id: 1, connectionId: pubId), 1520),
             (2, .unpublish(id: 1, streamId: st.id), 1535),
             (2, .updateStream(id: 1, streamId: st.id, hasAudio: false, hasVideo: nil, width: nil, height: nil), 1535),
         ]
@@ -143,7 +143,7 @@ final class SignalingRouterTests: XCTestCase {
         let keep = publish(), mute = publish()
         let out = try r.restMuteAll(sessionId: sid, active: true, excluded: [keep?.id ?? ""])
         XCTAssertEqual(messages(out, to: 1).filter { if case .streamChanged = $0 { true } else { false } }.count, 1)
-        XCTAssertTrue(messages(out, to: 2).contains(.muteForced(active: true, streamId: nil)))
+        XCTAssertTrue(messages(out, to: 2).contains(.muteForced(active: true, streamId: nil, excludedStreamIds: [keep?.id ?? ""])))
         XCTAssertEqual(r.streams(in: sid).map(\.hasAudio), [true, false])
         XCTAssertEqual(r.streams(in: sid).last?.id, mute?.id)
         XCTAssertEqual(publish()?.hasAudio, false)

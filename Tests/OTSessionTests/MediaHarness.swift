@@ -227,12 +227,13 @@ extension TestServer {
         let (_, subRec, _) = try t.subscribeB(frames: 3, file: file, line: line)
         try t.b.disconnect()
         try t.a.disconnect()
-        subRec.waitFor(.disconnected, file: file, line: line)
         t.pubRec.wait("streamDestroyed", file: file, line: line) {
             $0.events.contains { if case .streamDestroyed = $0 { true } else { false } }
         }
         t.aRec.waitFor(.disconnected, file: file, line: line)
         t.bRec.waitFor(.disconnected, file: file, line: line)
+        // The session's end is not a subscriber event (B's messages come in one order: none came before B's end).
+        XCTAssertEqual(subRec.events, [.connected], file: file, line: line)
     }
 
     /// After a warm-up cycle (lazily made threads and sockets of the runtime), three `publishSubscribeAndDisconnect`
@@ -258,11 +259,15 @@ extension TestServer {
         let (a, _) = try client(try session(relayed: relayed), name: "A", file: file, line: line)
         defer { try? a.disconnect() }
         let (publisher, _, stream) = try OTSessionTests.publishTone(a, file: file, line: line)
-        let (_, subRec, _) = try subscribe(a, to: stream, frames: 10, name: "self", file: file, line: line)
+        let (sub, subRec, _) = try subscribe(a, to: stream, frames: 10, name: "self", file: file, line: line)
         subRec.waitFor(.connected, file: file, line: line)
         XCTAssertFalse(subRec.stamps.isEmpty, file: file, line: line)
         try a.unpublish(publisher)
-        subRec.waitFor(.disconnected, file: file, line: line)
+        // Unpublishing ends the subscription to the own stream at once (not a subscriber event).
+        XCTAssertFalse(sub.isConnected, file: file, line: line)
+        XCTAssertThrowsError(try a.unsubscribe(sub), file: file, line: line) {
+            XCTAssertEqual(($0 as? OTError)?.code, .subscriberNotFound)
+        }
     }
 }
 

@@ -61,7 +61,7 @@ final class RelayedPublishSubscribeTests: XCTestCase {
         XCTAssertTrue(publisher.rtcStatsReport().contains("\"candidate-pair\""))
 
         try b.unsubscribe(subscriber)
-        subRec.waitFor(.disconnected)
+        XCTAssertFalse(subscriber.isConnected)
         XCTAssertThrowsError(try b.unsubscribe(subscriber)) { XCTAssertEqual(($0 as? OTError)?.code, .subscriberNotFound) }
         try a.unpublish(publisher)
         pubRec.waitFor(.streamDestroyed(stream.id))
@@ -132,7 +132,7 @@ final class RelayedPublishSubscribeTests: XCTestCase {
         rec.waitFor(.failed(OTErrorCode.subscriberTimedOut.rawValue))
         XCTAssertFalse(sub.isConnected)
         try b.unsubscribe(sub)
-        rec.waitFor(.disconnected)
+        XCTAssertFalse(rec.events.contains(.disconnected), "a connection that never came up is not interrupted")
     }
 
     func testRoleSessionAndOnePublisherRules() throws {

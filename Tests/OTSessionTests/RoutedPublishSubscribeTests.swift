@@ -32,9 +32,11 @@ final class RoutedPublishSubscribeTests: RoutedServerTestCase {
         XCTAssertEqual(publisher.stats.connections, 1, "one connection: to the router")
 
         try b.unsubscribe(subscriber)
-        subRec.waitFor(.disconnected)
+        XCTAssertFalse(subscriber.isConnected)
         try a.unpublish(publisher)
         pubRec.waitFor(.streamDestroyed(stream.id))
+        t.bRec.waitFor(.streamDestroyed(stream.id))
+        XCTAssertEqual(subRec.events, [.connected], "neither the unsubscribe nor the stream's end is a subscriber event")
     }
 
     func testSubscribingToYourOwnStreamLoopsThroughTheRouter() throws {
@@ -84,7 +86,8 @@ extension RoutedPublishSubscribeTests {
         var subscribers: [Subscriber] = []
         for (i, (s, rec)) in clients.enumerated() {
             rec.wait("two streams") { ev in ev.filter { if case .streamCreated = $0 { true } else { false } }.count >= 2 }
-            for stream in s.streams.values {
+            XCTAssertEqual(s.streams.count, 3, "the session's streams include its own")
+            for stream in s.streams.values where !s.isOwn(stream) {
                 let r = MediaRecorder("client\(i) <- \(stream.name)")
                 let sub = Subscriber(stream: stream, delegate: r)
                 try s.subscribe(sub)

@@ -190,7 +190,11 @@ final class SessionEventsTests: XCTestCase {
         guard case .success(let st)? = box.get(), let vid = victim.connection?.id else { return XCTFail() }
         ro.waitFor(.streamCreated(st))
 
-        XCTAssertThrowsError(try other.forceDisconnect(vid)) { XCTAssertEqual(($0 as? OTError)?.code, .forceUnpublishOrInvalidStream) }
+        // OTSessionUnableToForceDisconnect (1520): not a moderator (refused locally), or no such connection (the server).
+        XCTAssertThrowsError(try other.forceDisconnect(vid)) { XCTAssertEqual(($0 as? OTError)?.code, .unableToForceDisconnect) }
+        let nobody = Box<OTError?>()
+        try mod.forceDisconnect("nobody") { nobody.put($0) }
+        XCTAssertEqual((nobody.get() ?? nil)?.code, .unableToForceDisconnect)
         let done = Box<OTError?>()
         try mod.forceDisconnect(vid) { done.put($0) }
         XCTAssertEqual(done.get() ?? nil, nil)

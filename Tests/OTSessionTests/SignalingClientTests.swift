@@ -119,7 +119,8 @@ final class SignalingClientTests: XCTestCase {
         XCTAssertEqual(events(c.receive(.streamChanged(stream("unknown"), property: "hasAudio"), now: t0)), [])
         XCTAssertEqual(events(c.receive(.signal(type: "t", data: "d", from: "other"), now: t0)), [.signal(type: "t", data: "d", from: other)])
         XCTAssertEqual(events(c.receive(.signal(type: "t", data: "d", from: nil), now: t0)), [.signal(type: "t", data: "d", from: nil)])
-        XCTAssertEqual(events(c.receive(.muteForced(active: true, streamId: nil), now: t0)), [.muteForced(MuteForcedInfo(active: true, streamId: nil))])
+        XCTAssertEqual(events(c.receive(.muteForced(active: true, streamId: nil, excludedStreamIds: ["x"]), now: t0)),
+                       [.muteForced(MuteForcedInfo(active: true, streamId: nil, excludedStreamIds: ["x"]))])
         XCTAssertTrue(c.muteAllActive)
         XCTAssertEqual(events(c.receive(.streamDestroyed(streamId: "s1", reason: "x"), now: t0)), [.streamDestroyed(stream("s1", audio: false))])
         XCTAssertEqual(events(c.receive(.connectionDestroyed(connectionId: "other", reason: "x"), now: t0)), [.connectionDestroyed(other)])

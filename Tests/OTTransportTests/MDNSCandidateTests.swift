@@ -42,6 +42,28 @@ final class MDNSCandidateTests: XCTestCase {
     }
 
     func testHiddenOffererIsFoundAsPeerReflexive() throws { try connect(hidingOfferer: true, seed: 600) }
+
+    /// The router's case (routed sessions): an ICE-lite connection on the shared socket never sends checks, so it can
+    /// only learn the browser from the browser's checks; over real loopback sockets.
+    func testICELiteRouterConnectionLearnsAHiddenBrowserFromItsChecks() throws {
+        let endpoint = try MediaEndpoint()
+        defer { endpoint.stop() }
+        let lc = EventLog(), ls = EventLog()
+        let video = { (ssrc: UInt32) in PeerConnectionConfig(audio: false, videoTrack: SDPLocalTrack(ssrc: ssrc, streamID: "s", trackID: "v", cname: "c")) }
+        let client = try PeerConnectionDriver(config: video(0xA2), handler: lc.handler)
+        let server = try endpoint.makePeerConnection(config: video(0xB2), handler: ls.handler)
+        defer { client.close(); server.close() }
+        let offer = hide("127.0.0.1", in: try client.createOffer())
+        XCTAssertTrue(offer.contains(Self.name))
+        try client.setRemoteAnswer(try server.createAnswer(toOffer: offer))
+        XCTAssertEqual(server.negotiated?.remoteCandidates, [])
+        XCTAssertTrue(LoopbackPeer.wait { lc.connected && ls.connected })
+        XCTAssertEqual(server.selectedCandidatePair?.remote.kind, .prflx)
+        var p = testRTP(ssrc: 0xA2, seq: 1, ts: 1, payload: [1, 2, 3]), q = testRTP(ssrc: 0xB2, seq: 1, ts: 1, payload: [4, 5, 6])
+        XCTAssertTrue(client.sendRTP(&p))
+        XCTAssertTrue(server.sendRTP(&q))
+        XCTAssertTrue(LoopbackPeer.wait { ls.rtp(ssrc: 0xA2).count == 1 && lc.rtp(ssrc: 0xB2).count == 1 })
+    }
     func testHiddenAnswererIsFoundAsPeerReflexive() throws { try connect(hidingOfferer: false, seed: 610) }
 
     func testTrickledMDNSCandidatesAreRecognised() {

@@ -70,7 +70,7 @@ final class SetupTimeBenchmarkTests: XCTestCase {
         a.withTransport { t in for p in packets { _ = t?.sendMedia(p) } }
         a.driver.wake()
         let decoder = try VP8Decoder()
-        var assembler = AiortcMediaInteropTests.VP8Assembler()
+        var assembler = VP8Assembler()
         var frame = VideoFrame(width: 16, height: 16)
         var seen = 0
         let end = MonotonicClock.now() + .seconds(5)
@@ -89,5 +89,27 @@ final class SetupTimeBenchmarkTests: XCTestCase {
         }
         XCTFail("no frame decoded")
         return .nan
+    }
+}
+
+/// Reassembles VP8 frames from RTP packets of one SSRC (in order on loopback; a gap drops the frame).
+struct VP8Assembler {
+    var timestamp: UInt32?
+    var lastSeq: UInt16?
+    var parts: [UInt8] = []
+    var broken = false
+
+    mutating func add(_ p: RTPPacket) throws -> [UInt8]? {
+        let (desc, body) = try VP8PayloadDescriptor.parse(p.payload)
+        if desc.startsFrame || timestamp != p.timestamp {
+            timestamp = p.timestamp; parts = []; broken = !desc.startsFrame
+        } else if let l = lastSeq, p.sequenceNumber != l &+ 1 {
+            broken = true
+        }
+        lastSeq = p.sequenceNumber
+        parts.append(contentsOf: body)
+        guard p.marker, !broken else { return nil }
+        defer { parts = [] }
+        return parts
     }
 }

@@ -217,13 +217,38 @@ final class ControlWireTests: XCTestCase {
             .reply(id: 2, code: nil, message: nil, stream: stream, issueId: nil), .reply(id: 3, code: 1535, message: "no", stream: nil, issueId: "i"),
             .connectionCreated(conn), .connectionDestroyed(connectionId: "c", reason: "r"), .streamCreated(stream),
             .streamDestroyed(streamId: "s", reason: "r"), .streamChanged(stream, property: "hasAudio"),
-            .signal(type: "t", data: "d", from: nil), .signal(type: "t", data: "d", from: "c"), .muteForced(active: false, streamId: nil),
-            .muteForced(active: true, streamId: "s"), .disconnected(reason: "x"), .error(code: 1004, message: "m"),
+            .signal(type: "t", data: "d", from: nil), .signal(type: "t", data: "d", from: "c"),
+            .muteForced(active: false, streamId: nil, excludedStreamIds: []),
+            .muteForced(active: true, streamId: "s", excludedStreamIds: []),
+            .muteForced(active: true, streamId: nil, excludedStreamIds: ["a", "b"]), .disconnected(reason: "x"), .error(code: 1004, message: "m"),
+            .publisherMedia(peerId: "p", state: .interrupted), .publisherMedia(peerId: "p", state: .resumed),
         ]
         for m in server { XCTAssertEqual(try SignalingCodec.decodeServer(SignalingCodec.encode(m)), m) }
         for bad in ["", "[]", "{}", #"{"type":"nope"}"#, #"{"type":"signal","id":"x"}"#, #"{"type":"signal","id":1,"signalType":5,"data":""}"#] {
             XCTAssertThrowsError(try SignalingCodec.decodeClient(bad), bad)
         }
+    }
+
+    /// A stream carries its connection (with data), so a client reaches the owner of a stream whose connection it was
+    /// never told of; a stream without it (older servers) still names the connection id, and a connection that names
+    /// another id is not taken for the stream's.
+    func testStreamCarriesItsConnection() throws {
+        let conn = ConnectionInfo(id: "c", creationTime: 5, data: "name=ann")
+        let s = StreamInfo(id: "s", connectionId: "c", name: "n", hasAudio: true, hasVideo: true, videoType: "camera", width: 1, height: 2,
+                           creationTime: 3, connection: conn)
+        let text = SignalingCodec.encode(ServerMessage.streamCreated(s))
+        XCTAssertTrue(text.contains(#""connection":{"creationTime":5,"data":"name=ann","id":"c"}"#), text)
+        guard case .streamCreated(let back) = try SignalingCodec.decodeServer(text) else { return XCTFail() }
+        XCTAssertEqual(back.connection, conn)
+        let bare = #"{"type":"streamCreated","stream":{"id":"s","connectionId":"c","name":"","hasAudio":true,"hasVideo":true,"videoType":"camera","width":1,"height":1,"creationTime":0,"layoutClassList":[]}}"#
+        guard case .streamCreated(let old) = try SignalingCodec.decodeServer(bare) else { return XCTFail() }
+        XCTAssertEqual(old.connection, ConnectionInfo(id: "c", creationTime: 0, data: ""))
+        let liar = bare.replacingOccurrences(of: #""layoutClassList":[]"#, with: #""layoutClassList":[],"connection":{"id":"x","creationTime":1,"data":"d"}"#)
+        guard case .streamCreated(let fixed) = try SignalingCodec.decodeServer(liar) else { return XCTFail() }
+        XCTAssertEqual(fixed.connection.id, "c")
+        // A mute all names its excluded streams; one stream's mute and a disable do not carry the list.
+        XCTAssertTrue(SignalingCodec.encode(ServerMessage.muteForced(active: true, streamId: nil, excludedStreamIds: ["x"])).contains(#""excludedStreamIds":["x"]"#))
+        XCTAssertFalse(SignalingCodec.encode(ServerMessage.muteForced(active: false, streamId: nil, excludedStreamIds: [])).contains("excluded"))
     }
 
     /// The audio-fallback fields and message: round trips, absent flags read as true, unknown events refused.
@@ -261,6 +286,31 @@ final class ControlWireTests: XCTestCase {
     func testFormEncodingBothSpaceSpellings() {
         XCTAssertEqual(FormEncoding.decode("a=b+c&d=e%20f&g&h=%zz"), ["a": "b c", "d": "e f", "g": "", "h": "%zz"])
         XCTAssertEqual(FormEncoding.encode([("k", "a b&c=d/é")]), "k=a+b%26c%3Dd%2F%C3%A9")
+    }
+
+    func testUnknownClientTypesAreToldApartFromMalformedMessages() {
+        XCTAssertThrowsError(try SignalingCodec.decodeClient(#"{"type":"fromTheFuture","id":12,"x":[1]}"#)) {
+            XCTAssertEqual($0 as? UnknownMessageType, UnknownMessageType(type: "fromTheFuture", id: 12))
+        }
+        XCTAssertThrowsError(try SignalingCodec.decodeClient(#"{"type":"fromTheFuture"}"#)) {
+            XCTAssertEqual($0 as? UnknownMessageType, UnknownMessageType(type: "fromTheFuture", id: nil))
+        }
+        // A known type with missing fields, or no type at all, is malformed.
+        for bad in [#"{"type":"signal","id":1}"#, #"{"id":1}"#, "[]"] {
+            XCTAssertThrowsError(try SignalingCodec.decodeClient(bad)) { XCTAssertTrue($0 is WireError, bad) }
+        }
+    }
+
+    func testCandidatesCarryTheirSectionAndOldOnesWithoutItStillDecode() throws {
+        let old = try SignalingCodec.decodeClient(#"{"type":"mediaCandidate","peerId":"p","candidate":"candidate:1 1 udp 1 127.0.0.1 9 typ host"}"#)
+        XCTAssertEqual(old, .mediaCandidate(peerId: "p", candidate: "candidate:1 1 udp 1 127.0.0.1 9 typ host", sdpMid: nil, sdpMLineIndex: nil))
+        let new = ClientMessage.mediaCandidate(peerId: "p", candidate: "", sdpMid: "0", sdpMLineIndex: 0)
+        let text = SignalingCodec.encode(new)
+        XCTAssertTrue(text.contains(#""sdpMid":"0""#) && text.contains(#""sdpMLineIndex":0"#), text)
+        XCTAssertEqual(try SignalingCodec.decodeClient(text), new)
+        let forwarded = ServerMessage.mediaCandidate(peerId: "p", candidate: "c", sdpMid: "a", sdpMLineIndex: 2)
+        XCTAssertEqual(try SignalingCodec.decodeServer(SignalingCodec.encode(forwarded)), forwarded)
+        XCTAssertFalse(SignalingCodec.encode(ServerMessage.mediaCandidate(peerId: "p", candidate: "c")).contains("sdpMid"))
     }
 
     func testMediaMessagesNameTheirPeerConnectionAndOthersDoNot() {

@@ -1,3 +1,4 @@
+import Foundation
 import OTBase
 @testable import OTWire
 import XCTest
@@ -181,9 +182,9 @@ final class SDPTests: XCTestCase {
         XCTAssertEqual(parsed.media[1].formats, ["96", "97"])
         XCTAssertEqual(parsed.media[1].setup, .active)
         XCTAssertEqual(parsed.media[1].ssrcGroups, [SDPSSRCGroup(semantics: "FID", ssrcs: [77, 78])])
-        // Candidates go with the BUNDLE tag (mid 0), where browsers look for the bundled transport's candidates.
-        XCTAssertEqual(parsed.media[0].candidates.count, 1)
-        XCTAssertEqual(parsed.media[1].candidates.count, 0)
+        // Candidates go with the BUNDLE tag (mid 0), where browsers look for the bundled transport's candidates, and
+        // with the other bundled section too (aiortc under max-bundle reads them from the last one).
+        XCTAssertEqual(parsed.media.map(\.candidates.count), [1, 1])
         let back = try SDPNegotiation.accept(answer: parsed, offer: offer)
         XCTAssertFalse(back.localIsDTLSClient)
         XCTAssertEqual(back.remoteIceUfrag, "loca")
@@ -198,7 +199,7 @@ final class SDPTests: XCTestCase {
         a.videoTrack = SDPLocalTrack(ssrc: 2, rtxSSRC: 3, streamID: "sa", trackID: "tv", cname: "a")
         a.candidates = [SDPCandidate(foundation: "1", priority: 100, address: TransportAddress("127.0.0.1:4000")!, kind: .host)]
         let offer = try SessionDescription.parse(SDPNegotiation.offer(a).serialized())
-        XCTAssertEqual(offer.media.map(\.candidates.count), [1, 0])  // in the BUNDLE-tag section
+        XCTAssertEqual(offer.media.map(\.candidates.count), [1, 1])  // every bundled section: one transport
         var b = SDPLocalParameters(iceUfrag: "bbbb", icePwd: "bbbbbbbbbbbbbbbbbbbbbb", fingerprint: fp)
         b.video = false
         let (answer, nb) = try SDPNegotiation.answer(to: offer, local: b)
@@ -220,5 +221,146 @@ final class SDPTests: XCTestCase {
         var noMux = try SessionDescription.parse(Self.chromeOffer)
         noMux.media[0].rtcpMux = false; noMux.media[1].rtcpMux = false
         XCTAssertThrowsError(try SDPNegotiation.answer(to: noMux, local: local))
+    }
+
+    // MARK: offers as real stacks make them (Fuzz/corpus/sdp holds them, captured from Chromium 156 and aiortc 1.16)
+
+    static func corpus(_ name: String) throws -> SessionDescription {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fuzz/corpus/sdp/\(name)")
+        return try SessionDescription.parse(String(decoding: try Data(contentsOf: url), as: UTF8.self))
+    }
+
+    static var local: SDPLocalParameters {
+        var l = SDPLocalParameters(iceUfrag: "loca", icePwd: "0123456789abcdefghijkl",
+                                   fingerprint: SDPFingerprint(algorithm: "sha-256", bytes: Array(repeating: 0xAB, count: 32)))
+        l.candidates = [SDPCandidate(foundation: "1", priority: 100, address: TransportAddress("127.0.0.1:4000")!, kind: .host)]
+        l.endOfCandidates = true
+        return l
+    }
+
+    func testChromiumCameraOfferWithManyCodecsAndADataChannelGetsOpusAndVP8() throws {
+        let offer = try Self.corpus("chrome-camera-balanced-datachannel.sdp")
+        var local = Self.local
+        local.videoTrack = SDPLocalTrack(ssrc: 77, streamID: "s", trackID: "v", cname: "me")
+        let (answer, neg) = try SDPNegotiation.answer(to: offer, local: local)
+        let parsed = try SessionDescription.parse(answer.serialized())
+        XCTAssertEqual(parsed.media.map(\.kind), ["audio", "video", "application"])
+        XCTAssertEqual(parsed.media.map(\.port), [9, 9, 0])  // the data channel is rejected
+        XCTAssertEqual(parsed.media.map(\.mid), ["0", "1", "2"])
+        XCTAssertEqual(parsed.bundleMids, ["0", "1"])
+        XCTAssertEqual(parsed.media[0].formats, ["111"])       // RED, G.722, PCMU, PCMA, CN, DTMF left out
+        XCTAssertEqual(parsed.media[1].formats, ["96", "97"])  // VP8 + RTX; H.264, AV1, VP9, RED, ULPFEC left out
+        XCTAssertTrue(parsed.media[0].rtcpMux && parsed.media[1].rtcpMux)
+        // Extensions: MID, transport-wide CC, abs-send-time (and audio level for audio), under the offer's ids.
+        XCTAssertEqual(parsed.media[0].extmaps.map(\.id), [1, 2, 3, 4])
+        XCTAssertEqual(parsed.media[1].extmaps.map(\.id), [2, 3, 4])
+        XCTAssertEqual(neg.media[1].extensionIds, RTPHeaderExtensionIds(absSendTime: 2, transportSequenceNumber: 3, mid: 4))
+        XCTAssertEqual(neg.media[0].extensionIds.audioLevel, 1)
+        // The transport is the tag's (mid 0): its candidates only, not those of the other sections' ports.
+        XCTAssertEqual(neg.remoteIceUfrag, "BOUY")
+        XCTAssertEqual(neg.remoteCandidates, offer.media[0].candidates)
+        XCTAssertEqual(neg.media.map(\.remoteSSRCs), [[2408546081], [2051759327, 2411732488]])
+        XCTAssertEqual(neg.media[1].remoteRTXSSRCs, [2051759327: 2411732488])
+    }
+
+    func testEveryBundlePolicyIsAnsweredOnTheTagTransport() throws {
+        // aiortc's default (balanced): one port per section, the same ufrag.
+        let balanced = try Self.corpus("aiortc-balanced-offer.sdp")
+        XCTAssertNotEqual(balanced.media[0].candidates.map(\.address), balanced.media[1].candidates.map(\.address))
+        let (a1, n1) = try SDPNegotiation.answer(to: balanced, local: Self.local)
+        XCTAssertEqual(a1.bundleMids, ["0", "1"])
+        XCTAssertEqual(n1.media.map(\.kind), ["audio", "video"])
+        XCTAssertEqual(n1.media.map(\.codec.name), ["opus", "VP8"])
+        XCTAssertEqual(n1.remoteCandidates, balanced.media[0].candidates)
+        XCTAssertTrue(n1.remoteEndOfCandidates)
+        // max-bundle: one port for all.
+        let maxBundle = try Self.corpus("aiortc-max-bundle-recvonly-offer.sdp")
+        let (a2, n2) = try SDPNegotiation.answer(to: maxBundle, local: Self.local)
+        XCTAssertEqual(a2.bundleMids, ["0", "1"])
+        XCTAssertEqual(n2.media.map(\.direction), [.inactive, .inactive])  // recvonly offer, nothing to send
+        // max-compat: every section its own ICE credentials too; the tag's are used.
+        var compat = balanced
+        compat.media[1].iceUfrag = "othr"
+        compat.media[1].icePwd = "otherotherotherotherot"
+        let (_, n3) = try SDPNegotiation.answer(to: compat, local: Self.local)
+        XCTAssertEqual(n3.remoteIceUfrag, balanced.media[0].iceUfrag)
+        XCTAssertEqual(n3.media.count, 2)
+    }
+
+    func testBundleTagMovesPastARejectedSectionAndSectionsOutsideTheGroupAreRejected() throws {
+        var offer = try Self.corpus("chrome-camera-balanced-datachannel.sdp")
+        offer.groups = [("BUNDLE", ["2", "1", "0"])]  // the data channel suggested as the tag
+        let (answer, neg) = try SDPNegotiation.answer(to: offer, local: Self.local)
+        XCTAssertEqual(answer.bundleMids, ["1", "0"])  // RFC 8843 §7.3.1: the next mid of the group we accept
+        XCTAssertEqual(neg.remoteCandidates, offer.media[1].candidates)
+        XCTAssertEqual(answer.transportSection?.mid, "1")
+        XCTAssertEqual(answer.transportSection?.index, 1)
+
+        var partial = offer
+        partial.groups = [("BUNDLE", ["0"])]
+        let (a2, n2) = try SDPNegotiation.answer(to: partial, local: Self.local)
+        XCTAssertEqual(n2.media.map(\.kind), ["audio"])
+        XCTAssertEqual(a2.media.map(\.port), [9, 0, 0])
+
+        var none = offer
+        none.groups = []
+        let (a3, n3) = try SDPNegotiation.answer(to: none, local: Self.local)
+        XCTAssertEqual(n3.media.map(\.kind), ["audio"])  // one transport: the first section only
+        XCTAssertNil(a3.bundleMids)
+        XCTAssertEqual(a3.media.map(\.port), [9, 0, 0])
+    }
+
+    func testBundleOnlySectionsAreAcceptedAndAStrictAnswerIsRead() throws {
+        var offer = try Self.corpus("aiortc-max-bundle-recvonly-offer.sdp")
+        offer.media[1].port = 0
+        offer.media[1].bundleOnly = true
+        offer.media[1].candidates = []
+        offer.media[1].endOfCandidates = false
+        offer.media[1].iceUfrag = nil; offer.media[1].icePwd = nil
+        let (answer, neg) = try SDPNegotiation.answer(to: try SessionDescription.parse(offer.serialized()), local: Self.local)
+        XCTAssertEqual(neg.media.map(\.kind), ["audio", "video"])
+        XCTAssertEqual(answer.media.map(\.port), [9, 9])
+
+        // An RFC 8843 answer to our offer: the tag carries the transport, the other section is bundle-only with port 0.
+        var ours = Self.local
+        ours.audioTrack = SDPLocalTrack(ssrc: 1, streamID: "s", trackID: "a", cname: "c")
+        ours.videoTrack = SDPLocalTrack(ssrc: 2, streamID: "s", trackID: "v", cname: "c")
+        let ourOffer = SDPNegotiation.offer(ours)
+        var theirs = SDPLocalParameters(iceUfrag: "thei", icePwd: "rsrsrsrsrsrsrsrsrsrsrs", fingerprint: SDPFingerprint(algorithm: "sha-256", bytes: Array(0..<32)))
+        theirs.candidates = [SDPCandidate(foundation: "9", priority: 1, address: TransportAddress("127.0.0.1:9999")!, kind: .host)]
+        var (strict, _) = try SDPNegotiation.answer(to: ourOffer, local: theirs)
+        strict.media[1].port = 0
+        strict.media[1].bundleOnly = true
+        strict.media[1].candidates = []
+        strict.media[1].iceUfrag = nil; strict.media[1].icePwd = nil; strict.media[1].fingerprints = []
+        let back = try SDPNegotiation.accept(answer: try SessionDescription.parse(strict.serialized()), offer: ourOffer)
+        XCTAssertEqual(back.media.map(\.kind), ["audio", "video"])
+        XCTAssertEqual(back.remoteIceUfrag, "thei")
+        XCTAssertEqual(back.remoteCandidates.map(\.address.port), [9999])
+    }
+
+    func testSimulcastOfferWithoutSSRCsIsAnsweredWithOneStream() throws {
+        let offer = try Self.corpus("chrome-simulcast-no-ssrc.sdp")
+        XCTAssertTrue(offer.media[1].ssrcs.isEmpty)
+        let (answer, neg) = try SDPNegotiation.answer(to: offer, local: Self.local)
+        XCTAssertEqual(neg.media.map(\.direction), [.recvonly, .recvonly])
+        XCTAssertEqual(neg.media[1].remoteSSRCs, [])  // learnt from the MID header extension of the first packets
+        XCTAssertNotNil(neg.media[1].extensionIds.mid)
+        let text = answer.serialized()
+        XCTAssertFalse(text.contains("a=rid"))        // simulcast declined: the browser sends one encoding
+        XCTAssertFalse(text.contains("a=simulcast"))
+        XCTAssertFalse(text.contains("rtp-stream-id"))
+    }
+
+    func testTrackWithoutAKnownSSRCIsAnnouncedByMsidOnly() throws {
+        var local = Self.local
+        local.videoTrack = SDPLocalTrack(ssrc: 0, streamID: "s", trackID: "v", cname: "c", announcesSSRC: false)
+        let (answer, neg) = try SDPNegotiation.answer(to: try Self.corpus("chrome-viewer-max-bundle-mdns.sdp"), local: local)
+        XCTAssertEqual(neg.media.map(\.direction), [.inactive, .sendonly])
+        XCTAssertEqual(answer.media[1].msids, [SDPMSID(stream: "s", track: "v")])
+        XCTAssertEqual(answer.media[1].ssrcs, [])
+        // The viewer's host candidates are mDNS names: none is usable, the router learns the browser from its checks.
+        XCTAssertEqual(neg.remoteCandidates, [])
     }
 }

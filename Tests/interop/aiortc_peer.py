@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """aiortc peer for libotsession's interop test (driven by OTTransportTests.AiortcInteropTests).
 
-Modes: (default) aiortc offers and we answer; `answer` we offer and aiortc answers; `media` aiortc offers
-Opus + VP8 with known content and reports what it decoded of ours; `pair` two aiortc peers (setup-time reference). Protocol on stdin/stdout, one JSON object per line (the offering side's
-description first):
+Modes: (default) aiortc offers and we answer; `answer` we offer and aiortc answers; `pair` two aiortc peers
+(setup-time reference); its tracks also serve aiortc_session.py. Protocol on stdin/stdout, one JSON object per
+line (the offering side's description first):
   -> {"type": "offer", "sdp": ...}                 our offer (audio sendrecv, Opus), candidates on 127.0.0.1 only
   <- {"type": "answer", "sdp": ...}                from the test
   -> {"event": "connected", "ms": <offer->connected>}
@@ -145,41 +145,6 @@ async def emit_stats(pc, frames, inbound_kind=None):
     emit({"event": "stats", "packetsReceived": received, "packetsSent": sent, "framesDecoded": frames, "ssrc": ssrc})
 
 
-async def media(duration):
-    """aiortc offers audio (440 Hz sine) and video (solid colour), both sendrecv, and measures what it decodes
-    of ours: video frames and their mean luma, audio frames, RMS and frequency (zero crossings)."""
-    pc = RTCPeerConnection()
-    got = {"videoFrames": 0, "videoMeanY": -1.0, "audioFrames": 0, "samples": []}
-    connected = when_connected(pc)
-
-    def on_frame(track, frame):
-        if track.kind == "video":
-            got["videoFrames"] += 1
-            got["videoMeanY"] = float(frame.to_ndarray(format="yuv420p")[:frame.height].mean())
-        else:
-            got["audioFrames"] += 1
-            arr = frame.to_ndarray().reshape(-1)
-            got["samples"].extend(arr[::len(frame.layout.channels)].tolist()[:960])
-    consume_tracks(pc, on_frame)
-
-    pc.addTransceiver(SineTrack(), direction="sendrecv")
-    pc.addTransceiver(ColorTrack(), direction="sendrecv")
-    t0 = time.monotonic()
-    await pc.setLocalDescription(await pc.createOffer())
-    emit({"type": "offer", "sdp": pc.localDescription.sdp})
-    await pc.setRemoteDescription(RTCSessionDescription(sdp=(await read_message())["sdp"], type="answer"))
-    await asyncio.wait_for(connected.wait(), timeout=20)
-    emit({"event": "connected", "ms": (time.monotonic() - t0) * 1000})
-    await asyncio.sleep(duration)
-    samples = np.array(got["samples"][-48000:], dtype=np.float64)
-    rms = float(np.sqrt(np.mean(samples ** 2))) if len(samples) else 0.0
-    crossings = int(np.sum((samples[:-1] < 0) & (samples[1:] >= 0))) if len(samples) > 1 else 0
-    hz = crossings * 48000.0 / len(samples) if len(samples) else 0.0
-    emit({"event": "media", "videoFrames": got["videoFrames"], "videoMeanY": got["videoMeanY"],
-          "audioFrames": got["audioFrames"], "audioRMS": rms, "audioHz": hz})
-    await pc.close()
-
-
 async def pair():
     """Two aiortc peers in one process: offer -> both connected, and offer -> first decoded video frame at the
     answerer (a sends solid-colour VP8 video, b receives; audio sendrecv too)."""
@@ -248,8 +213,6 @@ async def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
     if mode == "pair":
         await pair()
-    elif mode == "media":
-        await media(float(sys.argv[2]) if len(sys.argv) > 2 else 4.0)
     elif mode == "answer":
         await answerer(float(sys.argv[2]) if len(sys.argv) > 2 else 3.0)
     else:

@@ -149,7 +149,7 @@ def test_subscriber_cannot_signal_or_publish_even_raw(sdk, ot_server):
     assert "code" not in sub.reply(sub.request({"type": "subscribe", "streamId": stream["id"]}))
     for c in (sub, pub):
         assert c.reply(c.request({"type": "forceMuteAll", "active": True, "excludedStreams": []}))["code"] == 1535
-        assert c.reply(c.request({"type": "forceDisconnect", "connectionId": po.cid}))["code"] == 1535
+        assert c.reply(c.request({"type": "forceDisconnect", "connectionId": po.cid}))["code"] == 1520
     # Nobody received a signal from the subscriber.
     with pytest.raises(TimeoutError):
         pub.wait_for(lambda m: m["type"] == "signal", timeout=0.5)
@@ -195,7 +195,7 @@ def test_force_mute(sdk, ot_server):
     sdk.mute_all(sid, [sb["id"]])
     for c in (a, b):
         m = c.wait_for(lambda m: m["type"] == "muteForced")
-        assert m["active"] is True and "streamId" not in m
+        assert m["active"] is True and "streamId" not in m and m["excludedStreamIds"] == [sb["id"]]
     m = b.wait_for(lambda m: m["type"] == "streamChanged")
     assert m["stream"]["id"] == sa["id"] and m["property"] == "hasAudio" and m["stream"]["hasAudio"] is False
     late = publish(a, "late")

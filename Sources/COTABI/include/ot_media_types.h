@@ -74,6 +74,11 @@ typedef struct ot_publisher_settings {
     /** Whether subscribers' video may be dropped under sustained poor quality, audio continuing (default true).
      * False: neither the media router nor a relayed subscriber disables it for quality. */
     ot_bool audio_fallback_enabled;
+    /** Lower bound and start of the adaptive video bitrate, kbit/s (defaults 100 and 600; min <= start <= max). */
+    int min_bitrate_kbps;
+    int start_bitrate_kbps;
+    /** Opus bitrate, bit/s (default 32000; 6000..510000). */
+    int audio_bitrate_bps;
 } ot_publisher_settings;
 
 /** A publisher's sending counters. */
@@ -139,7 +144,9 @@ typedef struct ot_publisher_callbacks {
     void (*on_error)(ot_publisher *publisher, void *user_data, ot_status code, const char *message);
     /** Sending counters, about once a second while published. */
     void (*on_stats)(ot_publisher *publisher, void *user_data, const ot_publisher_stats *stats);
-    /** A moderator muted this stream's audio. */
+    /** A moderator muted this stream's audio (one stream, a mute all not excluding it, or published during a mute
+     * all): no audio is sent and ot_publisher_get_publish_audio reads false until ot_publisher_set_publish_audio(1).
+     * `active` is always true. */
     void (*on_mute_forced)(ot_publisher *publisher, void *user_data, ot_bool active);
     /** OT_VIDEO_SOURCE_CUSTOM: start pushing frames now. */
     void (*on_capture_start)(ot_publisher *publisher, void *user_data);
@@ -148,13 +155,35 @@ typedef struct ot_publisher_callbacks {
     void *user_data;
 } ot_publisher_callbacks;
 
-/** The subscriber's delegate messages (OTSubscriberKitDelegate). */
+/** Options for ot_subscriber_new_with_settings; start from ot_subscriber_settings_default(). */
+typedef struct ot_subscriber_settings {
+    /** Initial subscribe-to-audio / -video (default true). */
+    ot_bool subscribe_to_audio;
+    ot_bool subscribe_to_video;
+    /** Mix this subscriber's audio into the session's playout device (default true). */
+    ot_bool play_audio;
+    /** Relayed sessions: drop video under sustained loss (over quality_loss_threshold, 0..1, for
+     * quality_window_seconds, 1..60) and restore it on recovery (defaults true, 0.15, 3). Routed sessions: the media
+     * router decides. */
+    ot_bool audio_fallback_enabled;
+    double quality_loss_threshold;
+    int quality_window_seconds;
+    /** How long media may take to connect (or to come back after a failure), ms (1..86400000; default 15000). */
+    int64_t connect_timeout_ms;
+} ot_subscriber_settings;
+
+/** The subscriber's delegate messages (OTSubscriberKitDelegate). As the seeds define them, on_disconnected and
+ * on_reconnected frame a temporary interruption only; the subscription's end is the app's own
+ * ot_session_unsubscribe, the session's on_stream_destroyed or its on_disconnected (no subscriber callback). */
 typedef struct ot_subscriber_callbacks {
     /** Media flows. */
     void (*on_connected)(ot_subscriber *subscriber, void *user_data, const ot_stream *stream);
-    /** The subscription ended (unsubscribe, the stream was destroyed, the session disconnected), or its media
-     * connection failed and is being re-established: on_reconnected follows then (subscriberDidDisconnectFromStream). */
+    /** Media stopped for a while (subscriberDidDisconnectFromStream): this subscriber's connection failed and is being
+     * re-established, or (routed sessions) the publisher's connection to the media router dropped. on_reconnected
+     * follows when media flows again; if it cannot within connect_timeout_ms, the session gets on_stream_destroyed. */
     void (*on_disconnected)(ot_subscriber *subscriber, void *user_data);
+    /** The first connection failed (OT_ERR_SUBSCRIBER_WEBRTC; OT_ERR_SUBSCRIBER_TIMED_OUT; OT_ERR_SERVER_CANNOT_FIND_STREAM),
+     * or the stream cannot be decrypted (OT_ERR_ENCRYPTION_SECRET_MISMATCH). */
     void (*on_error)(ot_subscriber *subscriber, void *user_data, ot_status code, const char *message);
     /** A decoded frame (borrowed: keep it with ot_video_frame_copy). */
     void (*on_render_frame)(ot_subscriber *subscriber, void *user_data, const ot_video_frame *frame);
@@ -171,7 +200,7 @@ typedef struct ot_subscriber_callbacks {
     void (*on_video_disable_warning_lifted)(ot_subscriber *subscriber, void *user_data);
     /** Receiving counters, about once a second. */
     void (*on_stats)(ot_subscriber *subscriber, void *user_data, const ot_subscriber_stats *stats);
-    /** Media flows again after on_disconnected reported a failed media connection (subscriberDidReconnectToStream). */
+    /** Media flows again after on_disconnected (subscriberDidReconnectToStream). */
     void (*on_reconnected)(ot_subscriber *subscriber, void *user_data);
     void *user_data;
 } ot_subscriber_callbacks;

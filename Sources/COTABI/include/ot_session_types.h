@@ -49,6 +49,8 @@ typedef struct ot_stream_info {
     int64_t creation_time;
     /** Whether the publisher lets the stream's video be dropped for quality (audio fallback). */
     ot_bool audio_fallback_enabled;
+    /** Published by this client (a stream of ot_session_get_streams, a publisher's, or a subscriber's own). */
+    ot_bool own;
 } ot_stream_info;
 
 /** A connection's properties. The strings belong to the ot_connection they
@@ -85,6 +87,14 @@ typedef struct ot_ice_server {
     const char *credential;
 } ot_ice_server;
 
+/** Where a session's callbacks (and its publisher's and subscribers') run, in one order. */
+enum ot_callback_mode {
+    /** On a library thread of the session's own. */
+    OT_CALLBACK_THREAD = 0,
+    /** On the thread that calls ot_poll (ot_poll_get_fd gives a file descriptor to watch). */
+    OT_CALLBACK_POLL = 1
+};
+
 /** Options for ot_session_new_with_settings; start from ot_session_settings_default().
  * Strings and the ice_servers array are read during the call only. */
 typedef struct ot_session_settings {
@@ -101,6 +111,12 @@ typedef struct ot_session_settings {
     int ice_include_servers;
     /** When true, host candidates with private/link-local addresses are not signalled. */
     ot_bool ice_filter_out_lan_candidates;
+    /** How long connecting may take before on_error with OT_ERR_CONNECTION_TIMED_OUT (ms, 1..86400000; default 15000). */
+    int64_t connect_timeout_ms;
+    /** WebSocket keepalive interval (ms, 100..3600000; default 10000). */
+    int64_t ping_interval_ms;
+    /** One of ot_callback_mode (default OT_CALLBACK_THREAD). */
+    int callback_mode;
 } ot_session_settings;
 
 /** What the token's role allows (OTSessionCapabilities). */
@@ -110,6 +126,17 @@ typedef struct ot_session_capabilities {
     ot_bool can_force_mute;
     ot_bool can_force_disconnect;
 } ot_session_capabilities;
+
+/** What a force mute changed (OTMuteForcedInfo, with the stream concerned). Strings are borrowed for the callback. */
+typedef struct ot_mute_forced_info {
+    /** True when muting started (one stream or all), false when a mute all was disabled. */
+    ot_bool active;
+    /** The one stream muted (ot_session_force_mute_stream), or NULL for the whole session (mute all, or its end). */
+    const char *stream_id;
+    /** A mute all's excluded streams (they keep their audio): excluded_stream_count ids, NULL when none. */
+    const char *const *excluded_stream_ids;
+    size_t excluded_stream_count;
+} ot_mute_forced_info;
 
 /** The session's delegate messages. Every callback gets the session and the
  * struct's user_data; pointers it receives are borrowed until it returns.
@@ -137,8 +164,9 @@ typedef struct ot_session_callbacks {
     void (*on_stream_video_dimensions_changed)(ot_session *session, void *user_data, const ot_stream *stream, int width, int height);
     /** A signal arrived; `from` is NULL for a signal sent by the server (REST). */
     void (*on_signal_received)(ot_session *session, void *user_data, const char *type, const char *data, const ot_connection *from);
-    /** A moderator forced everyone's audio off (active) or lifted that (not active). */
-    void (*on_mute_forced)(ot_session *session, void *user_data, ot_bool active);
+    /** A moderator muted one stream (info->stream_id), every stream but the excluded ones (stream_id NULL, active), or
+     * ended a mute all (not active). The publishers concerned get their own on_mute_forced. */
+    void (*on_mute_forced)(ot_session *session, void *user_data, const ot_mute_forced_info *info);
     /** sessionDidBeginReconnecting: the connection to the server dropped and is being resumed (the status stays
      * OT_SESSION_CONNECTED; ot_session_is_reconnecting is true). on_reconnected, or on_error (1022) then
      * on_disconnected, follows. */
@@ -146,14 +174,24 @@ typedef struct ot_session_callbacks {
     /** sessionDidReconnect: resumed with the same connection; streams and connections that came or went meanwhile
      * follow as created/destroyed callbacks, and queued signals are sent. */
     void (*on_reconnected)(ot_session *session, void *user_data);
+    /** The status (one of ot_session_status) changed; comes before the callbacks of the change (e.g. OT_SESSION_CONNECTED
+     * before on_connected). */
+    void (*on_status_changed)(ot_session *session, void *user_data, int status);
     void *user_data;
 } ot_session_callbacks;
+
+/** The server's verdict on a signal: OT_OK, or why it was refused. `message` is borrowed. */
+typedef void (*ot_signal_completion)(ot_session *session, void *user_data, ot_status status, const char *message);
 
 /** Options of ot_session_send_signal_with_options; start from ot_signal_options_default(). */
 typedef struct ot_signal_options {
     /** Send a signal made while the session is reconnecting once it has reconnected (default true); when false,
      * such a signal is refused with OT_ERR_NOT_CONNECTED (retryAfterReconnect). */
     ot_bool retry_after_reconnect;
+    /** Called once with the server's verdict, in order with the session's callbacks (NULL: not told). */
+    ot_signal_completion on_complete;
+    /** Passed to on_complete. */
+    void *user_data;
 } ot_signal_options;
 
 #endif /* OT_SESSION_TYPES_H */

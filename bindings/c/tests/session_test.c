@@ -23,6 +23,8 @@ typedef struct client {
     ot_connection *peer;   /* a kept copy of another client's connection */
     int delete_self_on_signal;
     ot_session *session;
+    char statuses[64];     /* on_status_changed values in order, e.g. "21" */
+    int completions, last_completion;
 } client;
 
 static void bump(client *c, int *field) {
@@ -81,6 +83,20 @@ static void on_signal(ot_session *s, void *ud, const char *type, const char *dat
     bump(c, &c->signals);
 }
 
+static void on_status(ot_session *s, void *ud, int status) {
+    (void)s; client *c = ud;
+    pthread_mutex_lock(&c->lock);
+    size_t n = strlen(c->statuses);
+    if (n + 1 < sizeof c->statuses) { c->statuses[n] = (char)('0' + status); c->statuses[n + 1] = 0; }
+    pthread_mutex_unlock(&c->lock);
+}
+static void on_signal_done(ot_session *s, void *ud, ot_status status, const char *message) {
+    client *c = ud;
+    EXPECT(s == c->session && message != NULL);
+    c->last_completion = status;
+    bump(c, &c->completions);
+}
+
 static ot_session *make_session(client *c, const char *api_key, const char *sid, const char *url) {
     memset(c, 0, sizeof *c);
     pthread_mutex_init(&c->lock, NULL);
@@ -93,6 +109,7 @@ static ot_session *make_session(client *c, const char *api_key, const char *sid,
     cb.on_connection_created = on_connection_created;
     cb.on_connection_destroyed = on_connection_destroyed;
     cb.on_signal_received = on_signal;
+    cb.on_status_changed = on_status;
     cb.user_data = c;
     ot_session_settings settings;
     EXPECT(ot_session_settings_default(&settings) == OT_OK);
@@ -140,6 +157,8 @@ int main(void) {
     EXPECT(wait_for(&mod, &mod.connections_created, 1));   /* mod sees pub join */
     EXPECT(wait_for(&pub, &pub.connections_created, 1));   /* pub sees mod, present at connect */
     EXPECT(ot_session_get_capabilities(pub.session, &caps) == OT_OK && caps.can_publish && !caps.can_force_disconnect);
+    /* OTSessionUnableToForceDisconnect: not a moderator. */
+    EXPECT(pub.peer != NULL && ot_session_force_disconnect(pub.session, pub.peer) == OT_ERR_UNABLE_TO_FORCE_DISCONNECT);
 
     EXPECT(ot_session_connect(sub.session, tok_sub) == OT_OK);
     EXPECT(wait_for(&sub, &sub.connected, 1));
@@ -184,6 +203,17 @@ int main(void) {
     EXPECT(sub.session == NULL);
     EXPECT(wait_for(&mod, &mod.connections_destroyed, 1));   /* sub's delete disconnected it */
     EXPECT(mod.signals == before_mod);                       /* the direct signal went to sub only */
+
+    /* A signal's completion reports the server's verdict, in order with the session's callbacks: a refusal (sub's
+     * connection is gone), then a success. */
+    ot_signal_options done;
+    EXPECT(ot_signal_options_default(&done) == OT_OK && done.on_complete == NULL);
+    done.on_complete = on_signal_done;
+    done.user_data = &pub;
+    EXPECT(ot_session_send_signal_with_options(pub.session, "direct", "nobody", sub_conn, &done) == OT_OK);
+    EXPECT(wait_for(&pub, &pub.completions, 1) && pub.last_completion == OT_ERR_INVALID_PARAM);
+    EXPECT(ot_session_send_signal_with_options(pub.session, "chat", "all", NULL, &done) == OT_OK);
+    EXPECT(wait_for(&pub, &pub.completions, 2) && pub.last_completion == OT_OK);
     EXPECT(ot_connection_delete(sub_conn) == OT_OK);
 
     /* Report issue gives an id. */
@@ -196,6 +226,11 @@ int main(void) {
     EXPECT(wait_for(&pub, &pub.disconnected, 1));
     EXPECT(ot_session_get_status(pub.session, &st) == OT_OK && st == OT_SESSION_NOT_CONNECTED);
     EXPECT(ot_connection_delete(mod.peer) == OT_OK);
+    EXPECT(ot_connection_delete(pub.peer) == OT_OK);
+    /* Status changes, before the callbacks of each change: CONNECTING, CONNECTED, then NOT_CONNECTED. */
+    pthread_mutex_lock(&pub.lock);
+    EXPECT(strcmp(pub.statuses, "210") == 0);
+    pthread_mutex_unlock(&pub.lock);
 
     /* A bad token is refused with the authorization failure code. */
     make_session(&bad, key, sid, url);

@@ -16,14 +16,16 @@ from ._errors import ErrorCode, OTError, check, status_message
 from ._lib import LibraryNotFound, lib
 from .media import (AudioSource, PixelFormat, Publisher, Subscriber, VideoFrame, VideoReason, VideoSource,
                     monotonic_us)
-from .session import (Capabilities, Connection, ICEConfig, ICEIncludeServers, ICEServer, ICETransportPolicy, Role, Server,
-                      Session, SessionStatus, Stream, VideoType, token)
+from .session import (CallbackMode, Capabilities, Connection, ICEConfig, ICEIncludeServers, ICEServer, ICETransportPolicy,
+                      MuteForcedInfo, Role, Server, Session, SessionStatus, Stream, VideoType, attach_asyncio,
+                      detach_asyncio, poll, poll_fd, token)
 
 __all__ = ["version", "ErrorCode", "OTError", "LibraryNotFound", "LogLevel", "set_log_level",
            "set_log_callback", "status_message", "Server", "Session", "SessionStatus", "Role", "Stream",
            "Connection", "Capabilities", "VideoType", "token", "ICEConfig", "ICEServer", "ICETransportPolicy",
            "ICEIncludeServers", "Publisher", "Subscriber", "VideoFrame", "VideoSource",
-           "AudioSource", "PixelFormat", "VideoReason", "monotonic_us"]
+           "AudioSource", "PixelFormat", "VideoReason", "monotonic_us", "CallbackMode", "MuteForcedInfo", "poll",
+           "poll_fd", "attach_asyncio", "detach_asyncio"]
 
 
 def version() -> str:

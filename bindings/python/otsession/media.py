@@ -116,7 +116,8 @@ class Publisher:
     def __init__(self, name: str = "", video_source: VideoSource = VideoSource.TEST_PATTERN,
                  video_type: VideoType = VideoType.CAMERA, width: int = 640, height: int = 480, fps: int = 30,
                  max_bitrate_kbps: int = 2000, audio_source: AudioSource = AudioSource.SILENCE, tone_hz: float = 440.0,
-                 publish_audio: bool = True, publish_video: bool = True, audio_fallback_enabled: bool = True):
+                 publish_audio: bool = True, publish_video: bool = True, audio_fallback_enabled: bool = True,
+                 min_bitrate_kbps: int = 100, start_bitrate_kbps: int = 600, audio_bitrate_bps: int = 32000):
         l = lib()
         self._listeners: dict[str, list[Callable]] = {}
         stats_type = l.decl.structs["ot_publisher_stats"]
@@ -135,10 +136,10 @@ class Publisher:
         s.audio_source, s.tone_hz = int(audio_source), float(tone_hz)
         s.publish_audio, s.publish_video = int(publish_audio), int(publish_video)
         s.audio_fallback_enabled = int(audio_fallback_enabled)
+        s.min_bitrate_kbps, s.start_bitrate_kbps, s.audio_bitrate_bps = min_bitrate_kbps, start_bitrate_kbps, audio_bitrate_bps
         self._h = l.fn.ot_publisher_new(ctypes.byref(s), ctypes.byref(self._cb))
         if not self._h:
             raise OTError(1011, "Publisher: a setting is out of range")
-        self._publish_audio, self._publish_video = bool(publish_audio), bool(publish_video)
 
     def on(self, event: str, fn: Callable) -> None:
         if not hasattr(self, "on_" + event):
@@ -149,7 +150,9 @@ class Publisher:
     def on_stream_destroyed(self, stream: Stream) -> None: ...
     def on_error(self, code: int, message: str) -> None: ...
     def on_stats(self, stats: dict) -> None: ...
-    def on_mute_forced(self, active: bool) -> None: ...
+    def on_mute_forced(self, active: bool) -> None:
+        """A moderator muted this stream (one stream, a mute all not excluding it, or it was published during a mute
+        all): no audio is sent and publish_audio reads False until set again."""
     def on_capture_start(self) -> None: ...
     def on_capture_stop(self) -> None: ...
 
@@ -160,23 +163,26 @@ class Publisher:
 
     @property
     def publish_audio(self) -> bool:
-        """Whether audio is sent (others see the stream's has_audio change when it is set)."""
-        return self._publish_audio
+        """Whether audio is sent now (others see the stream's has_audio change when it is set); False after a
+        moderator's force mute until set again."""
+        v = ctypes.c_int()
+        check(lib().fn.ot_publisher_get_publish_audio(self._handle(), ctypes.byref(v)), "publish_audio")
+        return bool(v.value)
 
     @publish_audio.setter
     def publish_audio(self, on: bool) -> None:
         check(lib().fn.ot_publisher_set_publish_audio(self._handle(), int(on)), "publish_audio")
-        self._publish_audio = bool(on)
 
     @property
     def publish_video(self) -> bool:
         """Whether video is sent (subscribers get video disabled/enabled with VideoReason.PUBLISH_VIDEO)."""
-        return self._publish_video
+        v = ctypes.c_int()
+        check(lib().fn.ot_publisher_get_publish_video(self._handle(), ctypes.byref(v)), "publish_video")
+        return bool(v.value)
 
     @publish_video.setter
     def publish_video(self, on: bool) -> None:
         check(lib().fn.ot_publisher_set_publish_video(self._handle(), int(on)), "publish_video")
-        self._publish_video = bool(on)
 
     def provide_video_frame(self, fmt: PixelFormat, width: int, height: int, planes: Sequence[bytes],
                             strides: Sequence[int], timestamp_us: int) -> None:
@@ -217,9 +223,15 @@ class Publisher:
 
 
 class Subscriber:
-    """Receives one stream (as OTSubscriber). Override on_* methods or use `on(event, fn)`."""
+    """Receives one stream (as OTSubscriber). Override on_* methods or use `on(event, fn)`.
 
-    def __init__(self, stream: Stream | object):
+    As the seeds define them, on_disconnected and on_reconnected frame a temporary interruption only; the
+    subscription's end (the app's unsubscribe, the session's on_stream_destroyed or on_disconnected) is not a subscriber
+    callback."""
+
+    def __init__(self, stream: Stream | object, subscribe_to_audio: bool = True, subscribe_to_video: bool = True,
+                 play_audio: bool = True, audio_fallback_enabled: bool = True, quality_loss_threshold: float = 0.15,
+                 quality_window_seconds: int = 3, connect_timeout: float = 15.0):
         l = lib()
         self._listeners: dict[str, list[Callable]] = {}
         stats_type = l.decl.structs["ot_subscriber_stats"]
@@ -235,10 +247,18 @@ class Subscriber:
         handle = getattr(stream, "_handle", None)
         if not handle:
             raise OTError(1011, "Subscriber: pass the Stream given to Session.on_stream_created")
-        self._h = l.fn.ot_subscriber_new(handle, ctypes.byref(self._cb))
-        if not self._h:
+        st = l.decl.structs["ot_subscriber_settings"]()
+        check(l.fn.ot_subscriber_settings_default(ctypes.byref(st)))
+        st.subscribe_to_audio, st.subscribe_to_video = int(subscribe_to_audio), int(subscribe_to_video)
+        st.play_audio, st.audio_fallback_enabled = int(play_audio), int(audio_fallback_enabled)
+        st.quality_loss_threshold, st.quality_window_seconds = float(quality_loss_threshold), int(quality_window_seconds)
+        st.connect_timeout_ms = int(connect_timeout * 1000)
+        if not l.fn.ot_stream_get_id(handle):
             raise OTError(9001, "Subscriber: the stream handle is no longer valid")
-        self._subscribe_to_audio = self._subscribe_to_video = True
+        self._h = l.fn.ot_subscriber_new_with_settings(handle, ctypes.byref(st), ctypes.byref(self._cb))
+        if not self._h:
+            raise OTError(1011, "Subscriber: a setting is out of range")
+        self._subscribe_to_audio, self._subscribe_to_video = bool(subscribe_to_audio), bool(subscribe_to_video)
 
     def on(self, event: str, fn: Callable) -> None:
         if not hasattr(self, "on_" + event):
@@ -247,7 +267,9 @@ class Subscriber:
 
     def on_connected(self, stream: Stream) -> None: ...
     def on_disconnected(self) -> None:
-        """The subscription ended, or its media connection failed and is being re-established (on_reconnected follows)."""
+        """Media stopped for a while: this subscriber's connection failed and is being re-established, or (routed) the
+        publisher's connection to the media router dropped. on_reconnected follows when media flows again; if it
+        cannot, the session gets on_stream_destroyed."""
     def on_reconnected(self) -> None:
         """Media flows again after an interruption."""
     def on_error(self, code: int, message: str) -> None: ...
@@ -263,6 +285,13 @@ class Subscriber:
         if not self._h:
             raise OTError(9001, "the subscriber is closed")
         return self._h
+
+    @property
+    def stream(self) -> Stream:
+        """The subscribed stream as it is now (its property changes included)."""
+        out = ctypes.c_void_p()
+        check(lib().fn.ot_subscriber_get_stream(self._handle(), ctypes.byref(out)), "stream")
+        return Stream._from_copy(out.value)
 
     @property
     def subscribe_to_audio(self) -> bool:

@@ -32,7 +32,6 @@ enum ot_status_code {
     OT_ERR_NOT_CONNECTED = 1010,
     OT_ERR_INVALID_PARAM = 1011,
     OT_ERR_ILLEGAL_STATE = 1015,
-    OT_ERR_STATE_FAILED = 1020,
     OT_ERR_CONNECTION_TIMED_OUT = 1021,
     OT_ERR_CONNECTION_DROPPED = 1022,
     OT_ERR_CONNECTION_REFUSED = 1023,
@@ -47,7 +46,8 @@ enum ot_status_code {
     OT_ERR_SIGNAL_TYPE_TOO_LONG = 1414,
     OT_ERR_INVALID_SIGNAL_TYPE = 1461,
     OT_ERR_UNABLE_TO_PUBLISH = 1500,
-    OT_ERR_NO_MESSAGING_SERVER = 1503,
+    /** A force disconnect was refused: not a moderator, or no such connection (OTSessionUnableToForceDisconnect). */
+    OT_ERR_UNABLE_TO_FORCE_DISCONNECT = 1520,
     OT_ERR_FORCE_UNPUBLISH_OR_INVALID_STREAM = 1535,
     OT_ERR_PUBLISHER_TIMED_OUT = 1541,
     OT_ERR_SUBSCRIBER_TIMED_OUT = 1542,
@@ -173,6 +173,11 @@ typedef struct ot_publisher_settings {
     /** Whether subscribers' video may be dropped under sustained poor quality, audio continuing (default true).
      * False: neither the media router nor a relayed subscriber disables it for quality. */
     ot_bool audio_fallback_enabled;
+    /** Lower bound and start of the adaptive video bitrate, kbit/s (defaults 100 and 600; min <= start <= max). */
+    int min_bitrate_kbps;
+    int start_bitrate_kbps;
+    /** Opus bitrate, bit/s (default 32000; 6000..510000). */
+    int audio_bitrate_bps;
 } ot_publisher_settings;
 
 /** A publisher's sending counters. */
@@ -238,7 +243,9 @@ typedef struct ot_publisher_callbacks {
     void (*on_error)(ot_publisher *publisher, void *user_data, ot_status code, const char *message);
     /** Sending counters, about once a second while published. */
     void (*on_stats)(ot_publisher *publisher, void *user_data, const ot_publisher_stats *stats);
-    /** A moderator muted this stream's audio. */
+    /** A moderator muted this stream's audio (one stream, a mute all not excluding it, or published during a mute
+     * all): no audio is sent and ot_publisher_get_publish_audio reads false until ot_publisher_set_publish_audio(1).
+     * `active` is always true. */
     void (*on_mute_forced)(ot_publisher *publisher, void *user_data, ot_bool active);
     /** OT_VIDEO_SOURCE_CUSTOM: start pushing frames now. */
     void (*on_capture_start)(ot_publisher *publisher, void *user_data);
@@ -247,13 +254,35 @@ typedef struct ot_publisher_callbacks {
     void *user_data;
 } ot_publisher_callbacks;
 
-/** The subscriber's delegate messages (OTSubscriberKitDelegate). */
+/** Options for ot_subscriber_new_with_settings; start from ot_subscriber_settings_default(). */
+typedef struct ot_subscriber_settings {
+    /** Initial subscribe-to-audio / -video (default true). */
+    ot_bool subscribe_to_audio;
+    ot_bool subscribe_to_video;
+    /** Mix this subscriber's audio into the session's playout device (default true). */
+    ot_bool play_audio;
+    /** Relayed sessions: drop video under sustained loss (over quality_loss_threshold, 0..1, for
+     * quality_window_seconds, 1..60) and restore it on recovery (defaults true, 0.15, 3). Routed sessions: the media
+     * router decides. */
+    ot_bool audio_fallback_enabled;
+    double quality_loss_threshold;
+    int quality_window_seconds;
+    /** How long media may take to connect (or to come back after a failure), ms (1..86400000; default 15000). */
+    int64_t connect_timeout_ms;
+} ot_subscriber_settings;
+
+/** The subscriber's delegate messages (OTSubscriberKitDelegate). As the seeds define them, on_disconnected and
+ * on_reconnected frame a temporary interruption only; the subscription's end is the app's own
+ * ot_session_unsubscribe, the session's on_stream_destroyed or its on_disconnected (no subscriber callback). */
 typedef struct ot_subscriber_callbacks {
     /** Media flows. */
     void (*on_connected)(ot_subscriber *subscriber, void *user_data, const ot_stream *stream);
-    /** The subscription ended (unsubscribe, the stream was destroyed, the session disconnected), or its media
-     * connection failed and is being re-established: on_reconnected follows then (subscriberDidDisconnectFromStream). */
+    /** Media stopped for a while (subscriberDidDisconnectFromStream): this subscriber's connection failed and is being
+     * re-established, or (routed sessions) the publisher's connection to the media router dropped. on_reconnected
+     * follows when media flows again; if it cannot within connect_timeout_ms, the session gets on_stream_destroyed. */
     void (*on_disconnected)(ot_subscriber *subscriber, void *user_data);
+    /** The first connection failed (OT_ERR_SUBSCRIBER_WEBRTC; OT_ERR_SUBSCRIBER_TIMED_OUT; OT_ERR_SERVER_CANNOT_FIND_STREAM),
+     * or the stream cannot be decrypted (OT_ERR_ENCRYPTION_SECRET_MISMATCH). */
     void (*on_error)(ot_subscriber *subscriber, void *user_data, ot_status code, const char *message);
     /** A decoded frame (borrowed: keep it with ot_video_frame_copy). */
     void (*on_render_frame)(ot_subscriber *subscriber, void *user_data, const ot_video_frame *frame);
@@ -270,7 +299,7 @@ typedef struct ot_subscriber_callbacks {
     void (*on_video_disable_warning_lifted)(ot_subscriber *subscriber, void *user_data);
     /** Receiving counters, about once a second. */
     void (*on_stats)(ot_subscriber *subscriber, void *user_data, const ot_subscriber_stats *stats);
-    /** Media flows again after on_disconnected reported a failed media connection (subscriberDidReconnectToStream). */
+    /** Media flows again after on_disconnected (subscriberDidReconnectToStream). */
     void (*on_reconnected)(ot_subscriber *subscriber, void *user_data);
     void *user_data;
 } ot_subscriber_callbacks;
@@ -340,6 +369,8 @@ typedef struct ot_stream_info {
     int64_t creation_time;
     /** Whether the publisher lets the stream's video be dropped for quality (audio fallback). */
     ot_bool audio_fallback_enabled;
+    /** Published by this client (a stream of ot_session_get_streams, a publisher's, or a subscriber's own). */
+    ot_bool own;
 } ot_stream_info;
 
 /** A connection's properties. The strings belong to the ot_connection they
@@ -376,6 +407,14 @@ typedef struct ot_ice_server {
     const char *credential;
 } ot_ice_server;
 
+/** Where a session's callbacks (and its publisher's and subscribers') run, in one order. */
+enum ot_callback_mode {
+    /** On a library thread of the session's own. */
+    OT_CALLBACK_THREAD = 0,
+    /** On the thread that calls ot_poll (ot_poll_get_fd gives a file descriptor to watch). */
+    OT_CALLBACK_POLL = 1
+};
+
 /** Options for ot_session_new_with_settings; start from ot_session_settings_default().
  * Strings and the ice_servers array are read during the call only. */
 typedef struct ot_session_settings {
@@ -392,6 +431,12 @@ typedef struct ot_session_settings {
     int ice_include_servers;
     /** When true, host candidates with private/link-local addresses are not signalled. */
     ot_bool ice_filter_out_lan_candidates;
+    /** How long connecting may take before on_error with OT_ERR_CONNECTION_TIMED_OUT (ms, 1..86400000; default 15000). */
+    int64_t connect_timeout_ms;
+    /** WebSocket keepalive interval (ms, 100..3600000; default 10000). */
+    int64_t ping_interval_ms;
+    /** One of ot_callback_mode (default OT_CALLBACK_THREAD). */
+    int callback_mode;
 } ot_session_settings;
 
 /** What the token's role allows (OTSessionCapabilities). */
@@ -401,6 +446,17 @@ typedef struct ot_session_capabilities {
     ot_bool can_force_mute;
     ot_bool can_force_disconnect;
 } ot_session_capabilities;
+
+/** What a force mute changed (OTMuteForcedInfo, with the stream concerned). Strings are borrowed for the callback. */
+typedef struct ot_mute_forced_info {
+    /** True when muting started (one stream or all), false when a mute all was disabled. */
+    ot_bool active;
+    /** The one stream muted (ot_session_force_mute_stream), or NULL for the whole session (mute all, or its end). */
+    const char *stream_id;
+    /** A mute all's excluded streams (they keep their audio): excluded_stream_count ids, NULL when none. */
+    const char *const *excluded_stream_ids;
+    size_t excluded_stream_count;
+} ot_mute_forced_info;
 
 /** The session's delegate messages. Every callback gets the session and the
  * struct's user_data; pointers it receives are borrowed until it returns.
@@ -428,8 +484,9 @@ typedef struct ot_session_callbacks {
     void (*on_stream_video_dimensions_changed)(ot_session *session, void *user_data, const ot_stream *stream, int width, int height);
     /** A signal arrived; `from` is NULL for a signal sent by the server (REST). */
     void (*on_signal_received)(ot_session *session, void *user_data, const char *type, const char *data, const ot_connection *from);
-    /** A moderator forced everyone's audio off (active) or lifted that (not active). */
-    void (*on_mute_forced)(ot_session *session, void *user_data, ot_bool active);
+    /** A moderator muted one stream (info->stream_id), every stream but the excluded ones (stream_id NULL, active), or
+     * ended a mute all (not active). The publishers concerned get their own on_mute_forced. */
+    void (*on_mute_forced)(ot_session *session, void *user_data, const ot_mute_forced_info *info);
     /** sessionDidBeginReconnecting: the connection to the server dropped and is being resumed (the status stays
      * OT_SESSION_CONNECTED; ot_session_is_reconnecting is true). on_reconnected, or on_error (1022) then
      * on_disconnected, follows. */
@@ -437,14 +494,24 @@ typedef struct ot_session_callbacks {
     /** sessionDidReconnect: resumed with the same connection; streams and connections that came or went meanwhile
      * follow as created/destroyed callbacks, and queued signals are sent. */
     void (*on_reconnected)(ot_session *session, void *user_data);
+    /** The status (one of ot_session_status) changed; comes before the callbacks of the change (e.g. OT_SESSION_CONNECTED
+     * before on_connected). */
+    void (*on_status_changed)(ot_session *session, void *user_data, int status);
     void *user_data;
 } ot_session_callbacks;
+
+/** The server's verdict on a signal: OT_OK, or why it was refused. `message` is borrowed. */
+typedef void (*ot_signal_completion)(ot_session *session, void *user_data, ot_status status, const char *message);
 
 /** Options of ot_session_send_signal_with_options; start from ot_signal_options_default(). */
 typedef struct ot_signal_options {
     /** Send a signal made while the session is reconnecting once it has reconnected (default true); when false,
      * such a signal is refused with OT_ERR_NOT_CONNECTED (retryAfterReconnect). */
     ot_bool retry_after_reconnect;
+    /** Called once with the server's verdict, in order with the session's callbacks (NULL: not told). */
+    ot_signal_completion on_complete;
+    /** Passed to on_complete. */
+    void *user_data;
 } ot_signal_options;
 
 #endif /* OT_SESSION_TYPES_H */
@@ -476,9 +543,27 @@ ot_status ot_log_set_level(int32_t level);
 /// The monotonic clock the test pattern stamps capture times with, in microseconds (for capture-to-render latency).
 int64_t ot_monotonic_time_us(void);
 
+/// Runs the callbacks of poll-mode sessions (`OT_CALLBACK_POLL`: theirs, their publishers' and subscribers') on the
+/// calling thread, in order: waits up to `timeout_ms` for one (0: not at all; -1: without limit), then runs every one
+/// waiting. `ran` (may be NULL) gets how many ran. OT_ERR_ILLEGAL_STATE when called from inside a callback it runs;
+/// OT_ERR_INVALID_PARAM for a timeout below -1. Concurrent callers take turns.
+ot_status ot_poll(int32_t timeout_ms, size_t * ran);
+
+/// A file descriptor that is readable while poll-mode callbacks wait (an eventfd), for a host's own loop (epoll,
+/// GLib, asyncio): when readable, call ot_poll(0, NULL). Owned by the library: do not read or close it.
+/// OT_ERR_INTERNAL when the kernel gave none (ot_poll still works).
+ot_status ot_poll_get_fd(int32_t * fd);
+
 /// Deletes a publisher: unpublishes it if published, waits for its callback in flight (unless called from
 /// inside one); no callback of it fires after this returns.
 ot_status ot_publisher_delete(ot_publisher * publisher);
+
+/// Whether audio is sent now into `on`: false after ot_publisher_set_publish_audio(0) or a moderator's force mute
+/// (on_mute_forced), until set again.
+ot_status ot_publisher_get_publish_audio(ot_publisher * publisher, ot_bool * on);
+
+/// Whether video is sent now into `on`.
+ot_status ot_publisher_get_publish_video(ot_publisher * publisher, ot_bool * on);
 
 /// Copies the W3C-named RTC stats report (JSON) into `buf`; OT_ERR_BUFFER_TOO_SMALL when it does not fit
 /// (64 KiB is plenty).
@@ -503,8 +588,8 @@ ot_status ot_publisher_set_publish_audio(ot_publisher * publisher, ot_bool on);
 /// Starts or stops sending video; others see the stream's has-video change.
 ot_status ot_publisher_set_publish_video(ot_publisher * publisher, ot_bool on);
 
-/// Fills `settings` with the defaults: test pattern 640x480 at 30 fps, camera, up to 2000 kbit/s, silent
-/// headless audio, audio and video published, audio fallback enabled.
+/// Fills `settings` with the defaults: test pattern 640x480 at 30 fps, camera, 100..2000 kbit/s starting at 600, silent
+/// headless audio at 32 kbit/s, audio and video published, audio fallback enabled.
 ot_status ot_publisher_settings_default(ot_publisher_settings * settings);
 
 /// Writes captured 48 kHz mono int16 PCM (OT_AUDIO_SOURCE_CUSTOM), from any thread; `count` samples.
@@ -555,13 +640,20 @@ ot_status ot_session_disable_force_mute(ot_session * session);
 /// Starts disconnecting; on_disconnected follows. OT_ERR_NOT_CONNECTED when not connected or connecting.
 ot_status ot_session_disconnect(ot_session * session);
 
-/// Disconnects another client (moderators only): it gets on_disconnected, the others on_connection_destroyed.
+/// Disconnects another client (moderators only, else OT_ERR_UNABLE_TO_FORCE_DISCONNECT, 1520): it gets on_disconnected,
+/// the others on_connection_destroyed. `connection` may be a stream's (ot_stream_get_connection), so a stream's owner is
+/// reachable with connection events suppressed.
 ot_status ot_session_force_disconnect(ot_session * session, ot_connection const * connection);
 
-/// Mutes the audio of every stream but `excluded_stream_ids` (moderators only); on_mute_forced follows on every client.
+/// Mutes the audio of every stream but `excluded_stream_ids` (moderators only; this client's own stream included):
+/// their publishers stop sending audio and get on_mute_forced; streams published while it is active start muted until
+/// ot_session_disable_force_mute. Every client's session gets on_mute_forced (no stream id).
 ot_status ot_session_force_mute_all(ot_session * session, char const * const * excluded_stream_ids, size_t count);
 
-/// Mutes one stream's audio (moderators only).
+/// ot_session_force_mute_all with the excluded streams given as stream handles (borrowed or copies).
+ot_status ot_session_force_mute_all_streams(ot_session * session, ot_stream const * const * excluded_streams, size_t count);
+
+/// Mutes one stream's audio (moderators only): its publisher stops sending audio and gets on_mute_forced.
 ot_status ot_session_force_mute_stream(ot_session * session, char const * stream_id);
 
 /// What the token's role allows; OT_ERR_NOT_CONNECTED before on_connected.
@@ -571,11 +663,20 @@ ot_status ot_session_get_capabilities(ot_session * session, ot_session_capabilit
 /// connection), or NULL when not connected or the handle is bad.
 ot_connection const * ot_session_get_connection(ot_session * session);
 
+/// Other clients' connections (empty when connection events are suppressed: reach a stream's owner with
+/// ot_stream_get_connection), as copies released with ot_connection_delete; counted and copied as ot_session_get_streams.
+ot_status ot_session_get_connections(ot_session * session, ot_connection * * connections, size_t capacity, size_t * count);
+
 /// Copies the session id into `buf` (OT_ID_BUFFER_SIZE is always enough).
 ot_status ot_session_get_id(ot_session * session, char * buf, size_t size);
 
 /// The session's status (one of ot_session_status) into `status`.
 ot_status ot_session_get_status(ot_session * session, int32_t * status);
+
+/// The session's streams (as OTSession's `streams`): other clients' and this client's own (`ot_stream_info.own`), as
+/// copies the caller releases with ot_stream_delete. `count` gets how many there are; with `capacity` short (or
+/// `streams` NULL and capacity 0) nothing is copied and OT_ERR_BUFFER_TOO_SMALL (OT_OK when there are none) says so.
+ot_status ot_session_get_streams(ot_session * session, ot_stream * * streams, size_t capacity, size_t * count);
 
 /// Whether the session is end-to-end encrypted (as the server said on connect) into `encrypted`;
 /// OT_ERR_NOT_CONNECTED before on_connected.
@@ -584,6 +685,10 @@ ot_status ot_session_is_end_to_end_encrypted(ot_session * session, ot_bool * enc
 /// Whether the session is resuming a dropped connection (between on_reconnecting and on_reconnected or
 /// on_disconnected) into `reconnecting`; the status stays OT_SESSION_CONNECTED meanwhile.
 ot_status ot_session_is_reconnecting(ot_session * session, ot_bool * reconnecting);
+
+/// Whether the session is relayed (media peer to peer) rather than routed (through the media router) into `relayed`;
+/// OT_ERR_NOT_CONNECTED before on_connected.
+ot_status ot_session_is_relayed(ot_session * session, ot_bool * relayed);
 
 /// Creates a session with default settings; NULL when an argument is NULL or empty.
 /// `callbacks` is copied; it need not outlive the call.
@@ -594,7 +699,8 @@ ot_session * ot_session_new(char const * api_key, char const * session_id, ot_se
 ot_session * ot_session_new_with_settings(char const * api_key, char const * session_id, ot_session_callbacks const * callbacks, ot_session_settings const * settings);
 
 /// Publishes into a connected session (one publisher per session). OT_ERR_NOT_CONNECTED, OT_ERR_UNABLE_TO_PUBLISH
-/// (role, or a second publisher), OT_ERR_ILLEGAL_STATE (published elsewhere); on_stream_created follows.
+/// (role, or a second publisher), OT_ERR_ILLEGAL_STATE (published elsewhere); on_stream_created follows. From now on the
+/// publisher's callbacks come where the session's do, in one order with them.
 ot_status ot_session_publish(ot_session * session, ot_publisher * publisher);
 
 /// Reports an issue; copies into `issue_id` (OT_ID_BUFFER_SIZE is enough) the id the server logs it under.
@@ -612,7 +718,10 @@ ot_status ot_session_send_signal_to_connection(ot_session * session, char const 
 
 /// Sends a signal to one connection (NULL `to`: everyone) with options (NULL: the defaults); same checks as
 /// ot_session_send_signal. With `retry_after_reconnect` false, a signal made while the session is reconnecting
-/// is refused with OT_ERR_NOT_CONNECTED instead of being queued.
+/// is refused with OT_ERR_NOT_CONNECTED instead of being queued. When OT_OK is returned and `on_complete` is set, it is
+/// called once, in order with the session's callbacks, with the server's verdict: OT_OK, OT_ERR_ILLEGAL_STATE (rate
+/// limit), OT_ERR_INVALID_PARAM (no such connection), OT_ERR_CONNECTION_DROPPED (lost with the connection) or
+/// OT_ERR_NOT_CONNECTED (the session ended first).
 ot_status ot_session_send_signal_with_options(ot_session * session, char const * type, char const * data, ot_connection const * to, ot_signal_options const * options);
 
 /// Sets the end-to-end encryption secret (8–256 characters, UTF-8) used by the publishers and subscribers created
@@ -623,7 +732,7 @@ ot_status ot_session_send_signal_with_options(ot_session * session, char const *
 ot_status ot_session_set_encryption_secret(ot_session * session, char const * secret);
 
 /// Fills `settings` with the defaults: server ws://127.0.0.1:8080, events not suppressed, no custom ICE servers,
-/// every candidate type, LAN candidates signalled.
+/// every candidate type, LAN candidates signalled, 15 s connect timeout, 10 s keepalive, callbacks on a library thread.
 ot_status ot_session_settings_default(ot_session_settings * settings);
 
 /// Checks settings as ot_session_new_with_settings does: OT_OK, or OT_ERR_INVALID_PARAM (1011) for a NULL
@@ -632,15 +741,17 @@ ot_status ot_session_settings_validate(ot_session_settings const * settings);
 
 /// Starts receiving the subscriber's stream; on_connected follows. OT_ERR_NOT_CONNECTED, OT_ERR_SERVER_CANNOT_FIND_STREAM
 /// (not in this session), OT_ERR_FORCE_UNPUBLISH_OR_INVALID_STREAM (role), OT_ERR_ILLEGAL_STATE (already subscribed).
+/// From now on the subscriber's callbacks come where the session's do, in one order with them.
 ot_status ot_session_subscribe(ot_session * session, ot_subscriber * subscriber);
 
 /// Stops publishing; on_stream_destroyed follows. OT_ERR_PUBLISHER_NOT_FOUND when not published in this session.
 ot_status ot_session_unpublish(ot_session * session, ot_publisher * publisher);
 
-/// Ends a subscription; on_disconnected follows. OT_ERR_SUBSCRIBER_NOT_FOUND when not subscribed in this session.
+/// Ends a subscription (no subscriber callback follows: the subscription is over when this returns).
+/// OT_ERR_SUBSCRIBER_NOT_FOUND when not subscribed in this session.
 ot_status ot_session_unsubscribe(ot_session * session, ot_subscriber * subscriber);
 
-/// Fills `options` with the defaults: retry_after_reconnect true.
+/// Fills `options` with the defaults: retry_after_reconnect true, no completion.
 ot_status ot_signal_options_default(ot_signal_options * options);
 
 /// A static English message for a status code (never NULL; unknown codes get "unknown status code").
@@ -651,6 +762,11 @@ ot_stream * ot_stream_copy(ot_stream const * stream);
 
 /// Releases a stream handle made by ot_stream_copy.
 ot_status ot_stream_delete(ot_stream * stream);
+
+/// The connection that published the stream, with its data, into `connection`: a copy the caller releases with
+/// ot_connection_delete. Known from the stream itself, so it works with connection events suppressed (signal or force
+/// disconnect a stream's owner).
+ot_status ot_stream_get_connection(ot_stream const * stream, ot_connection * * connection);
 
 /// The stream's id (owned by the stream handle), or NULL for a bad handle.
 char const * ot_stream_get_id(ot_stream const * stream);
@@ -669,15 +785,26 @@ ot_status ot_subscriber_get_rtc_stats_report(ot_subscriber * subscriber, char * 
 /// The subscriber's receiving counters now.
 ot_status ot_subscriber_get_stats(ot_subscriber * subscriber, ot_subscriber_stats * stats);
 
+/// The subscriber's stream as it is now (its property changes included) into `stream`: a copy the caller releases
+/// with ot_stream_delete.
+ot_status ot_subscriber_get_stream(ot_subscriber * subscriber, ot_stream * * stream);
+
 /// Creates a subscriber for a stream (a borrowed stream from on_stream_created, or a copy); NULL for a bad
 /// stream handle or NULL callbacks. Nothing is received until ot_session_subscribe.
 ot_subscriber * ot_subscriber_new(ot_stream const * stream, ot_subscriber_callbacks const * callbacks);
+
+/// ot_subscriber_new with settings (NULL: the defaults); NULL also for settings out of range (logged).
+ot_subscriber * ot_subscriber_new_with_settings(ot_stream const * stream, ot_subscriber_settings const * settings, ot_subscriber_callbacks const * callbacks);
 
 /// Starts or stops receiving audio.
 ot_status ot_subscriber_set_subscribe_to_audio(ot_subscriber * subscriber, ot_bool on);
 
 /// Starts or stops receiving video; on_video_disabled / on_video_enabled follow with OT_VIDEO_REASON_SUBSCRIBE_TO_VIDEO.
 ot_status ot_subscriber_set_subscribe_to_video(ot_subscriber * subscriber, ot_bool on);
+
+/// Fills `settings` with the defaults: audio and video subscribed and played, relayed audio fallback at 15% loss for
+/// 3 s, 15 s to connect.
+ot_status ot_subscriber_settings_default(ot_subscriber_settings * settings);
 
 /// Mints a client token with a project's key and secret, without a server (for tools and tests).
 /// Same arguments as ot_server_new_token; OT_ERR_INVALID_PARAM for a bad role, format, session id

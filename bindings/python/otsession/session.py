@@ -1,12 +1,15 @@
 """Sessions, the embedded server and tokens."""
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import enum
+import itertools
+import threading
 import traceback
 import weakref
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional, Union
 
 from ._errors import OTError, check
 from ._lib import lib
@@ -88,6 +91,28 @@ def token(api_key: str, api_secret: str, session_id: str, role: Role | str = Rol
                         None if data is None else data.encode(), 1 if t1 else 0, size=TOKEN_BUFFER, context="token")
 
 
+class CallbackMode(enum.Enum):
+    """Where a session's callbacks (and its publisher's and subscribers') run, in one order."""
+    THREAD = 0  #: a library thread of the session's own
+    POLL = 1    #: the thread that calls otsession.poll() (or an asyncio loop, see otsession.attach_asyncio)
+
+
+@dataclass(frozen=True)
+class MuteForcedInfo:
+    """What a moderator's force mute changed (OTMuteForcedInfo, with the stream concerned)."""
+    active: bool
+    #: The one stream muted (force_mute_stream), or None for the whole session (force_mute_all, disable_force_mute).
+    stream_id: Optional[str]
+    #: A mute all's excluded streams (they keep their audio).
+    excluded_stream_ids: tuple[str, ...] = ()
+
+    @staticmethod
+    def _from_c(ptr) -> "MuteForcedInfo":
+        i = ptr.contents
+        excluded = tuple(i.excluded_stream_ids[k].decode() for k in range(i.excluded_stream_count))
+        return MuteForcedInfo(bool(i.active), i.stream_id.decode() if i.stream_id else None, excluded)
+
+
 @dataclass(frozen=True)
 class Connection:
     """A client's connection to a session."""
@@ -107,6 +132,13 @@ class Connection:
             weakref.finalize(conn, l.fn.ot_connection_delete, copy)
         return conn
 
+    @staticmethod
+    def _from_copy(ptr) -> "Connection":
+        """Takes over a handle the library made for us (released with the object)."""
+        conn = Connection._from_borrowed(ptr)
+        lib().fn.ot_connection_delete(ptr)
+        return conn
+
 
 @dataclass(frozen=True)
 class Stream:
@@ -123,6 +155,8 @@ class Stream:
     _handle: Optional[int] = field(default=None, repr=False, compare=False)
     #: Whether the publisher lets this stream's video be dropped for quality (audio fallback).
     audio_fallback_enabled: bool = True
+    #: Published by this client (a stream of Session.streams, a publisher's, or a subscriber's own).
+    own: bool = False
 
     @staticmethod
     def _from_borrowed(ptr) -> "Stream":
@@ -131,10 +165,28 @@ class Stream:
         check(l.fn.ot_stream_get_info(ptr, ctypes.byref(i)), "stream info")
         copy = l.fn.ot_stream_copy(ptr)
         stream = Stream(i.id.decode(), i.name.decode(), i.connection_id.decode(), bool(i.has_audio), bool(i.has_video),
-                        VideoType(i.video_type), i.width, i.height, i.creation_time, copy, bool(i.audio_fallback_enabled))
+                        VideoType(i.video_type), i.width, i.height, i.creation_time, copy, bool(i.audio_fallback_enabled),
+                        bool(i.own))
         if copy:
             weakref.finalize(stream, l.fn.ot_stream_delete, copy)
         return stream
+
+    @staticmethod
+    def _from_copy(ptr) -> "Stream":
+        """Takes over a handle the library made for us (released with the object)."""
+        stream = Stream._from_borrowed(ptr)
+        lib().fn.ot_stream_delete(ptr)
+        return stream
+
+    @property
+    def connection(self) -> Connection:
+        """The connection that published the stream, with its data (known even when connection events are suppressed:
+        signal or force-disconnect a stream's owner with it)."""
+        if not self._handle:
+            raise OTError(9001, "this stream has no handle")
+        out = ctypes.c_void_p()
+        check(lib().fn.ot_stream_get_connection(self._handle, ctypes.byref(out)), "stream connection")
+        return Connection._from_copy(out.value)
 
 
 @dataclass(frozen=True)
@@ -190,21 +242,29 @@ class Server:
 
 _EVENTS = ("connected", "disconnected", "error", "connection_created", "connection_destroyed", "stream_created",
            "stream_destroyed", "stream_has_audio_changed", "stream_has_video_changed", "stream_video_dimensions_changed",
-           "signal_received", "mute_forced", "reconnecting", "reconnected")
+           "signal_received", "mute_forced", "reconnecting", "reconnected", "status_changed")
 
 
 class Session:
     """A client's session, as OTSession. Override the on_* methods or register
-    functions with `session.on("signal_received", fn)`; callbacks run on a
-    library thread, one at a time."""
+    functions with `session.on("signal_received", fn)`; callbacks run one at a
+    time, in one order with its publisher's and subscribers': on a library
+    thread, or with `callback_mode=CallbackMode.POLL` on the thread that calls
+    otsession.poll() (or in an asyncio loop: otsession.attach_asyncio)."""
 
     def __init__(self, api_key: str, session_id: str, server_url: Optional[str] = None,
                  connection_events_suppressed: bool = False, relay_only: bool = False,
-                 ice_config: Optional[ICEConfig] = None):
+                 ice_config: Optional[ICEConfig] = None, callback_mode: CallbackMode = CallbackMode.THREAD,
+                 connect_timeout: float = 15.0, ping_interval: float = 10.0):
         """`ice_config`: custom STUN/TURN servers, transport policy, LAN filter; `relay_only=True` is a shortcut
-        for its RELAY transport policy. Raises OTError(1011) for settings the library refuses (e.g. a bad URL)."""
+        for its RELAY transport policy. `connect_timeout` and `ping_interval` in seconds. Raises OTError(1011) for
+        settings the library refuses (e.g. a bad URL, a timeout out of range)."""
         l = lib()
         self._listeners: dict[str, list[Callable]] = {e: [] for e in _EVENTS}
+        self._signals: dict[int, tuple[concurrent.futures.Future, Optional[Callable]]] = {}
+        self._signal_ids = itertools.count(1)
+        self._signal_lock = threading.Lock()
+        self._signal_done = l.decl.callbacks["ot_signal_completion"](self._make_signal_trampoline())
         self._cb_struct = l.decl.structs["ot_session_callbacks"]()
         self._refs = []
         for name, ctype in self._cb_struct._fields_:
@@ -237,6 +297,9 @@ class Session:
         settings.ice_transport_policy = int(ICETransportPolicy.RELAY if relay_only else ice.transport_policy)
         settings.ice_include_servers = int(ice.include_servers)
         settings.ice_filter_out_lan_candidates = int(ice.filter_out_lan_candidates)
+        settings.connect_timeout_ms = int(connect_timeout * 1000)
+        settings.ping_interval_ms = int(ping_interval * 1000)
+        settings.callback_mode = CallbackMode(callback_mode).value
         status = l.fn.ot_session_settings_validate(ctypes.byref(settings))
         if status != 0:
             raise OTError(status, f"Session: invalid settings (ICE servers: {[s.url for s in ice.custom_servers]})")
@@ -264,7 +327,11 @@ class Session:
     def on_stream_has_video_changed(self, stream: Stream, has_video: bool) -> None: ...
     def on_stream_video_dimensions_changed(self, stream: Stream, width: int, height: int) -> None: ...
     def on_signal_received(self, type: str, data: str, connection: Optional[Connection]) -> None: ...
-    def on_mute_forced(self, active: bool) -> None: ...
+    def on_mute_forced(self, info: MuteForcedInfo) -> None:
+        """A moderator muted one stream (info.stream_id), all but info.excluded_stream_ids (no stream id), or ended a
+        mute all (not info.active). The publishers concerned get their own on_mute_forced."""
+    def on_status_changed(self, status: SessionStatus) -> None:
+        """`status` changed; comes before the callbacks of the change."""
     def on_reconnecting(self) -> None:
         """The connection dropped and is being resumed (status stays CONNECTED; `reconnecting` is True)."""
     def on_reconnected(self) -> None:
@@ -282,7 +349,8 @@ class Session:
             "stream_video_dimensions_changed": lambda s, w, h: (Stream._from_borrowed(s), w, h),
             "signal_received": lambda t, d, c: (t.decode(errors="replace"), d.decode(errors="replace"),
                                                 Connection._from_borrowed(c) if c else None),
-            "mute_forced": lambda a: (bool(a),),
+            "mute_forced": lambda p: (MuteForcedInfo._from_c(p),),
+            "status_changed": lambda st: (SessionStatus(st),),
         }.get(event, lambda: ())
         this = weakref.ref(self)
 
@@ -354,19 +422,60 @@ class Session:
         check(lib().fn.ot_session_get_capabilities(self._handle(), ctypes.byref(c)), "capabilities")
         return Capabilities(bool(c.can_publish), bool(c.can_subscribe), bool(c.can_force_mute), bool(c.can_force_disconnect))
 
-    def send_signal(self, type: str, data: str = "", to: Optional[Connection] = None, retry_after_reconnect: bool = True) -> None:
+    def send_signal(self, type: str, data: str = "", to: Optional[Connection] = None, retry_after_reconnect: bool = True,
+                    on_complete: Optional[Callable[[Optional[OTError]], None]] = None) -> concurrent.futures.Future:
         """Sends a signal to everyone, or to one connection. While reconnecting it is queued and sent once
-        reconnected; with retry_after_reconnect=False it is refused instead (OTError 1010)."""
+        reconnected; with retry_after_reconnect=False it is refused instead (OTError 1010). Checks that fail at once
+        raise; the server's verdict comes later: the returned future resolves to None or fails with OTError (1015 rate
+        limit, 1011 no such connection, 1022 lost with the connection), and `on_complete(error or None)` is called, in
+        order with the session's callbacks (in asyncio: `await asyncio.wrap_future(future)`)."""
         if to is not None and not to._handle:
             raise OTError(1011, "send_signal: that connection has no handle")
         opts = lib().decl.structs["ot_signal_options"]()
         check(lib().fn.ot_signal_options_default(ctypes.byref(opts)))
         opts.retry_after_reconnect = int(retry_after_reconnect)
-        check(lib().fn.ot_session_send_signal_with_options(self._handle(), type.encode(), data.encode(),
-                                                           to._handle if to else None, ctypes.byref(opts)), "send_signal")
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        key = next(self._signal_ids)
+        with self._signal_lock:
+            self._signals[key] = (future, on_complete)
+        opts.on_complete = self._signal_done
+        opts.user_data = key
+        status = lib().fn.ot_session_send_signal_with_options(self._handle(), type.encode(), data.encode(),
+                                                              to._handle if to else None, ctypes.byref(opts))
+        if status != 0:
+            with self._signal_lock:
+                self._signals.pop(key, None)
+            check(status, "send_signal")
+        return future
 
-    def force_mute_all(self, excluded_stream_ids: Iterable[str] = ()) -> None:
-        ids = [s.encode() for s in excluded_stream_ids]
+    def _make_signal_trampoline(self):
+        this = weakref.ref(self)
+
+        def done(_session, user_data, status, message):
+            s = this()
+            if s is None:
+                return
+            with s._signal_lock:
+                future, callback = s._signals.pop(user_data or 0, (None, None))
+            if future is None:
+                return
+            error = OTError(status, f"signal: {message.decode(errors='replace')}") if status != 0 else None
+            try:
+                if error is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(error)
+                if callback is not None:
+                    callback(error)
+            except Exception:  # never let an exception unwind into C
+                traceback.print_exc()
+        return done
+
+    def force_mute_all(self, excluded: Iterable[Union[str, Stream]] = ()) -> None:
+        """Mutes every stream's audio but the excluded ones (given as streams or ids), this client's own included:
+        their publishers stop sending audio and get on_mute_forced; streams published meanwhile start muted until
+        disable_force_mute()."""
+        ids = [(s.id if isinstance(s, Stream) else str(s)).encode() for s in excluded]
         arr = (ctypes.c_char_p * max(1, len(ids)))(*ids)
         check(lib().fn.ot_session_force_mute_all(self._handle(), arr, len(ids)), "force_mute_all")
 
@@ -380,6 +489,39 @@ class Session:
         if not connection._handle:
             raise OTError(1011, "force_disconnect: that connection has no handle")
         check(lib().fn.ot_session_force_disconnect(self._handle(), connection._handle), "force_disconnect")
+
+    @property
+    def streams(self) -> dict[str, Stream]:
+        """The session's streams by id (as OTSession.streams): other clients' and this client's own (Stream.own)."""
+        return {s.id: s for s in self._list("ot_session_get_streams", Stream)}
+
+    @property
+    def connections(self) -> dict[str, Connection]:
+        """Other clients' connections by id (empty when connection events are suppressed: use Stream.connection)."""
+        return {c.id: c for c in self._list("ot_session_get_connections", Connection)}
+
+    def _list(self, fn: str, kind):
+        f = getattr(lib().fn, fn)
+        while True:
+            count = ctypes.c_size_t()
+            status = f(self._handle(), None, 0, ctypes.byref(count))
+            if status == 0:
+                return []
+            if status != lib().constants["OT_ERR_BUFFER_TOO_SMALL"]:
+                check(status, fn)
+            arr = (ctypes.c_void_p * count.value)()
+            status = f(self._handle(), arr, count.value, ctypes.byref(count))
+            if status == 0:
+                return [kind._from_copy(arr[i]) for i in range(count.value)]
+            if status != lib().constants["OT_ERR_BUFFER_TOO_SMALL"]:  # it grew meanwhile: ask again
+                check(status, fn)
+
+    @property
+    def relayed(self) -> bool:
+        """Whether the connected session is relayed (peer to peer) rather than routed (through the media router)."""
+        v = ctypes.c_int()
+        check(lib().fn.ot_session_is_relayed(self._handle(), ctypes.byref(v)), "relayed")
+        return bool(v.value)
 
     def report_issue(self, description: str) -> str:
         """Reports an issue; returns the id the server logged it under."""
@@ -402,3 +544,33 @@ class Session:
             self.close()
         except Exception:
             pass
+
+
+def poll(timeout: float = 0.0) -> int:
+    """Runs the callbacks of poll-mode sessions (CallbackMode.POLL) on this thread: waits up to `timeout` seconds for
+    one (None: without limit), then runs every one waiting; returns how many ran."""
+    ran = ctypes.c_size_t()
+    ms = -1 if timeout is None else max(0, int(timeout * 1000))
+    check(lib().fn.ot_poll(ms, ctypes.byref(ran)), "poll")
+    return ran.value
+
+
+def poll_fd() -> int:
+    """A file descriptor readable while poll-mode callbacks wait (for select/epoll/asyncio); owned by the library."""
+    fd = ctypes.c_int32()
+    check(lib().fn.ot_poll_get_fd(ctypes.byref(fd)), "poll_fd")
+    return fd.value
+
+
+def attach_asyncio(loop=None) -> None:
+    """Runs poll-mode callbacks in an asyncio event loop (`loop.add_reader` on poll_fd()): they run on the loop's
+    thread, between its other work. detach_asyncio() undoes it."""
+    import asyncio
+    loop = loop or asyncio.get_running_loop()
+    loop.add_reader(poll_fd(), poll, 0.0)
+
+
+def detach_asyncio(loop=None) -> None:
+    import asyncio
+    loop = loop or asyncio.get_running_loop()
+    loop.remove_reader(poll_fd())

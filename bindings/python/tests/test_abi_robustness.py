@@ -17,6 +17,7 @@ ACCEPT_NULLS = {
     "ot_log_set_callback": "NULL restores stderr",
     "ot_log_set_level": "level 0 is OT_LOG_DISABLED",
     "ot_monotonic_time_us": "takes no argument",
+    "ot_poll": "timeout 0 is a poll that does not wait; the count may be NULL",
 }
 
 

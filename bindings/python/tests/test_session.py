@@ -24,8 +24,8 @@ class Recorder(SessionRecorder):
     def on_signal_received(self, type, data, connection):
         self.events.put(("signal", type, data, connection))
 
-    def on_mute_forced(self, active):
-        self.events.put(("mute_forced", active))
+    def on_mute_forced(self, info):
+        self.events.put(("mute_forced", info.active, info.stream_id))
 
 
 def test_connect_capabilities_and_connection(server):
@@ -80,12 +80,12 @@ def test_moderation_force_mute_and_disconnect(server):
     with Recorder.connected(server, sid, "moderator") as mod, Recorder.connected(server, sid, "publisher") as pub:
         victim = mod.expect("connection_created")[1]
         mod.force_mute_all()
-        assert pub.expect("mute_forced")[1] is True
+        assert pub.expect("mute_forced")[1:] == (True, None)
         mod.disable_force_mute()
-        assert pub.expect("mute_forced")[1] is False
+        assert pub.expect("mute_forced")[1:] == (False, None)
         with pytest.raises(OTError) as e:
             pub.force_disconnect(victim)
-        assert e.value.code == ErrorCode.FORCE_UNPUBLISH_OR_INVALID_STREAM
+        assert e.value.code == ErrorCode.UNABLE_TO_FORCE_DISCONNECT
         mod.force_disconnect(victim)
         pub.expect("disconnected")
         assert mod.expect("connection_destroyed")[1].id == victim.id
