@@ -17,7 +17,8 @@ public struct KeyframeRequestPacer: Sendable {
 
     /// The interval on a path of round-trip time `rtt`: two RTTs (a keyframe asked for needs one to start arriving), at
     /// least `minInterval`.
-    public func interval(rtt: Duration) -> Duration { max(minInterval, rtt * 2) }
+    /// (Whole microseconds, the resolution of `Instant`: a deadline computed from it is never early.)
+    public func interval(rtt: Duration) -> Duration { max(minInterval, (rtt * 2).roundedUpToMicroseconds) }
 
     /// A request at `now`: true when it is to be sent now; false when it was held or folded (`poll` sends it later).
     public mutating func request(useFIR: Bool = false, now: Instant, rtt: Duration) -> Bool {

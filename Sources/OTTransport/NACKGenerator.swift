@@ -28,7 +28,8 @@ public struct NACKGenerator: Sendable {
 
     /// The wait between two NACKs of a packet on a path of round-trip time `rtt`: a bit more than the RTT, at least
     /// `minRetryInterval`.
-    public func retryInterval(rtt: Duration) -> Duration { max(minRetryInterval, rtt + rtt / 4) }
+    /// (Whole microseconds, the resolution of `Instant`: a deadline computed from it is never early.)
+    public func retryInterval(rtt: Duration) -> Duration { max(minRetryInterval, (rtt + rtt / 4).roundedUpToMicroseconds) }
 
     /// Records an arriving packet.
     public mutating func received(sequence: UInt16, now: Instant) {
