@@ -228,7 +228,11 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
 
     private func publish(_ offer: MediaOfferRequest, _ completion: @escaping @Sendable (Result<String, OTError>) -> Void) throws {
         let peer = Peer(id: offer.peerId, sessionId: offer.sessionId, connectionId: offer.connectionId, streamId: offer.streamId, direction: .publish)
-        let driver = try endpoint.makePeerConnection(config: PeerConnectionConfig()) { [weak self, weak peer] e in if let peer { self?.publisherEvent(e, peer) } }
+        // The uplink repairs by NACK and RTX, without FEC: FEC packets would leave holes in the sequence numbers the router
+        // forwards (each subscriber's downlink gets FEC of its own, for its own loss).
+        var config = PeerConnectionConfig()
+        config.videoFEC = false
+        let driver = try endpoint.makePeerConnection(config: config) { [weak self, weak peer] e in if let peer { self?.publisherEvent(e, peer) } }
         peer.driver = driver
         let answer: String
         do { answer = try driver.createAnswer(toOffer: offer.sdp) } catch { driver.close(); throw error }

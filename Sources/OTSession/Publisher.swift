@@ -96,7 +96,7 @@ public struct PublisherStats: Sendable, Equatable {
     public var roundTripTimeMillis: Double?
     public var fractionLost = 0.0
     /// RTP bytes (whole packets, before SRTP) sent on all of the publisher's connections: media, and repair
-    /// (packets resent in answer to NACKs).
+    /// (packets resent in answer to NACKs, and FEC packets).
     public var rtpBytesSent = 0
     public var repairBytesSent = 0
     public init() {}

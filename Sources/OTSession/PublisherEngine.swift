@@ -499,8 +499,8 @@ final class PublisherEngine: @unchecked Sendable {
         s.nackCount = nackCount
         for p in peers.values {
             let c = p.link.stats
-            s.rtpBytesSent += c.bytesSent
-            s.repairBytesSent += c.retransmittedBytesSent
+            s.rtpBytesSent += c.bytesSent - c.fecBytesSent
+            s.repairBytesSent += c.retransmittedBytesSent + c.fecBytesSent
         }
         s.roundTripTimeMillis = peers.values.compactMap { $0.rtt.map { Double($0.microseconds) / 1000 } }.max()
         s.fractionLost = peers.values.map(\.fractionLost).max() ?? 0

@@ -417,7 +417,9 @@ final class SubscriberEngine: @unchecked Sendable {
         var s = SubscriberStats()
         s.timestampMillis = wallClockMillis()
         if let v = video?.stats {
-            s.videoPacketsReceived = v.packetsReceived; s.videoBytesReceived = v.bytesReceived; s.videoPacketsLost = v.packetsLost
+            s.videoPacketsReceived = v.packetsReceived; s.videoBytesReceived = v.bytesReceived
+            // Loss from the connection, which numbers FEC packets too (the pipeline sees media only).
+            s.videoPacketsLost = videoSSRC.flatMap { link?.packetsLost(ssrc: $0) } ?? v.packetsLost
             s.framesDecoded = v.framesDecoded; s.framesDropped = v.framesDropped
             s.freezeCount = v.freezeCount; s.totalFreezesDurationSeconds = v.totalFreezesDuration
             s.videoJitter = v.jitter; s.frameWidth = v.frameWidth; s.frameHeight = v.frameHeight
@@ -438,6 +440,7 @@ final class SubscriberEngine: @unchecked Sendable {
         if var v = video?.stats {
             // The connection's RTP session NACKs (the pipeline's own NACK is off).
             if let n = videoSSRC.flatMap({ link?.nackCounters(ssrc: $0) }) { v.nackCount = n.nacked; v.packetsRepaired = n.recovered }
+            if let lost = videoSSRC.flatMap({ link?.packetsLost(ssrc: $0) }) { v.packetsLost = lost }
             b.addInbound(v, framesPerSecond: frameMeter.framesPerSecond(at: MonotonicClock.now()))
         }
         if let a = audio?.stats { b.addInbound(a) }

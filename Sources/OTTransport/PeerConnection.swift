@@ -27,6 +27,8 @@ public struct PeerConnectionConfig: Sendable {
     public var srtpProfiles: [SRTPProfile] = SRTPProfile.preferred
     /// Answer NACKs from the retransmission cache and send NACKs for gaps.
     public var nack = true
+    /// Offer/answer video FEC (ULPFEC inside RED), sent when the measured loss calls for it.
+    public var videoFEC = true
     /// Overrides of the ICE timers (consent, pacing); role, lite and credentials are set by the connection.
     public var ice: (@Sendable (inout ICEConfig) -> Void)?
     /// Run a send-side bandwidth estimator on transport-wide feedback for what we send (nil: none). Stamping
@@ -93,6 +95,10 @@ public struct PeerConnectionStats: Sendable, Equatable {
     public var nackedSequences = 0
     public var nackRepaired = 0
     public var nackGivenUp = 0
+    /// FEC packets sent (ULPFEC inside RED) and their bytes (RTP before SRTP); media packets the peer's FEC rebuilt here.
+    public var fecPacketsSent = 0
+    public var fecBytesSent = 0
+    public var fecPacketsRecovered = 0
     /// RTP packets received that carry a transport-wide sequence number, and the numbers missing between the first and
     /// the highest received: the loss on the wire, before retransmissions repaired it.
     public var transportPacketsReceived = 0
@@ -177,6 +183,12 @@ public final class PeerConnection {
     private var srtp: SRTPContext?
     private var clockRates: [UInt8: UInt32] = [:]
     private var rtxReceiver: RTXReceiver?
+    /// Video FEC: per SSRC of ours, and for what the peer sends; the loss measured for it.
+    private var fecSenders: [UInt32: ULPFECSender] = [:]
+    private var fecReceiver: ULPFECReceiver?
+    private var fecLoss = TransportFeedbackLoss()
+    private var fecLossSince: Instant?
+    private var smoothedLoss: Double?
     /// RTX payload type -> media SSRC, for a section whose RTX SSRC was not declared.
     private var rtxBySection: [UInt8: UInt32] = [:]
     private var events = FIFO<PeerConnectionEvent>()
@@ -309,6 +321,7 @@ public final class PeerConnection {
         p.video = config.video
         p.audioTrack = config.audioTrack
         p.videoTrack = config.videoTrack
+        p.videoFEC = config.videoFEC
         return p
     }
 
@@ -446,6 +459,7 @@ public final class PeerConnection {
             if let rtx = m.rtxPayloadType { clockRates[rtx] = m.codec.clockRate }
         }
         configureRTX(neg)
+        configureFEC(neg)
         agent.setRemoteCredentials(ufrag: neg.remoteIceUfrag, pwd: neg.remoteIcePwd)
         agent.remoteIsLite = neg.remoteIceLite
         let dtls = try DTLSEndpoint(role: neg.localIsDTLSClient ? .client : .server, certificate: certificate,
@@ -479,6 +493,36 @@ public final class PeerConnection {
             }
         }
         rtxReceiver = types.isEmpty ? nil : RTXReceiver(ssrcs: ssrcs, payloadTypes: types)
+    }
+
+    /// Video FEC (ULPFEC inside RED) where both sides negotiated it: our video track's packets go through an
+    /// `ULPFECSender` whose protection follows the loss the peer's transport-wide feedback shows; the peer's RED and FEC
+    /// packets go through an `ULPFECReceiver`.
+    private func configureFEC(_ neg: SDPNegotiated) {
+        for m in neg.media {
+            guard let red = m.redPayloadType, let ulpfec = m.ulpfecPayloadType else { continue }
+            clockRates[red] = m.codec.clockRate
+            clockRates[ulpfec] = m.codec.clockRate
+            if m.direction == .sendrecv || m.direction == .recvonly { fecReceiver = ULPFECReceiver(redPayloadType: red, ulpfecPayloadType: ulpfec) }
+            let track = m.kind == "video" ? config.videoTrack : nil
+            if let track, m.direction == .sendrecv || m.direction == .sendonly {
+                fecSenders[track.ssrc] = ULPFECSender(mediaPayloadType: m.codec.payloadType, redPayloadType: red, ulpfecPayloadType: ulpfec)
+            }
+        }
+    }
+
+    /// Once a second of transport-wide feedback: FEC protection for the loss it showed (half the new figure, half the
+    /// old, so one bad second does not swing it).
+    private func updateFECProtection(_ fb: TransportCCFeedback, now: Instant) {
+        guard !fecSenders.isEmpty else { return }
+        fecLoss.add(fb)
+        let since = fecLossSince ?? now
+        fecLossSince = since
+        guard now - since >= .seconds(1), let loss = fecLoss.take() else { return }
+        fecLossSince = now
+        smoothedLoss = smoothedLoss.map { ($0 + loss) / 2 } ?? loss
+        let protection = ULPFECSender.protection(forLoss: smoothedLoss ?? 0)
+        for ssrc in Array(fecSenders.keys) { fecSenders[ssrc]?.protection = protection }
     }
 
     /// The packet an RTX packet resends (plain RTP, allocated), or nil when `p` is not RTX of a negotiated stream.
@@ -527,6 +571,24 @@ public final class PeerConnection {
             counters.sendsDroppedWithoutConsent = transport.sendsDroppedWithoutConsent
             return false
         }
+        // Video FEC where negotiated: the packet goes as RED (renumbered past the FEC packets), FEC packets after a frame.
+        var fec: [[UInt8]] = []
+        if !fecSenders.isEmpty, var f = fecSenders[h.ssrc] {
+            fec = f.process(&packet)
+            fecSenders[h.ssrc] = f
+        }
+        guard transmit(&packet, srtp: srtp, transport: transport, now: now) else { return false }
+        for var p in fec where transmit(&p, srtp: srtp, transport: transport, now: now) {
+            counters.fecPacketsSent += 1
+            counters.fecBytesSent += p.count
+        }
+        drainTransport()
+        return true
+    }
+
+    /// Numbers (transport-wide), records (for NACK), protects and queues one RTP packet of ours.
+    private func transmit(_ packet: inout [UInt8], srtp: SRTPContext, transport: MediaTransport, now: Instant) -> Bool {
+        guard let h = Self.header(packet) else { counters.malformedSends += 1; return false }
         // This connection's transport-wide number, over whatever the packet carried (a router forwards packets
         // numbered for the publisher's uplink).
         let twccSequence = stampTransportSequence(&packet)
@@ -537,7 +599,6 @@ public final class PeerConnection {
         do { try srtp.protectRTP(&packet) } catch { counters.srtpErrors += 1; return false }
         if let seq = twccSequence { estimator?.packetSent(sequence: seq, size: packet.count, at: now) }
         transport.sendMedia(packet)
-        drainTransport()
         return true
     }
 
@@ -731,6 +792,7 @@ public final class PeerConnection {
             case .packetsUnrecoverable(let s, let seqs): events.push(.packetsUnrecoverable(ssrc: s, sequences: seqs))
             case .transportFeedback(let f):
                 counters.transportFeedbackReceived += 1
+                updateFECProtection(f, now: now)
                 events.push(.transportFeedback(f))
                 if estimator != nil { estimate(f, now: now) }
             }
@@ -804,6 +866,7 @@ public final class PeerConnection {
             if transportCCMediaSSRC == 0 { transportCCMediaSSRC = h.ssrc }
             if feedbackDue == nil { feedbackDue = now + config.transportFeedbackInterval }
         }
+        var packet = p, header = h
         if let receiver = rtxReceiver, receiver.payloadTypes[h.pt] != nil {
             // A retransmission on the RTX stream: it repairs the original stream (its own numbering is not NACKed).
             guard let original = unwrapRTX(p, ssrc: h.ssrc, payloadType: h.pt), let o = Self.header(original) else {
@@ -811,12 +874,23 @@ public final class PeerConnection {
                 return
             }
             counters.rtxPacketsReceived += 1
-            rtpSession.received(ssrc: o.ssrc, sequence: o.seq, rtpTimestamp: o.ts, clockRate: clockRates[o.pt] ?? 90000, now: now)
-            events.push(.rtp(original))
+            packet = original
+            header = o
+        }
+        rtpSession.received(ssrc: header.ssrc, sequence: header.seq, rtpTimestamp: header.ts, clockRate: clockRates[header.pt] ?? 90000, now: now)
+        guard fecReceiver != nil, header.pt == fecReceiver?.redPayloadType else {
+            events.push(.rtp(packet))
             return
         }
-        rtpSession.received(ssrc: h.ssrc, sequence: h.seq, rtpTimestamp: h.ts, clockRate: clockRates[h.pt] ?? 90000, now: now)
-        events.push(.rtp(p))
+        // RED: the media it carries goes on; an FEC packet may rebuild a media packet that went missing.
+        let outs = fecReceiver?.receive(packet) ?? []
+        for (media, rebuilt) in outs {
+            if rebuilt, let m = Self.header(media) {
+                counters.fecPacketsRecovered += 1
+                rtpSession.received(ssrc: m.ssrc, sequence: m.seq, rtpTimestamp: m.ts, clockRate: clockRates[m.pt] ?? 90000, now: now)
+            }
+            events.push(.rtp(media))
+        }
     }
 
     private func receiveRTCP(_ bytes: [UInt8], now: Instant) {

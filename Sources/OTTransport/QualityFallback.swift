@@ -128,14 +128,10 @@ public struct QualityFallbackMonitor: Sendable, Equatable {
 public struct LinkQualitySampler: Sendable, Equatable {
     private var reportedLost = 0.0
     private var reportedExpected = 0.0
-    private var wireReceived = 0
-    private var wireLost = 0
+    private var wire = TransportFeedbackLoss()
     private var jitterSeconds: Double?
     /// Highest extended sequence per SSRC from the previous report, to size each report's interval.
     private var highest: [UInt32: UInt32] = [:]
-    /// Transport-wide sequence numbers already counted (feedback may report a packet again after a late arrival).
-    private var wireCounted = SequenceUnwrapper()
-    private var wireHighest: Int64?
     /// The latest round-trip time (kept across samples).
     public var roundTripTime: Duration?
 
@@ -157,25 +153,43 @@ public struct LinkQualitySampler: Sendable, Equatable {
     }
 
     /// Transport-wide feedback from the receiver: each packet it covers for the first time counts as received or lost.
-    public mutating func transportFeedback(_ fb: TransportCCFeedback) {
-        for (i, d) in fb.deltas.enumerated() {
-            let ext = wireCounted.unwrap(fb.baseSequence &+ UInt16(truncatingIfNeeded: i))
-            if let h = wireHighest, ext <= h { continue }
-            wireHighest = ext
-            if d == nil { wireLost += 1 } else { wireReceived += 1 }
-        }
-    }
+    public mutating func transportFeedback(_ fb: TransportCCFeedback) { wire.add(fb) }
 
     /// Forgets what a report said about an SSRC no longer sent (so a later resume does not count the pause).
     public mutating func forget(ssrc: UInt32) { highest[ssrc] = nil }
 
     /// The sample of the interval since the previous call (nil when nothing was reported), and a new interval.
     public mutating func sample() -> LinkQualitySample? {
-        defer { reportedLost = 0; reportedExpected = 0; wireReceived = 0; wireLost = 0; jitterSeconds = nil }
-        guard reportedExpected > 0 || wireReceived + wireLost > 0 else { return nil }
+        defer { reportedLost = 0; reportedExpected = 0; jitterSeconds = nil }
+        let raw = wire.take()
+        guard reportedExpected > 0 || raw != nil else { return nil }
         let loss = reportedExpected > 0 ? reportedLost / reportedExpected : 0
-        let raw = wireReceived + wireLost > 0 ? Double(wireLost) / Double(wireReceived + wireLost) : nil
         return LinkQualitySample(loss: loss, rawLoss: raw, roundTripTime: roundTripTime,
                                  jitter: jitterSeconds.map { .microseconds(Int64($0 * 1_000_000)) })
+    }
+}
+
+/// The loss on the wire a receiver's transport-wide feedback shows: each packet it covers counts once, as received or
+/// lost (a later feedback may cover it again after a late arrival), until `take()`.
+public struct TransportFeedbackLoss: Sendable, Equatable {
+    private var unwrapper = SequenceUnwrapper()
+    private var highest: Int64?
+    public private(set) var received = 0, lost = 0
+
+    public init() {}
+
+    public mutating func add(_ fb: TransportCCFeedback) {
+        for (i, d) in fb.deltas.enumerated() {
+            let ext = unwrapper.unwrap(fb.baseSequence &+ UInt16(truncatingIfNeeded: i))
+            if let h = highest, ext <= h { continue }
+            highest = ext
+            if d == nil { lost += 1 } else { received += 1 }
+        }
+    }
+
+    /// The lost share since the last call (nil when no packet was covered), and a new count.
+    public mutating func take() -> Double? {
+        defer { received = 0; lost = 0 }
+        return received + lost > 0 ? Double(lost) / Double(received + lost) : nil
     }
 }

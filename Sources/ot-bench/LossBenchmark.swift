@@ -260,8 +260,10 @@ private func runLossSession(_ args: [String]) throws {
         counters["routerUpGivenUp"] = up?.nackGivenUp ?? 0
         counters["routerDownRetransmissions"] = downs.map(\.retransmissionsSent).reduce(0, +)
         counters["routerDownMisses"] = downs.map(\.retransmissionMisses).reduce(0, +)
+        counters["routerDownFEC"] = downs.map(\.fecPacketsSent).reduce(0, +)
+        counters["routerGateReplayed"] = c.packetsReplayed
         mediaBytes += c.bytesOut
-        repairBytes += downs.map(\.retransmittedBytesSent).reduce(0, +)
+        repairBytes += downs.map { $0.retransmittedBytesSent + $0.fecBytesSent }.reduce(0, +)
     }
     j["repairOverhead"] = mediaBytes > 0 ? Double(repairBytes) / Double(mediaBytes) : 0
     j["counters"] = counters
