@@ -512,7 +512,7 @@ public final class PeerConnection {
     }
 
     /// Once a second of transport-wide feedback: FEC protection for the loss it showed (half the new figure, half the
-    /// old, so one bad second does not swing it).
+    /// old, so one bad second does not swing it) and the round-trip time.
     private func updateFECProtection(_ fb: TransportCCFeedback, now: Instant) {
         guard !fecSenders.isEmpty else { return }
         fecLoss.add(fb)
@@ -521,7 +521,7 @@ public final class PeerConnection {
         guard now - since >= .seconds(1), let loss = fecLoss.take() else { return }
         fecLossSince = now
         smoothedLoss = smoothedLoss.map { ($0 + loss) / 2 } ?? loss
-        let protection = ULPFECSender.protection(forLoss: smoothedLoss ?? 0)
+        let protection = ULPFECSender.protection(forLoss: smoothedLoss ?? 0, roundTripTime: rtpSession.rtt)
         for ssrc in Array(fecSenders.keys) { fecSenders[ssrc]?.protection = protection }
     }
 

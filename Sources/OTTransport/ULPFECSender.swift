@@ -35,14 +35,18 @@ public struct ULPFECSender: Sendable {
         self.ulpfecPayloadType = ulpfecPayloadType & 0x7F
     }
 
-    /// FEC worth sending at a loss fraction (0…1) on the wire: none below 5 % (NACK repairs that alone); above,
-    /// 1.5 × the loss, at most one FEC packet per two media packets. At 10 % a frame of 4 packets gets one FEC packet
-    /// and a single loss in it is rebuilt at once; at 30 % most frames lose a packet and half of them get it back
-    /// without waiting for a retransmission, which is then lost as often.
-    public static func protection(forLoss loss: Double) -> Double {
-        guard loss.isFinite, loss >= 0.05 else { return 0 }
+    /// FEC worth sending at a loss fraction (0…1) on the wire and a round-trip time: where it pays. Below 5 % loss, or
+    /// on a path of less than `minRoundTripTime`, NACK repairs a loss within a frame interval or two and FEC would only
+    /// add its bytes (measured: docs/benchmarks.md, "Loss"); above, 1.5 × the loss, at most one FEC packet per two
+    /// media packets: at 10 % a loss among the packets an FEC packet covers is rebuilt at once, without the round trip
+    /// a retransmission needs (and which it loses as often at 30 %).
+    public static func protection(forLoss loss: Double, roundTripTime rtt: Duration) -> Double {
+        guard loss.isFinite, loss >= 0.05, rtt >= minRoundTripTime else { return 0 }
         return min(0.5, 1.5 * loss)
     }
+
+    /// The shortest round-trip time FEC is sent on (libwebrtc's hybrid NACK/FEC also leaves FEC off below 20 ms).
+    public static let minRoundTripTime: Duration = .milliseconds(20)
 
     /// Turns a plain media packet into what goes on the wire (RED, renumbered), in place; returns the FEC packets to
     /// send after it (when it ends a frame and `protection` is on). Packets of other payload types pass unchanged.

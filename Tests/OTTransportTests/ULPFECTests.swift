@@ -6,11 +6,13 @@ import XCTest
 /// ULPFEC with RED between a sender and a receiver processor, over the seeded emulator on virtual time: losses are
 /// rebuilt without any retransmission, bit for bit, and the sequence space stays gap-free for the receiver.
 final class ULPFECTests: XCTestCase {
-    func testProtectionFollowsTheLoss() {
-        XCTAssertEqual(ULPFECSender.protection(forLoss: 0.02), 0, "NACK alone below 5 %")
-        XCTAssertEqual(ULPFECSender.protection(forLoss: 0.10), 0.15, accuracy: 1e-9)
-        XCTAssertEqual(ULPFECSender.protection(forLoss: 0.40), 0.5, "at most one FEC packet per two media packets")
-        XCTAssertEqual(ULPFECSender.protection(forLoss: .nan), 0)
+    func testProtectionFollowsTheLossWhereItPays() {
+        let rtt = Duration.milliseconds(60)
+        XCTAssertEqual(ULPFECSender.protection(forLoss: 0.02, roundTripTime: rtt), 0, "NACK alone below 5 %")
+        XCTAssertEqual(ULPFECSender.protection(forLoss: 0.10, roundTripTime: rtt), 0.15, accuracy: 1e-9)
+        XCTAssertEqual(ULPFECSender.protection(forLoss: 0.40, roundTripTime: rtt), 0.5, "at most one FEC packet per two media packets")
+        XCTAssertEqual(ULPFECSender.protection(forLoss: .nan, roundTripTime: rtt), 0)
+        XCTAssertEqual(ULPFECSender.protection(forLoss: 0.30, roundTripTime: .milliseconds(2)), 0, "a short path: NACK is quicker")
     }
 
     /// FEC packets take numbers after frames; a media packet that reaches the sender late (a router forwards what its
@@ -43,7 +45,7 @@ final class ULPFECTests: XCTestCase {
         var net = NetworkEmulator(seed: 2024, conditions: LinkConditions(delay: .milliseconds(30), jitter: .milliseconds(4), loss: 0.10))
         let a = TransportAddress("10.0.0.1:5000")!, b = TransportAddress("10.0.0.2:6000")!
         var sender = ULPFECSender(mediaPayloadType: 96, redPayloadType: 100, ulpfecPayloadType: 101)
-        sender.protection = ULPFECSender.protection(forLoss: 0.2)
+        sender.protection = ULPFECSender.protection(forLoss: 0.2, roundTripTime: .milliseconds(60))
         var receiver = ULPFECReceiver(redPayloadType: 100, ulpfecPayloadType: 101)
         var sentMedia: [UInt16: [UInt8]] = [:]   // plain media as protected, by the sequence number on the wire
         var wireSeqs: [UInt16] = []
