@@ -746,6 +746,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                 "bytesOut": .int(Int64(c.bytesOut)), "subscribers": .int(Int64(c.subscribers)),
                 "keyframeRequestsSent": .int(Int64(c.keyframeRequestsSent)),
                 "keyframeRequestsAggregated": .int(Int64(c.keyframeRequestsAggregated)), "packetsHeld": .int(Int64(c.packetsHeld)),
+                "packetsHeldForKeyframe": .int(Int64(c.packetsHeldForKeyframe)), "packetsReplayed": .int(Int64(c.packetsReplayed)),
                 "audioFallback": Self.fallbackJSON(c, fallback),
             ]
             sessions[sid] = t

@@ -9,7 +9,7 @@ import OTSession
 /// packet loss. Each run gets a fresh network namespace (only `lo`) whose nftables output chain drops UDP: at random
 /// (`numgen random mod 100 < P`, so every datagram each way — media, RTCP, STUN, DTLS — is dropped with probability
 /// P on each traversal; signaling is TCP and unaffected), or in bursts (`burst`: 10 consecutive datagrams out of every
-/// 100, `numgen inc`). Inside it the bench runs itself (`OT_LOSS_NETNS` set): an embedded server with a media router on
+/// 100, `numgen inc`, at a random phase). Inside it the bench runs itself (`OT_LOSS_NETNS` set): an embedded server with a media router on
 /// 127.0.0.1, one client publishing the test pattern (640×480, 30 fps, as `ot-demo`) and a tone, another subscribing
 /// for `--seconds` after `subscribe`. Per run: connected or not, subscribe → first frame, frames rendered of those
 /// sent after `subscribe`, freezes (more than 500 ms without a new frame, after the first), audio concealment (the
@@ -78,11 +78,14 @@ enum LossPattern {
         }
     }
 
-    /// The nftables rule (output chain) that drops.
+    /// The nftables rule (output chain) that drops. A burst starts at a random phase of the 100-datagram cycle (the
+    /// counter starts with the session, so a fixed phase would always hit its first datagrams).
     var rule: String {
         switch self {
-        case .random(let p): "meta l4proto udp numgen random mod 100 < \(p) counter drop"
-        case .burst: "meta l4proto udp numgen inc mod 100 < 10 counter drop"
+        case .random(let p): return "meta l4proto udp numgen random mod 100 < \(p) counter drop"
+        case .burst:
+            let phase = Int.random(in: 0...89)
+            return "meta l4proto udp numgen inc mod 100 \(phase)-\(phase + 9) counter drop"
         }
     }
 }
