@@ -141,11 +141,16 @@ public final class VideoReceivePipeline {
     public var isWaitingForKeyframe: Bool { depacketizer.isWaitingForKeyframe || jitterBuffer.waitingForKeyframe }
 
     /// The transport gave up repairing these packets (NACK retries used up): when the stream needs one of them, the
-    /// frames after it cannot be decoded, so stop waiting and ask for a keyframe now.
+    /// frames after it cannot be decoded, so stop waiting and ask for a keyframe now. While a keyframe is awaited, one
+    /// left incomplete by the loss is asked for again (what is held stays: the next complete keyframe replaces it).
     public func packetsUnrecoverable(_ sequences: [UInt16], now: Instant) -> [VideoReceiveEvent] {
         var events: [VideoReceiveEvent] = []
         guard ssrc != nil, sequences.contains(where: { depacketizer.needs($0) }) else { return events }
-        giveUp(now: now, &events)
+        if depacketizer.isWaitingForKeyframe {
+            requestKeyframe(now: now, &events)
+        } else {
+            giveUp(now: now, &events)
+        }
         return events
     }
 

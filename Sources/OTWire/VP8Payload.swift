@@ -271,12 +271,17 @@ public struct VP8Depacketizer: Sendable {
     /// Whether delta frames are being dropped until a keyframe arrives.
     public var isWaitingForKeyframe: Bool { waitingForKeyframe }
 
-    /// Whether losing the packet with `sequence` for good leaves what comes next undecodable: it is not older than
-    /// the next packet expected in order, or no keyframe has been assembled since the stream (re)started.
+    /// Whether losing the packet with `sequence` for good leaves what comes next undecodable: while decoding, it is not
+    /// older than the next packet expected in order; while waiting for a keyframe, it belongs to (or follows) a keyframe
+    /// being assembled, which it leaves incomplete.
     public func needs(_ sequence: UInt16) -> Bool {
-        if waitingForKeyframe { return true }
-        guard let n = nextExpected, let h = highest else { return true }
-        return h + Int64(Int16(bitPattern: sequence &- UInt16(truncatingIfNeeded: h))) >= n
+        guard let h = highest else { return false }
+        let ext = h + Int64(Int16(bitPattern: sequence &- UInt16(truncatingIfNeeded: h)))
+        if waitingForKeyframe {
+            return slots.contains { $0.seq >= 0 && $0.seq <= ext && $0.startsFrame && VP8FrameHeader.isKeyframe($0.data[...]) }
+        }
+        guard let n = nextExpected else { return true }
+        return ext >= n
     }
 
     /// Feeds one RTP packet carrying VP8; `deliver` receives complete frames and keyframe requests.

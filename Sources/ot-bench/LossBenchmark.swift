@@ -208,14 +208,9 @@ private func runLossSession(_ args: [String]) throws {
     let seconds = Double(try intOption(args, "--seconds", 8))
     let server = try BenchServer()
     defer { server.stop() }
-    let sid = try server.session(relayed: relayed)
-    let (a, _) = try server.connect(sid)
-    let (b, bDelegate) = try server.connect(sid)
-    defer { try? a.disconnect(); try? b.disconnect() }
-    let pubRec = StreamRecorder("publisher")
-    let publisher = try testPatternPublisher(pubRec, name: "loss", width: 640, height: 480, fps: 30, kbps: 600)
-    let stream = try publishAndWait(a, publisher, pubRec)
-    guard waitUntil(15, { bDelegate.streams[stream.id] != nil }) else { throw BenchError("the subscriber did not see the stream") }
+    let pair = try PublishedPair(server, relayed: relayed, name: "loss", width: 640, height: 480, fps: 30, kbps: 600)
+    defer { pair.close() }
+    let (a, b, publisher, stream) = (pair.a, pair.b, pair.publisher, pair.stream)
 
     let rec = StreamRecorder("subscriber")
     let sub = Subscriber(stream: stream, delegate: rec, settings: SubscriberSettings(playAudio: false))

@@ -199,6 +199,35 @@ func publishAndWait(_ session: Session, _ publisher: Publisher, _ rec: StreamRec
     return stream
 }
 
+/// Two clients of a new session on `server`: A publishes the test pattern and a tone, B has seen the stream. Keeps the
+/// delegates the sessions hold weakly; disconnect both with `close()`.
+final class PublishedPair {
+    let a: Session, b: Session
+    let publisher: Publisher
+    let stream: StreamInfo
+    private let delegates: (BenchSessionDelegate, BenchSessionDelegate, StreamRecorder)
+
+    init(_ server: BenchServer, relayed: Bool, name: String, width: Int, height: Int, fps: Int, kbps: Int) throws {
+        let sid = try server.session(relayed: relayed)
+        let (a, aDelegate) = try server.connect(sid)
+        let (b, bDelegate) = try server.connect(sid)
+        let pubRec = StreamRecorder("publisher")
+        do {
+            publisher = try testPatternPublisher(pubRec, name: name, width: width, height: height, fps: fps, kbps: kbps)
+            let stream = try publishAndWait(a, publisher, pubRec)
+            guard waitUntil(15, { bDelegate.streams[stream.id] != nil }) else { throw BenchError("the subscriber did not see the stream") }
+            self.stream = stream
+        } catch {
+            try? a.disconnect(); try? b.disconnect()
+            throw error
+        }
+        self.a = a; self.b = b
+        delegates = (aDelegate, bDelegate, pubRec)
+    }
+
+    func close() { try? a.disconnect(); try? b.disconnect() }
+}
+
 /// `x` rounded to a whole number.
 func whole(_ x: Double) -> String { "\(Int(x.rounded()))" }
 
