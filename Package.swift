@@ -23,6 +23,10 @@ let package = Package(
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
+        // libyuv: Debian's libyuv-dev ships no .pc file, so the module map links it by name (`link "yuv"`).
+        .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
+        // libpulse: PulseAudio (and PipeWire through pipewire-pulse) capture and playout.
+        .systemLibrary(name: "CPulse", pkgConfig: "libpulse", providers: [.apt(["libpulse-dev"])]),
         // Linux epoll/eventfd headers for the TCP event loop.
         .systemLibrary(name: "CEpoll"),
         // C functions Swift cannot call directly (variadic ctl functions, macros).
@@ -31,7 +35,7 @@ let package = Package(
         .target(name: "COTABI"),
 
         // What every layer shares: logging, time, byte readers and writers.
-        .target(name: "OTBase"),
+        .target(name: "OTBase", dependencies: ["COTShims"]),
         // Byte formats only: RTP/RTCP, STUN, SDP, VP8/Opus payloads, HTTP, WebSocket, JSON messages, tokens.
         .target(name: "OTWire", dependencies: ["OTBase", "COTShims", "COpenSSL"]),
         // Sans-IO protocol engines and the socket driver.
@@ -39,11 +43,14 @@ let package = Package(
                                                   "CEpoll"]),
         // Frames, converters, codecs, jitter buffers, capturers, audio devices.
         .target(name: "OTMedia", dependencies: ["OTWire", "COTShims", "COpus", "CVPX", "COpenSSL",
-                                               "CPNG"]),
+                                               "CPNG", "CYUV", "CPulse"]),
         // The Swift API users import: Session, Publisher, Subscriber.
         .target(name: "OTSession", dependencies: ["OTTransport", "OTMedia", "OTWire"]),
         // The session server: REST API, WebSocket signaling, media router.
-        .target(name: "OTServer", dependencies: ["OTTransport", "OTWire"]),
+        .target(name: "OTServer", dependencies: ["OTTransport", "OTWire"], plugins: ["EmbedWebAssets"]),
+        // Build-time embedding of bindings/js (otsession.js, the demo page) into OTServer, which serves them under /js/.
+        .plugin(name: "EmbedWebAssets", capability: .buildTool(), dependencies: ["ot-embed-web-files"]),
+        .executableTarget(name: "ot-embed-web-files", path: "Plugins/EmbedWebAssetsTool"),
         // The C ABI of libotsession.so: handle registry, argument checks, callback structs.
         .target(name: "OTCABI", dependencies: ["COTABI", "OTSession", "OTServer", "CEpoll"]),
 
@@ -59,7 +66,7 @@ let package = Package(
         .testTarget(name: "OTBaseTests", dependencies: ["OTBase"]),
         .testTarget(name: "OTWireTests", dependencies: ["OTWire"]),
         .testTarget(name: "OTTransportTests", dependencies: ["OTTransport", "OTMedia", "OTTestSupport"]),
-        .testTarget(name: "OTMediaTests", dependencies: ["OTMedia", "OTTransport"]),
+        .testTarget(name: "OTMediaTests", dependencies: ["OTMedia", "OTTransport", "OTTestSupport"]),
         // Test support shared by test targets: session recorders and waits, a coturn launcher, a TCP proxy that cuts connections.
         .target(name: "OTTestSupport", dependencies: ["OTSession", "COTAllocCounter"], path: "Tests/OTTestSupport"),
         .testTarget(name: "OTServerTests", dependencies: ["OTServer", "OTSession", "OTTestSupport"]),

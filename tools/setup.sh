@@ -4,8 +4,12 @@
 set -euo pipefail
 
 # iproute2 and nftables: the NAT and packet-loss tests build network namespaces.
-APT_PACKAGES=(pkg-config libopus-dev libvpx-dev libsrtp2-dev libssl-dev libpng-dev coturn iproute2 nftables)
-PIP_PACKAGES=(pytest aiortc opentok)
+# chromium, chromium-driver and selenium: the browser tests (Tests/interop/test_browser.py) drive headless Chromium.
+# libyuv-dev, libpulse-dev: pixel conversion and the PulseAudio device. pulseaudio, pulseaudio-utils: the sound-card
+# tests start a private daemon and use pactl/pacat/parec. libjpeg-dev: the tests build the V4L2 camera stand-in.
+APT_PACKAGES=(pkg-config libopus-dev libvpx-dev libsrtp2-dev libssl-dev libpng-dev libyuv-dev libpulse-dev coturn iproute2 nftables
+              chromium chromium-driver pulseaudio pulseaudio-utils libjpeg-dev)
+PIP_PACKAGES=(pytest aiortc opentok selenium)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -32,6 +32,10 @@ public enum OTErrorCode: Int32, Sendable, CaseIterable {
     case invalidEncryptionSecret = 1030
     case encryptionSecretMissing = 1031
     case encryptionSecretMismatch = 1620
+    /// Capture and playout devices (libotsession's own numbers): a device could not be opened (no sound server, no
+    /// such device), or one in use vanished. The library carries on with a stand-in (docs/devices.md).
+    case deviceUnavailable = 9100
+    case deviceLost = 9101
 
     /// A short English description of the code.
     public var summary: String {
@@ -66,6 +70,8 @@ public enum OTErrorCode: Int32, Sendable, CaseIterable {
         case .internalError: "internal error"
         case .invalidHandle: "the handle was never issued, is deleted, or is of another type"
         case .bufferTooSmall: "the buffer is too small"
+        case .deviceUnavailable: "the capture or playout device is unavailable"
+        case .deviceLost: "the capture or playout device was lost"
         }
     }
 }

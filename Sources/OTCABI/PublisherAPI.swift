@@ -45,6 +45,9 @@ final class PublisherObject: @unchecked Sendable {
             s.videoSource = .testPattern; capturer = nil
         case Int32(OT_VIDEO_SOURCE_NONE.rawValue):
             s.videoSource = .none; capturer = nil
+        case Int32(OT_VIDEO_SOURCE_CAMERA.rawValue):
+            if settings.camera != nil, CArg.string(settings.camera) == nil { throw OTError(.invalidParameter, "camera is not UTF-8") }
+            s.videoSource = .camera(device: CArg.string(settings.camera)); capturer = nil
         case Int32(OT_VIDEO_SOURCE_CUSTOM.rawValue):
             let c = try CallbackVideoCapturer(
                 settings: VideoCaptureSettings(format: .i420, width: s.width, height: s.height, fps: s.fps),
@@ -65,6 +68,9 @@ final class PublisherObject: @unchecked Sendable {
             s.audioDevice = d; customAudio = d
         case Int32(OT_AUDIO_SOURCE_NONE.rawValue):
             s.audioTrack = false; customAudio = nil
+        case Int32(OT_AUDIO_SOURCE_MICROPHONE.rawValue):
+            if settings.microphone != nil, CArg.string(settings.microphone) == nil { throw OTError(.invalidParameter, "microphone is not UTF-8") }
+            s.audioDevice = try PulseAudioDevice(source: CArg.string(settings.microphone)); customAudio = nil
         default:
             throw OTError(.invalidParameter, "unknown audio source \(settings.audio_source)")
         }
@@ -127,6 +133,11 @@ private final class PublisherAdapter: PublisherDelegate, @unchecked Sendable {
     func publisher(_ publisher: Publisher, muteForced active: Bool) {
         post { o, cb in cb.on_mute_forced?(o.handle, cb.user_data, CArg.bool(active)) }
     }
+    func publisher(_ publisher: Publisher, deviceFailed error: DeviceError) {
+        post { o, cb in
+            error.error.message.withCString { cb.on_device_error?(o.handle, cb.user_data, error.kind.rawValue, Status.of(error.error.code), $0) }
+        }
+    }
 }
 
 private func cStats(_ s: PublisherStats) -> ot_publisher_stats {
@@ -143,7 +154,7 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
 }
 
 /// Fills `settings` with the defaults: test pattern 640x480 at 30 fps, camera, 100..2000 kbit/s starting at 600, silent
-/// headless audio at 32 kbit/s, audio and video published, audio fallback enabled.
+/// headless audio at 32 kbit/s, audio and video published, audio fallback enabled; no camera or microphone named.
 @c(ot_publisher_settings_default) public func ot_publisher_settings_default(_ settings: UnsafeMutablePointer<ot_publisher_settings>?) -> ot_status {
     guard let settings else { return Status.invalidParam }
     let d = PublisherSettings()
@@ -153,12 +164,12 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
                                              audio_source: Int32(OT_AUDIO_SOURCE_SILENCE.rawValue),
                                              tone_hz: 440, publish_audio: 1, publish_video: 1, audio_fallback_enabled: 1,
                                              min_bitrate_kbps: Int32(d.minBitrateKbps), start_bitrate_kbps: Int32(d.startBitrateKbps),
-                                             audio_bitrate_bps: Int32(d.audioBitrateBps))
+                                             audio_bitrate_bps: Int32(d.audioBitrateBps), camera: nil, microphone: nil)
     return Status.ok
 }
 
-/// Creates a publisher (NULL settings: the defaults); NULL when `callbacks` is NULL or a setting is out of range.
-/// Nothing is captured until ot_session_publish.
+/// Creates a publisher (NULL settings: the defaults); NULL when `callbacks` is NULL, a setting is out of range, or
+/// OT_VIDEO_SOURCE_CAMERA names no camera (or there is none). Nothing is captured until ot_session_publish.
 @c(ot_publisher_new) public func ot_publisher_new(_ settings: UnsafePointer<ot_publisher_settings>?,
                                                   _ callbacks: UnsafePointer<ot_publisher_callbacks>?) -> UnsafeMutablePointer<ot_publisher>? {
     guard let callbacks else { return nil }

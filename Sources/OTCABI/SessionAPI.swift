@@ -2,6 +2,7 @@ import COTABI
 import Dispatch
 import FoundationEssentials
 import OTBase
+import OTMedia
 import OTSession
 import Synchronization
 
@@ -141,6 +142,11 @@ private final class DelegateAdapter: SessionDelegate, @unchecked Sendable {
     }
     func sessionDidReconnect(_ session: Session) {
         post { o, cb in cb.on_reconnected?(o.handle, cb.user_data) }
+    }
+    func session(_ session: Session, deviceFailed error: DeviceError) {
+        post { o, cb in
+            error.error.message.withCString { cb.on_device_error?(o.handle, cb.user_data, error.kind.rawValue, Status.of(error.error.code), $0) }
+        }
     }
 }
 

@@ -67,7 +67,9 @@ public final class AudioMixer: AudioRenderSource {
 }
 
 /// A bounded, thread-safe FIFO of PCM samples: a push-style producer (a decoder thread) writes,
-/// the mixer pulls. When full, the oldest samples are dropped so playout latency stays bounded.
+/// the mixer pulls. When full, the oldest samples are dropped so playout latency stays bounded; with a backlog
+/// limit, a pull that finds more than `limit` samples waiting first drops the oldest down to `target`, so a
+/// device that started late or a producer that caught up after a stall does not add latency for good.
 public final class PCMFIFO: AudioMixerInput {
     private struct State {
         var ring: [Int16]
@@ -79,9 +81,14 @@ public final class PCMFIFO: AudioMixerInput {
     private let state: Mutex<State>
     public let capacity: Int
 
-    /// `capacity` in samples (for example 200 ms: `settings.samples(millis: 200)`).
-    public init(capacity: Int) {
+    /// The backlog a pull trims (`limit`) and what it keeps (`target`), in samples.
+    public let backlog: (limit: Int, target: Int)?
+
+    /// `capacity` in samples (for example 200 ms: `settings.samples(millis: 200)`); `backlog`, when given, the
+    /// waiting samples above which a pull drops the oldest down to its target (0 ≤ target ≤ limit).
+    public init(capacity: Int, backlog: (limit: Int, target: Int)? = nil) {
         self.capacity = max(1, capacity)
+        self.backlog = backlog.map { b in (max(0, b.limit), min(max(0, b.target), max(0, b.limit))) }
         state = Mutex(State(ring: [Int16](repeating: 0, count: max(1, capacity))))
     }
 
@@ -116,6 +123,14 @@ public final class PCMFIFO: AudioMixerInput {
 
     public func pullAudio(into buffer: UnsafeMutableBufferPointer<Int16>, settings: AudioDeviceSettings) -> Int {
         state.withLock { s in
+            if let backlog, s.count > backlog.limit {
+                // Keep whole frames of `settings`' channels so the channels stay in step.
+                let ch = max(1, settings.channels)
+                let drop = (s.count - backlog.target) / ch * ch
+                s.head = (s.head + drop) % capacity
+                s.count -= drop
+                s.dropped += drop
+            }
             let n = min(buffer.count, s.count)
             for i in 0..<n { buffer[i] = s.ring[(s.head + i) % capacity] }
             s.head = (s.head + n) % capacity

@@ -1,28 +1,9 @@
+import CYUV
 import OTBase
 
-/// Packed RGB layouts capturers hand over, named by byte order in memory
-/// (`.bgra` is B,G,R,A at increasing addresses: what libyuv and Windows call ARGB).
-public enum PackedRGBFormat: Sendable, CaseIterable {
-    case rgb24, bgr24, bgra, argb, rgba, abgr
-
-    /// Bytes per pixel.
-    public var bytesPerPixel: Int {
-        switch self { case .rgb24, .bgr24: 3; default: 4 }
-    }
-    /// Byte offsets of red, green, blue in a pixel.
-    var offsets: (r: Int, g: Int, b: Int) {
-        switch self {
-        case .rgb24: (0, 1, 2)
-        case .bgr24: (2, 1, 0)
-        case .bgra: (2, 1, 0)
-        case .argb: (1, 2, 3)
-        case .rgba: (0, 1, 2)
-        case .abgr: (3, 2, 1)
-        }
-    }
-}
-
-/// Conversions into I420 (BT.601, studio range), writing into the frame's existing planes when their size fits.
+/// Conversions into I420 and scaling, all done by libyuv (SIMD row functions; BT.601 studio range for RGB input,
+/// chroma from the 2×2 average). Each writes into the frame's existing planes when their size fits, so a frame
+/// reused from one capture to the next allocates nothing.
 extension VideoFrame {
     /// Sets the size and tight strides, keeping plane storage when its size already matches.
     public mutating func reshape(width: Int, height: Int) throws {
@@ -45,165 +26,117 @@ extension VideoFrame {
         return o1 || o2 ? nil : span
     }
 
-    private static func check(_ buffer: UnsafeRawBufferPointer, stride: Int, rowBytes: Int, rows: Int, _ what: String) throws {
-        guard buffer.baseAddress != nil, let span = planeSpan(stride: stride, rowBytes: rowBytes, rows: rows),
-              buffer.count >= span else {
+    /// The buffer's start, once it is known to hold `rows` rows of `rowBytes` at `stride` (and the stride fits an
+    /// `Int32`, as libyuv takes it).
+    private static func checked(_ buffer: UnsafeRawBufferPointer, stride: Int, rowBytes: Int, rows: Int,
+                                _ what: String) throws -> UnsafePointer<UInt8> {
+        guard let base = buffer.baseAddress, stride <= Int(Int32.max),
+              let span = planeSpan(stride: stride, rowBytes: rowBytes, rows: rows), buffer.count >= span else {
             throw OTError(.invalidParameter, "\(what) buffer of \(buffer.count) bytes too small for stride \(stride) × \(rows) rows")
         }
+        return base.assumingMemoryBound(to: UInt8.self)
+    }
+
+    /// Reshapes to `width`×`height`, sets the time and rotation, and runs `body` with the destination planes.
+    /// `body` returns libyuv's status (0 for success).
+    private mutating func fill(width: Int, height: Int, timestampMicros: Int64, rotation: VideoRotation, _ what: String,
+                               _ body: (_ y: UnsafeMutablePointer<UInt8>, _ u: UnsafeMutablePointer<UInt8>,
+                                        _ v: UnsafeMutablePointer<UInt8>) -> Int32) throws {
+        try reshape(width: width, height: height)
+        self.timestampMicros = timestampMicros; self.rotation = rotation
+        let status = y.withUnsafeMutableBufferPointer { py in
+            u.withUnsafeMutableBufferPointer { pu in
+                v.withUnsafeMutableBufferPointer { pv -> Int32 in
+                    guard let dy = py.baseAddress, let du = pu.baseAddress, let dv = pv.baseAddress else { return -1 }
+                    return body(dy, du, dv)
+                }
+            }
+        }
+        guard status == 0 else { throw OTError(.invalidParameter, "\(what) conversion failed (libyuv status \(status))") }
     }
 
     /// Fills this frame from NV12 (Y plane, then interleaved U/V at half resolution).
-    public mutating func convertFromNV12(width: Int, height: Int, y srcY: UnsafeRawBufferPointer, strideY srcStrideY: Int,
-                                         uv srcUV: UnsafeRawBufferPointer, strideUV: Int,
+    public mutating func convertFromNV12(width: Int, height: Int, y srcY: UnsafeRawBufferPointer, strideY sY: Int,
+                                         uv srcUV: UnsafeRawBufferPointer, strideUV sUV: Int,
                                          timestampMicros: Int64, rotation: VideoRotation = .r0) throws {
-        try convertFromSemiPlanar(width: width, height: height, y: srcY, strideY: srcStrideY, chroma: srcUV,
-                                  strideChroma: strideUV, uFirst: true, "NV12", timestampMicros: timestampMicros, rotation: rotation)
+        let c = Self.chromaSize(width: width, height: height)
+        let py = try Self.checked(srcY, stride: sY, rowBytes: width, rows: height, "NV12 Y")
+        let puv = try Self.checked(srcUV, stride: sUV, rowBytes: c.width * 2, rows: c.height, "NV12 chroma")
+        let (w, h, cw) = (Int32(width), Int32(height), Int32(c.width))
+        try fill(width: width, height: height, timestampMicros: timestampMicros, rotation: rotation, "NV12") { dy, du, dv in
+            NV12ToI420(py, Int32(sY), puv, Int32(sUV), dy, w, du, cw, dv, cw, w, h)
+        }
     }
 
     /// Fills this frame from NV21 (Y plane, then interleaved V/U at half resolution).
-    public mutating func convertFromNV21(width: Int, height: Int, y srcY: UnsafeRawBufferPointer, strideY srcStrideY: Int,
-                                         vu srcVU: UnsafeRawBufferPointer, strideVU: Int,
+    public mutating func convertFromNV21(width: Int, height: Int, y srcY: UnsafeRawBufferPointer, strideY sY: Int,
+                                         vu srcVU: UnsafeRawBufferPointer, strideVU sVU: Int,
                                          timestampMicros: Int64, rotation: VideoRotation = .r0) throws {
-        try convertFromSemiPlanar(width: width, height: height, y: srcY, strideY: srcStrideY, chroma: srcVU,
-                                  strideChroma: strideVU, uFirst: false, "NV21", timestampMicros: timestampMicros, rotation: rotation)
-    }
-
-    private mutating func convertFromSemiPlanar(width: Int, height: Int, y srcY: UnsafeRawBufferPointer, strideY srcStrideY: Int,
-                                                chroma srcUV: UnsafeRawBufferPointer, strideChroma strideUV: Int, uFirst: Bool,
-                                                _ name: String, timestampMicros: Int64, rotation: VideoRotation) throws {
         let c = Self.chromaSize(width: width, height: height)
-        try reshape(width: width, height: height)
-        try Self.check(srcY, stride: srcStrideY, rowBytes: width, rows: height, "\(name) Y")
-        try Self.check(srcUV, stride: strideUV, rowBytes: c.width * 2, rows: c.height, "\(name) chroma")
-        self.timestampMicros = timestampMicros; self.rotation = rotation
-        guard let sy = srcY.baseAddress, let suv = srcUV.baseAddress else { return }
-        y.withUnsafeMutableBytes { dy in
-            guard let d = dy.baseAddress else { return }
-            for row in 0..<height {
-                (d + row * width).copyMemory(from: sy + row * srcStrideY, byteCount: width)
-            }
-        }
-        let cw = c.width
-        let uo = uFirst ? 0 : 1, vo = 1 - uo
-        u.withUnsafeMutableBufferPointer { du in
-            v.withUnsafeMutableBufferPointer { dv in
-                guard let pu = du.baseAddress, let pv = dv.baseAddress else { return }
-                let src = suv.assumingMemoryBound(to: UInt8.self)
-                for row in 0..<c.height {
-                    let s = src + row * strideUV
-                    let ou = pu + row * cw, ov = pv + row * cw
-                    var x = 0
-                    // 16 chroma pairs at a time: split even and odd bytes (U,V for NV12; V,U for NV21).
-                    let (even, odd) = uo == 0 ? (ou, ov) : (ov, ou)
-                    while x + 16 <= cw {
-                        let pair = UnsafeRawPointer(s + 2 * x).loadUnaligned(as: SIMD32<UInt8>.self)
-                        UnsafeMutableRawPointer(even + x).storeBytes(of: pair.evenHalf, as: SIMD16<UInt8>.self)
-                        UnsafeMutableRawPointer(odd + x).storeBytes(of: pair.oddHalf, as: SIMD16<UInt8>.self)
-                        x += 16
-                    }
-                    while x < cw {
-                        ou[x] = s[2 * x + uo]
-                        ov[x] = s[2 * x + vo]
-                        x += 1
-                    }
-                }
-            }
+        let py = try Self.checked(srcY, stride: sY, rowBytes: width, rows: height, "NV21 Y")
+        let pvu = try Self.checked(srcVU, stride: sVU, rowBytes: c.width * 2, rows: c.height, "NV21 chroma")
+        let (w, h, cw) = (Int32(width), Int32(height), Int32(c.width))
+        try fill(width: width, height: height, timestampMicros: timestampMicros, rotation: rotation, "NV21") { dy, du, dv in
+            NV21ToI420(py, Int32(sY), pvu, Int32(sVU), dy, w, du, cw, dv, cw, w, h)
         }
     }
 
     /// Fills this frame from YUY2 (packed Y0 U Y1 V, 4:2:2); chroma of two rows is averaged.
     public mutating func convertFromYUY2(width: Int, height: Int, data: UnsafeRawBufferPointer, stride: Int,
                                          timestampMicros: Int64, rotation: VideoRotation = .r0) throws {
-        try convertFromPacked422(width: width, height: height, data: data, stride: stride, offsets: (0, 1, 3), "YUY2",
-                                 timestampMicros: timestampMicros, rotation: rotation)
+        let c = Self.chromaSize(width: width, height: height)
+        let src = try Self.checked(data, stride: stride, rowBytes: c.width * 4, rows: height, "YUY2")
+        let (w, h, cw) = (Int32(width), Int32(height), Int32(c.width))
+        try fill(width: width, height: height, timestampMicros: timestampMicros, rotation: rotation, "YUY2") { dy, du, dv in
+            YUY2ToI420(src, Int32(stride), dy, w, du, cw, dv, cw, w, h)
+        }
     }
 
     /// Fills this frame from UYVY (packed U Y0 V Y1, 4:2:2); chroma of two rows is averaged.
     public mutating func convertFromUYVY(width: Int, height: Int, data: UnsafeRawBufferPointer, stride: Int,
                                          timestampMicros: Int64, rotation: VideoRotation = .r0) throws {
-        try convertFromPacked422(width: width, height: height, data: data, stride: stride, offsets: (1, 0, 2), "UYVY",
-                                 timestampMicros: timestampMicros, rotation: rotation)
+        let c = Self.chromaSize(width: width, height: height)
+        let src = try Self.checked(data, stride: stride, rowBytes: c.width * 4, rows: height, "UYVY")
+        let (w, h, cw) = (Int32(width), Int32(height), Int32(c.width))
+        try fill(width: width, height: height, timestampMicros: timestampMicros, rotation: rotation, "UYVY") { dy, du, dv in
+            UYVYToI420(src, Int32(stride), dy, w, du, cw, dv, cw, w, h)
+        }
     }
 
-    /// Packed 4:2:2 with the byte offsets of the first luma sample, U and V in each 4-byte pair of pixels
-    /// (the second luma sample is at first luma + 2).
-    private mutating func convertFromPacked422(width: Int, height: Int, data: UnsafeRawBufferPointer, stride: Int,
-                                               offsets: (y: Int, u: Int, v: Int), _ name: String,
-                                               timestampMicros: Int64, rotation: VideoRotation) throws {
+    /// Fills this frame from a packed RGB `format` (see `PixelFormat.packedRGBLayout`); throws `invalidParameter`
+    /// for a YUV format.
+    public mutating func convertFromRGB(_ format: PixelFormat, width: Int, height: Int, data: UnsafeRawBufferPointer,
+                                        stride: Int, timestampMicros: Int64, rotation: VideoRotation = .r0) throws {
+        guard let layout = format.packedRGBLayout else { throw OTError(.invalidParameter, "\(format) is not a packed RGB format") }
         let c = Self.chromaSize(width: width, height: height)
-        try reshape(width: width, height: height)
-        try Self.check(data, stride: stride, rowBytes: c.width * 4, rows: height, name)
-        self.timestampMicros = timestampMicros; self.rotation = rotation
-        guard let base = data.baseAddress else { return }
-        let src = base.assumingMemoryBound(to: UInt8.self)
-        let w = width, h = height, cw = c.width
-        let yo = offsets.y, uo = offsets.u, vo = offsets.v
-        y.withUnsafeMutableBufferPointer { dy in
-            u.withUnsafeMutableBufferPointer { du in
-                v.withUnsafeMutableBufferPointer { dv in
-                    guard let py = dy.baseAddress, let pu = du.baseAddress, let pv = dv.baseAddress else { return }
-                    for row in 0..<h {
-                        let s = src + row * stride + yo
-                        let o = py + row * w
-                        for x in 0..<w { o[x] = s[2 * x] }
-                    }
-                    for crow in 0..<c.height {
-                        let r0 = src + (2 * crow) * stride
-                        let r1 = src + min(2 * crow + 1, h - 1) * stride
-                        let ou = pu + crow * cw, ov = pv + crow * cw
-                        for x in 0..<cw {
-                            ou[x] = UInt8((Int(r0[4 * x + uo]) + Int(r1[4 * x + uo]) + 1) >> 1)
-                            ov[x] = UInt8((Int(r0[4 * x + vo]) + Int(r1[4 * x + vo]) + 1) >> 1)
-                        }
-                    }
-                }
+        let src = try Self.checked(data, stride: stride, rowBytes: width * layout.bytesPerPixel, rows: height, "\(format)")
+        let (w, h, cw, s) = (Int32(width), Int32(height), Int32(c.width), Int32(stride))
+        try fill(width: width, height: height, timestampMicros: timestampMicros, rotation: rotation, "\(format)") { dy, du, dv in
+            switch format {
+            case .argb: ARGBToI420(src, s, dy, w, du, cw, dv, cw, w, h)
+            case .bgra: BGRAToI420(src, s, dy, w, du, cw, dv, cw, w, h)
+            case .abgr: ABGRToI420(src, s, dy, w, du, cw, dv, cw, w, h)
+            case .rgba: RGBAToI420(src, s, dy, w, du, cw, dv, cw, w, h)
+            case .rgb24: RGB24ToI420(src, s, dy, w, du, cw, dv, cw, w, h)
+            case .i420, .nv12, .nv21, .yuy2, .uyvy, .mjpeg: -1
             }
         }
     }
 
-    /// Fills this frame from packed RGB (any of `PackedRGBFormat`); chroma from the 2×2 average.
-    public mutating func convertFromRGB(_ format: PackedRGBFormat, width: Int, height: Int, data: UnsafeRawBufferPointer,
-                                        stride: Int, timestampMicros: Int64, rotation: VideoRotation = .r0) throws {
-        let c = Self.chromaSize(width: width, height: height)
-        let bpp = format.bytesPerPixel
-        try reshape(width: width, height: height)
-        try Self.check(data, stride: stride, rowBytes: width * bpp, rows: height, "RGB")
-        self.timestampMicros = timestampMicros; self.rotation = rotation
-        guard let base = data.baseAddress else { return }
+    /// Fills this frame by decoding one JPEG picture (a frame of an MJPEG camera: baseline JPEG, any chroma
+    /// subsampling). The JPEG must be `width`×`height`; a damaged or different picture throws `invalidParameter`.
+    public mutating func convertFromMJPEG(width: Int, height: Int, data: UnsafeRawBufferPointer,
+                                          timestampMicros: Int64, rotation: VideoRotation = .r0) throws {
+        guard let base = data.baseAddress, data.count >= 4 else { throw OTError(.invalidParameter, "an MJPEG frame of \(data.count) bytes") }
         let src = base.assumingMemoryBound(to: UInt8.self)
-        let (ro, go, bo) = format.offsets
-        let w = width, h = height, cw = c.width
-        y.withUnsafeMutableBufferPointer { dy in
-            u.withUnsafeMutableBufferPointer { du in
-                v.withUnsafeMutableBufferPointer { dv in
-                    guard let py = dy.baseAddress, let pu = du.baseAddress, let pv = dv.baseAddress else { return }
-                    for row in 0..<h {
-                        let s = src + row * stride
-                        let o = py + row * w
-                        var p = s
-                        for x in 0..<w {
-                            let r = Int(p[ro]), g = Int(p[go]), b = Int(p[bo])
-                            o[x] = UInt8(truncatingIfNeeded: ((66 * r + 129 * g + 25 * b + 128) >> 8) + 16)
-                            p += bpp
-                        }
-                    }
-                    for crow in 0..<c.height {
-                        let s0 = src + (2 * crow) * stride
-                        let s1 = src + min(2 * crow + 1, h - 1) * stride
-                        let ou = pu + crow * cw, ov = pv + crow * cw
-                        for x in 0..<cw {
-                            let a = 2 * x * bpp
-                            let b2 = min(2 * x + 1, w - 1) * bpp
-                            let r = Int(s0[a + ro]) + Int(s0[b2 + ro]) + Int(s1[a + ro]) + Int(s1[b2 + ro])
-                            let g = Int(s0[a + go]) + Int(s0[b2 + go]) + Int(s1[a + go]) + Int(s1[b2 + go])
-                            let b = Int(s0[a + bo]) + Int(s0[b2 + bo]) + Int(s1[a + bo]) + Int(s1[b2 + bo])
-                            // Sums of 4 pixels: scale the coefficients' shift by 2 more bits.
-                            ou[x] = UInt8(truncatingIfNeeded: ((-38 * r - 74 * g + 112 * b + 512) >> 10) + 128)
-                            ov[x] = UInt8(truncatingIfNeeded: ((112 * r - 94 * g - 18 * b + 512) >> 10) + 128)
-                        }
-                    }
-                }
-            }
+        var jw: Int32 = 0, jh: Int32 = 0
+        guard MJPGSize(src, data.count, &jw, &jh) == 0, Int(jw) == width, Int(jh) == height else {
+            throw OTError(.invalidParameter, "the MJPEG frame is not a \(width)x\(height) JPEG picture (read \(jw)x\(jh))")
+        }
+        let c = Self.chromaSize(width: width, height: height)
+        let (w, h, cw) = (Int32(width), Int32(height), Int32(c.width))
+        try fill(width: width, height: height, timestampMicros: timestampMicros, rotation: rotation, "MJPEG") { dy, du, dv in
+            MJPGToI420(src, data.count, dy, w, du, cw, dv, cw, w, h, w, h)
         }
     }
 
@@ -214,24 +147,51 @@ extension VideoFrame {
                                          v srcV: UnsafeRawBufferPointer, strideV sV: Int,
                                          timestampMicros: Int64, rotation: VideoRotation = .r0) throws {
         let c = Self.chromaSize(width: width, height: height)
-        try reshape(width: width, height: height)
-        try Self.check(srcY, stride: sY, rowBytes: width, rows: height, "I420 Y")
-        try Self.check(srcU, stride: sU, rowBytes: c.width, rows: c.height, "I420 U")
-        try Self.check(srcV, stride: sV, rowBytes: c.width, rows: c.height, "I420 V")
-        self.timestampMicros = timestampMicros; self.rotation = rotation
-        Self.copyPlane(from: srcY, stride: sY, to: &y, width: width, rows: height)
-        Self.copyPlane(from: srcU, stride: sU, to: &u, width: c.width, rows: c.height)
-        Self.copyPlane(from: srcV, stride: sV, to: &v, width: c.width, rows: c.height)
+        let py = try Self.checked(srcY, stride: sY, rowBytes: width, rows: height, "I420 Y")
+        let pu = try Self.checked(srcU, stride: sU, rowBytes: c.width, rows: c.height, "I420 U")
+        let pv = try Self.checked(srcV, stride: sV, rowBytes: c.width, rows: c.height, "I420 V")
+        let (w, h, cw) = (Int32(width), Int32(height), Int32(c.width))
+        try fill(width: width, height: height, timestampMicros: timestampMicros, rotation: rotation, "I420") { dy, du, dv in
+            I420Copy(py, Int32(sY), pu, Int32(sU), pv, Int32(sV), dy, w, du, cw, dv, cw, w, h)
+        }
     }
 
-    static func copyPlane(from src: UnsafeRawBufferPointer, stride: Int, to dst: inout [UInt8], width: Int, rows: Int) {
-        guard let s = src.baseAddress else { return }
-        dst.withUnsafeMutableBytes { d in
-            guard let db = d.baseAddress else { return }
-            if stride == width {
-                db.copyMemory(from: s, byteCount: width * rows)
-            } else {
-                for row in 0..<rows { (db + row * width).copyMemory(from: s + row * stride, byteCount: width) }
+    /// How `scale(_:toWidth:height:filter:)` resamples (libyuv's filter modes).
+    public enum ScaleFilter: Sendable {
+        /// Nearest neighbour: fastest, blocky.
+        case point
+        /// Bilinear interpolation.
+        case bilinear
+        /// Area averaging: the best quality when scaling down.
+        case box
+    }
+
+    /// Fills this frame with `source` resampled to `width`×`height` (time and rotation carried over).
+    public mutating func scale(_ source: VideoFrame, toWidth width: Int, height: Int, filter: ScaleFilter = .box) throws {
+        let sc = Self.chromaSize(width: source.width, height: source.height)
+        guard let sy = Self.planeSpan(stride: source.strideY, rowBytes: source.width, rows: source.height), source.y.count >= sy,
+              let su = Self.planeSpan(stride: source.strideU, rowBytes: sc.width, rows: sc.height), source.u.count >= su,
+              let sv = Self.planeSpan(stride: source.strideV, rowBytes: sc.width, rows: sc.height), source.v.count >= sv,
+              max(source.strideY, source.strideU, source.strideV) <= Int(Int32.max) else {
+            throw OTError(.invalidParameter, "the source frame's planes do not match its size and strides")
+        }
+        let mode: FilterMode = switch filter {
+        case .point: kFilterNone
+        case .bilinear: kFilterBilinear
+        case .box: kFilterBox
+        }
+        let c = Self.chromaSize(width: width, height: height)
+        let (w, h, cw) = (Int32(width), Int32(height), Int32(c.width))
+        try source.y.withUnsafeBufferPointer { py in
+            try source.u.withUnsafeBufferPointer { pu in
+                try source.v.withUnsafeBufferPointer { pv in
+                    try fill(width: width, height: height, timestampMicros: source.timestampMicros, rotation: source.rotation,
+                             "scaling") { dy, du, dv in
+                        guard let y = py.baseAddress, let u = pu.baseAddress, let v = pv.baseAddress else { return -1 }
+                        return I420Scale(y, Int32(source.strideY), u, Int32(source.strideU), v, Int32(source.strideV),
+                                         Int32(source.width), Int32(source.height), dy, w, du, cw, dv, cw, w, h, mode)
+                    }
+                }
             }
         }
     }

@@ -1,22 +1,9 @@
 import OTBase
 
-/// The converter a publisher uses by default: turns a captured frame of any `PixelFormat` into I420
-/// with the converters of `FrameConversion.swift` (BT.601 studio range for RGB input).
+/// The converter a publisher uses by default: turns a captured frame of any `PixelFormat` (MJPEG included) into
+/// I420 with the libyuv conversions of `FrameConversion.swift` (BT.601 studio range for RGB input).
 public struct PixelFormatConverter: FrameConverter {
     public init() {}
-
-    /// The converter's byte-order name for a packed RGB pixel format, nil for YUV formats.
-    /// (`PixelFormat` follows libyuv naming, `PackedRGBFormat` names bytes in memory order.)
-    public static func packedRGBFormat(for format: PixelFormat) -> PackedRGBFormat? {
-        switch format {
-        case .argb: .bgra
-        case .bgra: .argb
-        case .rgb24: .bgr24
-        case .abgr: .rgba
-        case .rgba: .abgr
-        case .i420, .nv12, .nv21, .yuy2, .uyvy: nil
-        }
-    }
 
     public func convertToI420(_ frame: CapturedFrame) throws -> VideoFrame {
         let geometry = frame.format.planeGeometry(width: frame.width, height: frame.height)
@@ -52,12 +39,15 @@ public struct PixelFormatConverter: FrameConverter {
             try p[0].withUnsafeBytes { try out.convertFromYUY2(width: w, height: h, data: $0, stride: s[0], timestampMicros: ts, rotation: rot) }
         case .uyvy:
             try p[0].withUnsafeBytes { try out.convertFromUYVY(width: w, height: h, data: $0, stride: s[0], timestampMicros: ts, rotation: rot) }
-        case .argb, .bgra, .rgb24, .abgr, .rgba:
-            guard let rgb = Self.packedRGBFormat(for: frame.format) else {
-                throw OTError(.invalidParameter, "no converter for \(frame.format) frames")
+        case .mjpeg:
+            try p[0].withUnsafeBytes { bytes in
+                guard s[0] >= 0, s[0] <= bytes.count else { throw OTError(.invalidParameter, "MJPEG length \(s[0]) exceeds its plane") }
+                try out.convertFromMJPEG(width: w, height: h, data: UnsafeRawBufferPointer(rebasing: bytes[0..<s[0]]),
+                                         timestampMicros: ts, rotation: rot)
             }
+        case .argb, .bgra, .rgb24, .abgr, .rgba:
             try p[0].withUnsafeBytes {
-                try out.convertFromRGB(rgb, width: w, height: h, data: $0, stride: s[0], timestampMicros: ts, rotation: rot)
+                try out.convertFromRGB(frame.format, width: w, height: h, data: $0, stride: s[0], timestampMicros: ts, rotation: rot)
             }
         }
         return out

@@ -3,7 +3,7 @@ import OTBase
 import Synchronization
 
 /// Pixel layouts a capturer may deliver. Raw values equal the C ABI's frame format numbers
-/// (OpenTok's `otc_video_frame_format`: YUV420P 1 … RGBA32 11; 10 is MJPEG, which is not accepted).
+/// (OpenTok's `otc_video_frame_format`: YUV420P 1 … MJPEG 10, RGBA32 11).
 ///
 /// Packed RGB names follow libyuv and WebRTC, which OpenTok's native SDKs feed these formats to:
 /// a name spells a little-endian 32-bit word from its high byte down, so `.argb` is B, G, R, A
@@ -27,6 +27,9 @@ public enum PixelFormat: Int32, Sendable, CaseIterable, CustomStringConvertible 
     case rgb24 = 8
     /// 32-bit pixels; bytes in memory R G B A.
     case abgr = 9
+    /// One JPEG picture per frame (an MJPEG camera's): one plane holding the compressed bytes, whose stride is
+    /// the JPEG's length in bytes.
+    case mjpeg = 10
     /// 32-bit pixels; bytes in memory A B G R.
     case rgba = 11
 
@@ -39,7 +42,7 @@ public enum PixelFormat: Int32, Sendable, CaseIterable, CustomStringConvertible 
         case .rgb24: (3, 2, 1, 0)
         case .abgr: (4, 0, 1, 2)
         case .rgba: (4, 3, 2, 1)
-        case .i420, .nv12, .nv21, .yuy2, .uyvy: nil
+        case .i420, .nv12, .nv21, .yuy2, .uyvy, .mjpeg: nil
         }
     }
 
@@ -48,11 +51,12 @@ public enum PixelFormat: Int32, Sendable, CaseIterable, CustomStringConvertible 
         switch self {
         case .i420: 3
         case .nv12, .nv21: 2
-        case .yuy2, .uyvy, .argb, .bgra, .rgb24, .abgr, .rgba: 1
+        case .yuy2, .uyvy, .argb, .bgra, .rgb24, .abgr, .rgba, .mjpeg: 1
         }
     }
 
-    /// The minimum stride (bytes per row) and row count of each plane for a picture size.
+    /// The minimum stride (bytes per row) and row count of each plane for a picture size. MJPEG has one row whose
+    /// "stride" is the JPEG's length (at least the 4 bytes of its start and end markers).
     public func planeGeometry(width: Int, height: Int) -> [(minStride: Int, rows: Int)] {
         let c = VideoFrame.chromaSize(width: width, height: height)
         switch self {
@@ -61,6 +65,7 @@ public enum PixelFormat: Int32, Sendable, CaseIterable, CustomStringConvertible 
         case .yuy2, .uyvy: return [(c.width * 4, height)]
         case .rgb24: return [(width * 3, height)]
         case .argb, .bgra, .abgr, .rgba: return [(width * 4, height)]
+        case .mjpeg: return [(4, 1)]
         }
     }
 
@@ -76,6 +81,7 @@ public enum PixelFormat: Int32, Sendable, CaseIterable, CustomStringConvertible 
         case .rgb24: "RGB24"
         case .abgr: "ABGR"
         case .rgba: "RGBA"
+        case .mjpeg: "MJPEG"
         }
     }
 }
@@ -147,7 +153,8 @@ public struct CapturedFrame: Sendable {
             guard strides[i] >= g.minStride else {
                 throw OTError(.invalidParameter, "\(format) plane \(i) stride \(strides[i]) is below \(g.minStride)")
             }
-            let needed = strides[i] * (g.rows - 1) + g.minStride
+            let needed = format == .mjpeg ? strides[i]
+                : VideoFrame.planeSpan(stride: strides[i], rowBytes: g.minStride, rows: g.rows) ?? Int.max
             guard planes[i].count >= needed else {
                 throw OTError(.invalidParameter, "\(format) plane \(i) holds \(planes[i].count) bytes, needs \(needed)")
             }

@@ -239,6 +239,10 @@ public final class SessionServer: @unchecked Sendable {
             }
             return
         }
+        if let file = WebAssets.response(to: req) {
+            s.respond(file, close: req.headers["Connection"]?.lowercased() == "close")
+            return
+        }
         let resp: HTTPResponse
         do { resp = try route(req) } catch let e as RESTError { resp = error(e.status, e.message) } catch { resp = self.error(500, "\(error)") }
         s.respond(resp, close: req.headers["Connection"]?.lowercased() == "close")

@@ -14,6 +14,10 @@ public enum PublisherVideoSource: Sendable {
     case rawFile(path: String)
     /// A custom capturer (for example `CallbackVideoCapturer`); frames in any `PixelFormat`, from any thread.
     case capturer(any VideoCapturer)
+    /// A V4L2 camera (`V4L2Capturer`): a path such as /dev/video0, a camera's name, or nil for the first camera
+    /// (`V4L2Cameras.list()`), in the mode closest to the settings' size and rate. If it fails or is unplugged,
+    /// `publisher(_:deviceFailed:)` reports it and the stream carries black frames.
+    case camera(device: String?)
     /// No video track.
     case none
 }
@@ -29,6 +33,7 @@ public struct PublisherSettings: Sendable {
     public var name: String
     public var videoSource: PublisherVideoSource
     /// The audio device captured from; nil uses a `HeadlessAudioDevice` capturing silence (no sound server needed).
+    /// A `PulseAudioDevice` captures a microphone; its failures come to `publisher(_:deviceFailed:)`.
     public var audioDevice: (any AudioDevice)?
     /// Whether the stream has an audio track at all.
     public var audioTrack: Bool
@@ -118,6 +123,9 @@ public protocol PublisherDelegate: AnyObject {
     /// published while a mute all was active): audio is no longer sent and `publishAudio` is false until the app sets it
     /// again (as `publisher:muteForced:`). `active` is always true.
     func publisher(_ publisher: Publisher, muteForced active: Bool)
+    /// The microphone or camera failed (could not be opened, or was lost while publishing). The stream continues:
+    /// silence instead of the microphone, black frames instead of the camera.
+    func publisher(_ publisher: Publisher, deviceFailed error: DeviceError)
 }
 
 extension PublisherDelegate {
@@ -126,6 +134,7 @@ extension PublisherDelegate {
     public func publisher(_ publisher: Publisher, didFailWithError error: OTError) {}
     public func publisher(_ publisher: Publisher, statsUpdated stats: PublisherStats) {}
     public func publisher(_ publisher: Publisher, muteForced active: Bool) {}
+    public func publisher(_ publisher: Publisher, deviceFailed error: DeviceError) {}
 }
 
 /// Publishes one audio/video stream into a session (as OTPublisherKit): `Session.publish(_:)`, `Session.unpublish(_:)`.
@@ -143,6 +152,8 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
     private var _publishAudio: Bool
     private var _publishVideo: Bool
     private var active = false
+    /// The microphone's and camera's failure reports, while published.
+    private var deviceObservations: [DeviceObservation] = []
 
     /// Encoding, sending and peer management run here.
     let mediaQueue = DispatchQueue(label: "otsession.publisher.media")
@@ -186,6 +197,10 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
         get { lock.withLock { _publishVideo } }
         set { setPublishing(video: newValue) }
     }
+
+    /// The capturer of the video source (the camera's `V4L2Capturer`, the test pattern's timed capturer, a custom
+    /// one); nil without video.
+    public var videoCapturer: (any VideoCapturer)? { engine.capturer }
 
     /// Sending counters now.
     public var stats: PublisherStats { mediaQueue.sync { engine.currentStats() } }
@@ -231,10 +246,11 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
             session.control { self.routerLink(event, session: session) }
         }
         engine.onStats = { [weak self] st in self?.deliver { $0.publisher($1, statsUpdated: st) } }
+        observeDevices()
         do {
             try mediaQueue.sync { try engine.start(audioDevice: settings.audioTrack ? audioDevice : nil, session: session, transform: transform) }
         } catch {
-            lock.withLock { self.session = nil; active = false }
+            lock.withLock { self.session = nil; active = false; deviceObservations = [] }
             throw error
         }
         let (a, v) = lock.withLock { (_publishAudio, _publishVideo) }
@@ -349,6 +365,7 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
         let (s, stream): (Session?, StreamInfo?) = lock.withLock {
             guard active else { return (nil, nil) }
             active = false
+            deviceObservations = []
             defer { session = nil; _stream = nil }
             return (session, _stream)
         }
@@ -389,6 +406,22 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
         default:
             break
         }
+    }
+
+    /// Forwards the microphone's and the camera's failures to the delegate while published.
+    private func observeDevices() {
+        var observations: [DeviceObservation] = []
+        if settings.audioTrack, let mic = audioDevice as? any DeviceErrorReporting {
+            observations.append(mic.observeErrors { [weak self] e in
+                if e.kind == .microphone { self?.deliver { $0.publisher($1, deviceFailed: e) } }
+            })
+        }
+        if let camera = engine.capturer as? any DeviceErrorReporting {
+            observations.append(camera.observeErrors { [weak self] e in
+                if e.kind == .camera { self?.deliver { $0.publisher($1, deviceFailed: e) } }
+            })
+        }
+        lock.withLock { deviceObservations = observations }
     }
 
     private func deliver(on s: Session? = nil, _ body: @escaping @Sendable (PublisherDelegate, Publisher) -> Void) {

@@ -72,7 +72,7 @@ final class PublisherEngine: @unchecked Sendable {
     var onRouterLink: (@Sendable (RouterLinkEvent) -> Void)?
     var onStats: (@Sendable (PublisherStats) -> Void)?
 
-    private let capturer: (any VideoCapturer)?
+    let capturer: (any VideoCapturer)?
     private var captureSink: CaptureSink?
     private var audioSink: PublisherAudioSink?
     private var audioDevice: (any AudioDevice)?
@@ -116,6 +116,8 @@ final class PublisherEngine: @unchecked Sendable {
             capturer = try RawFileSource(path: path, width: settings.width, height: settings.height).capturer(fps: settings.fps)
         case .capturer(let c):
             capturer = c
+        case .camera(let device):
+            capturer = try V4L2Capturer(device: device, width: settings.width, height: settings.height, fps: settings.fps)
         case .none:
             capturer = nil
         }

@@ -58,6 +58,9 @@ public protocol SessionDelegate: AnyObject {
     /// The connection was resumed with the same connection id (as `sessionDidReconnect:`). Streams and connections
     /// that came or went meanwhile are reported next as created/destroyed messages; queued signals are sent.
     func sessionDidReconnect(_ session: Session)
+    /// The playout device (`setAudioDevice`, a speaker) failed: it could not be opened or was lost. Playout goes on,
+    /// discarded, on the headless device.
+    func session(_ session: Session, deviceFailed error: DeviceError)
 }
 
 extension SessionDelegate {
@@ -74,6 +77,7 @@ extension SessionDelegate {
     public func session(_ session: Session, statusChanged status: SessionStatus) {}
     public func sessionDidBeginReconnecting(_ session: Session) {}
     public func sessionDidReconnect(_ session: Session) {}
+    public func session(_ session: Session, deviceFailed error: DeviceError) {}
 }
 
 /// A client's connection to a session (modelled on OTSession). Thread-safe: call from any thread.
@@ -472,10 +476,17 @@ public final class Session: @unchecked Sendable {
     /// first and then of its consequences (a publisher's `muteForced`), except for the session's end, which is its
     /// last message (after its publisher's `streamDestroyed`).
     private func dispatch(_ e: SessionEvent) {
-        if case .disconnected = e {
+        switch e {
+        case .disconnected:
             media.sessionEvent(e, session: self)
             deliverToDelegate(e)
-        } else {
+        case .streamDestroyed:
+            // Its subscriptions end (silently) before the delegate hears of it, so an `unsubscribe` from there
+            // finds none (1112); the publisher's own `streamDestroyed` still follows the session's.
+            media.sessionEvent(e, session: self) { $0 is Subscriber }
+            deliverToDelegate(e)
+            media.sessionEvent(e, session: self) { !($0 is Subscriber) }
+        default:
             deliverToDelegate(e)
             media.sessionEvent(e, session: self)
         }

@@ -93,6 +93,8 @@ final class SessionMedia: @unchecked Sendable {
     // MARK: playout
 
     private var _audioDevice: (any AudioDevice)?
+    /// The playout device's failure reports, when it makes them.
+    private var audioDeviceObservation: DeviceObservation?
     private var renderUsers = 0
     /// Mixes every subscriber's audio for the audio device's render side.
     let mixer = AudioMixer()
@@ -110,11 +112,12 @@ final class SessionMedia: @unchecked Sendable {
         }
     }
 
-    /// Sets the playout device; refused (1015) while subscribers play on the current one.
-    func setAudioDevice(_ d: any AudioDevice) throws {
+    /// Sets the playout device, whose failures go to `onError`; refused (1015) while subscribers play on the current one.
+    func setAudioDevice(_ d: any AudioDevice, onError: @escaping @Sendable (DeviceError) -> Void) throws {
         try lock.withLock {
             guard renderUsers == 0 else { throw OTError(.illegalState, "the audio device cannot change while subscribers play audio") }
             _audioDevice = d
+            audioDeviceObservation = (d as? any DeviceErrorReporting)?.observeErrors(onError)
         }
     }
 
@@ -171,8 +174,8 @@ final class SessionMedia: @unchecked Sendable {
     }
 
     /// A session event, on the executor.
-    func sessionEvent(_ e: SessionEvent, session: Session) {
-        for c in attachedClients() { c.sessionEvent(e, session: session) }
+    func sessionEvent(_ e: SessionEvent, session: Session, to included: (any SessionMediaClient) -> Bool = { _ in true }) {
+        for c in attachedClients() where included(c) { c.sessionEvent(e, session: session) }
     }
 
     /// The earliest control deadline of the publisher and subscribers (executor).

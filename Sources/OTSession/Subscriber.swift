@@ -413,6 +413,12 @@ extension Session {
     /// subscribing: changing it while audio plays throws 1015.
     public var audioDevice: any AudioDevice { media.audioDevice }
 
-    /// Sets the playout device (see `audioDevice`).
-    public func setAudioDevice(_ device: any AudioDevice) throws { try media.setAudioDevice(device) }
+    /// Sets the playout device (see `audioDevice`), for example a `PulseAudioDevice` playing to a speaker; its
+    /// failures come to `session(_:deviceFailed:)`.
+    public func setAudioDevice(_ device: any AudioDevice) throws {
+        try media.setAudioDevice(device) { [weak self] e in
+            guard let self, e.kind == .speaker else { return }
+            deliver { [self] in delegate?.session(self, deviceFailed: e) }
+        }
+    }
 }

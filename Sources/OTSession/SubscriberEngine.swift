@@ -115,7 +115,9 @@ final class SubscriberEngine: @unchecked Sendable {
                                          transform: transform)
         running = true
         if settings.playAudio {
-            let f = PCMFIFO(capacity: playoutSettings.samples(millis: 200))
+            // At most 100 ms waits for the device (a late device start or a stalled decoder is caught up to 40 ms).
+            let f = PCMFIFO(capacity: playoutSettings.samples(millis: 200),
+                            backlog: (playoutSettings.samples(millis: 100), playoutSettings.samples(millis: 40)))
             fifo = f
             session.media.addPlayout(f, id: mixerId)
         }

@@ -3,6 +3,7 @@ import OTBase
 import OTMedia
 import OTServer
 import OTSession
+import OTWire
 
 /// One run of the demo: a server (embedded on loopback, or external), a publishing and a subscribing client, a status
 /// line each second until `shouldStop` or the duration ends, then the recordings and a summary.
@@ -27,12 +28,15 @@ final class Demo {
         var router: MediaRouter?
         defer { router?.stop(); server?.stop() }
         let serverURL: String, apiKey: String, sessionId: String, tokens: (String, String)
+        /// `--web`: the page's base URL and the browser's token.
+        var web: (base: String, token: String)?
         if let url = o.serverURL, let project = o.project {
             serverURL = url
             apiKey = project.apiKey
             sessionId = try o.sessionId ?? ExternalServer.createSession(server: url, project: project, relayed: o.relayed)
             tokens = (try ExternalServer.token(project: project, sessionId: sessionId, data: "ot-demo publisher"),
                       try ExternalServer.token(project: project, sessionId: sessionId, data: "ot-demo subscriber"))
+            if o.web { web = (try ExternalServer.restBase(url), try ExternalServer.token(project: project, sessionId: sessionId, data: "browser")) }
             out("server \(url) (external), session \(sessionId)\(o.sessionId == nil ? " (created)" : "")")
         } else {
             let project = Project.generate()
@@ -48,11 +52,14 @@ final class Demo {
             apiKey = project.apiKey
             sessionId = try s.createSession(apiKey: project.apiKey, relayed: o.relayed)
             tokens = (try s.token(sessionId: sessionId, data: "ot-demo publisher"), try s.token(sessionId: sessionId, data: "ot-demo subscriber"))
+            if o.web { web = (s.apiURL, try s.token(sessionId: sessionId, data: "browser")) }
             out("server \(s.apiURL) (embedded), \(o.relayed ? "relayed" : "routed") session \(sessionId)")
         }
 
         // Two clients.
         let pubEvents = ClientEvents(), subEvents = ClientEvents()
+        pubEvents.report = out
+        subEvents.report = out
         let settings = SessionSettings(serverURL: serverURL)
         let pubSession = Session(apiKey: apiKey, sessionId: sessionId, delegate: pubEvents, settings: settings)
         let subSession = Session(apiKey: apiKey, sessionId: sessionId, delegate: subEvents, settings: settings)
@@ -67,29 +74,59 @@ final class Demo {
             throw DemoFailure("session \(sessionId) is \(mode), not \(o.relayed ? "relayed" : "routed")")
         }
 
-        // Publish the test pattern and a tone.
-        let tone = try HeadlessAudioDevice(capture: .tone(frequency: 440, amplitude: 0.5))
+        // Publish the test pattern (or a camera) and a tone (or a microphone).
+        let audio: any AudioDevice = try o.microphone.map { try PulseAudioDevice(source: $0.name) }
+            ?? HeadlessAudioDevice(capture: .tone(frequency: 440, amplitude: 0.5))
+        let video: PublisherVideoSource = o.camera.map { .camera(device: $0.name) } ?? .testPattern
         let publisher = try Publisher(delegate: pubEvents, settings: PublisherSettings(
-            name: "ot-demo test pattern", videoSource: .testPattern, audioDevice: tone, width: o.width, height: o.height, fps: o.fps))
+            name: o.camera == nil ? "ot-demo test pattern" : "ot-demo camera", videoSource: video, audioDevice: audio,
+            width: o.width, height: o.height, fps: o.fps))
         try pubSession.publish(publisher)
         let stream = try pubEvents.wait("the published stream") { $0.publishedStream }
         guard let pubConnection = pubSession.connection?.id else { throw DemoFailure("the publishing client has no connection") }
         let seen = try subEvents.wait("the stream at the subscribing client") { $0.stream(from: pubConnection) }
-        out("publishing stream \(stream.id): test pattern \(o.width)x\(o.height) at \(o.fps) fps, 440 Hz tone")
+        let videoText: String
+        if let camera = publisher.videoCapturer as? V4L2Capturer {
+            videoText = "camera \(camera.camera.name) (\(camera.camera.path)), \(camera.mode.format) \(camera.captureSettings.width)x\(camera.captureSettings.height) at \(camera.captureSettings.fps) fps"
+        } else {
+            videoText = "test pattern \(o.width)x\(o.height) at \(o.fps) fps"
+        }
+        let audioText = o.microphone.map { "microphone \($0.name ?? "(default source)")" } ?? "440 Hz tone"
+        out("publishing stream \(stream.id): \(videoText), \(audioText)")
+
+        // --speaker: the subscribing client plays what it receives on a PulseAudio sink (set before any subscription).
+        if let speaker = o.speaker {
+            try subSession.setAudioDevice(try PulseAudioDevice(sink: speaker.name))
+            out("playing the received audio on \(speaker.name ?? "the default sink")")
+        }
+
+        // --web: the subscribing client also receives what a browser publishes; then the page's URL.
+        var guests: WebGuests?
+        if let web {
+            let g = WebGuests(session: subSession, demoConnection: pubConnection, out: out)
+            subEvents.guests = g
+            for s in subEvents.allStreams { g.streamCreated(s) }
+            guests = g
+            let fragment = FormEncoding.encode([("apiKey", apiKey), ("sessionId", sessionId), ("token", web.token)])
+            out("web page: \(web.base)/demo#\(fragment)")
+            out("  open it in a browser to join this session\(o.durationGiven ? "" : "; Ctrl-C ends the demo")")
+        }
 
         // Subscribe from the second client.
-        let receiver = try DemoReceiver(ivfPath: files.ivf, wavPath: files.wav, width: o.width, height: o.height)
-        let subscriber = Subscriber(stream: seen, delegate: receiver, settings: SubscriberSettings(playAudio: false))
+        let (width, height) = (stream.width, stream.height)
+        let receiver = try DemoReceiver(ivfPath: files.ivf, wavPath: files.wav, width: width > 0 ? width : o.width,
+                                        height: height > 0 ? height : o.height)
+        let subscriber = Subscriber(stream: seen, delegate: receiver, settings: SubscriberSettings(playAudio: o.speaker != nil))
         let subscribedAt = MonotonicClock.now()
         try subSession.subscribe(subscriber)
 
-        // Status line once a second until the duration is over or Ctrl-C.
-        let end = subscribedAt + .microseconds(Int64(o.duration * 1_000_000))
+        // Status line once a second until the duration is over or Ctrl-C (--web without --duration: Ctrl-C only).
+        let end: Instant? = o.web && !o.durationGiven ? nil : subscribedAt + .microseconds(Int64(o.duration * 1_000_000))
         var interrupted = false
         var mediaFailure: OTError?
         var tick = 1
         while true {
-            let next = min(end, subscribedAt + .seconds(tick))
+            let next = end.map { min($0, subscribedAt + .seconds(tick)) } ?? subscribedAt + .seconds(tick)
             let wait = max(0, (next - MonotonicClock.now()).microseconds)
             if stopRequested.wait(timeout: .now() + .microseconds(Int(wait))) == .success { interrupted = true; break }
             if let e = receiver.failure ?? pubEvents.error ?? subEvents.error { mediaFailure = e; break }
@@ -97,13 +134,15 @@ final class Demo {
             let rtt = st.roundTripTimeMillis ?? publisher.stats.roundTripTimeMillis
             let elapsed = Double((MonotonicClock.now() - subscribedAt).microseconds) / 1e6
             out(String(format: "[%5.1fs] ", elapsed) + receiver.statusLine(st, rttMillis: rtt))
-            if MonotonicClock.now() >= end { break }
+            for line in guests?.statusLines() ?? [] { out(line) }
+            if let end, MonotonicClock.now() >= end { break }
             tick += 1
         }
         if interrupted { out("interrupted: stopping") }
         if let e = mediaFailure { out("media failed: \(e); stopping") }
 
         // Stop, then write what was received.
+        let guestSummary = guests?.stop() ?? []
         let pubStats = publisher.stats
         let subStats = subscriber.stats
         try? subSession.unsubscribe(subscriber)
@@ -137,6 +176,8 @@ final class Demo {
         out("  received: video \(subStats.videoBytesReceived) bytes in \(subStats.videoPacketsReceived) packets, audio \(subStats.audioBytesReceived) bytes "
             + "in \(subStats.audioPacketsReceived) packets; lost \(lost) (\(String(format: "%.2f", pkts + lost > 0 ? 100 * Double(lost) / Double(pkts + lost) : 0))%)"
             + ((subStats.roundTripTimeMillis ?? pubStats.roundTripTimeMillis).map { String(format: ", rtt %.1f ms", $0) } ?? ""))
+        if guests != nil { out("  browser streams received: \(guestSummary.isEmpty ? "none" : "\(guestSummary.count)")") }
+        for line in guestSummary { out(line) }
         out("  sent: video \(pubStats.videoBytesSent) bytes, audio \(pubStats.audioBytesSent) bytes, target \(pubStats.targetBitrateKbps) kbit/s")
         out("  files:")
         out("    \(files.png)  \(fileSize(files.png))  (\(pngNote))")
@@ -149,10 +190,12 @@ final class Demo {
         guard subStats.framesDecoded > 0, receiver.rendered > 0 else {
             throw DemoFailure(receiver.connected ? "the subscriber decoded no video frames" : "the subscriber's media never connected")
         }
-        guard rb.stamped >= 2 else { throw DemoFailure("no test-pattern counters could be read back from the decoded frames") }
-        guard rb.outOfOrder == 0 else { throw DemoFailure("\(rb.outOfOrder) decoded frames came out of order") }
+        if o.camera == nil {
+            guard rb.stamped >= 2 else { throw DemoFailure("no test-pattern counters could be read back from the decoded frames") }
+            guard rb.outOfOrder == 0 else { throw DemoFailure("\(rb.outOfOrder) decoded frames came out of order") }
+        }
         guard recorded.wavWritten else { throw DemoFailure("no audio was received") }
-        out("PASS: \(subStats.framesDecoded) frames decoded, counters increasing")
+        out("PASS: \(subStats.framesDecoded) frames decoded" + (o.camera == nil ? ", counters increasing" : ""))
     }
 
     private func path(_ name: String) -> String { (options.outDir as NSString).appendingPathComponent(name) }

@@ -3,6 +3,10 @@ import OTServer
 /// The demo's command line.
 struct DemoOptions {
     var duration = 10.0
+    /// Whether `--duration` was given (`--web` otherwise runs until Ctrl-C).
+    var durationGiven = false
+    /// Keep the session open for a browser: print a URL of the server's demo page that joins it.
+    var web = false
     var width = 640
     var height = 480
     var fps = 30
@@ -15,32 +19,54 @@ struct DemoOptions {
     var project: Project?
     /// An existing session on the external server (else one is created through its REST API).
     var sessionId: String?
+    /// Real devices instead of the test pattern, the tone and discarded playout: each given means the device, its
+    /// `name` nil the default one (the first camera, the system's default source or sink).
+    var camera: DeviceChoice?
+    var microphone: DeviceChoice?
+    var speaker: DeviceChoice?
     var help = false
 
+    /// A device flag's optional value.
+    struct DeviceChoice: Equatable {
+        var name: String?
+    }
+
     /// The first lines of `usage`, printed with a command-line error.
-    static var synopsis: String { usage.split(separator: "\n", omittingEmptySubsequences: false).prefix(2).joined(separator: "\n") }
+    static var synopsis: String { usage.split(separator: "\n", omittingEmptySubsequences: false).prefix(3).joined(separator: "\n") }
 
     static let usage = """
-    usage: ot-demo [--duration SECONDS] [--resolution WxH] [--fps N] [--routed | --relayed] [--out DIR]
-                   [--server URL --project KEY:SECRET [--session ID]] [--help]
+    usage: ot-demo [--duration SECONDS] [--resolution WxH] [--fps N] [--routed | --relayed] [--out DIR] [--web]
+                   [--server URL --project KEY:SECRET [--session ID]]
+                   [--camera [DEVICE]] [--microphone [SOURCE]] [--speaker [SINK]] [--help]
 
     Publishes the built-in test pattern and a 440 Hz tone from one client and subscribes to it from a
     second one, printing a status line each second; then writes DIR/snapshot.png, DIR/received.ivf (VP8)
     and DIR/received.wav and prints a summary. Exit code 0 only when the subscriber decoded frames whose
-    counters read back in increasing order.
+    counters read back in increasing order (with --camera: when it decoded frames).
 
-      --duration SECONDS    how long to run (default 10; Ctrl-C stops early)
+      --duration SECONDS    how long to run (default 10, with --web until Ctrl-C; Ctrl-C stops early)
       --resolution WxH      picture size of the test pattern (default 640x480)
       --fps N               frame rate (default 30)
       --routed              media through the server's media router (default)
       --relayed             media peer to peer; the server relays signaling only
       --out DIR             where the recordings go (default ./out)
+      --web                 also print a URL of the server's demo page (/demo) that joins the session in a
+                            browser (camera, microphone, signal box, statistics); the browser's streams are
+                            received and shown in the status lines, its signals printed
       --server URL          join an external server (e.g. ot-server) at http://HOST:PORT instead of
                             starting an embedded one on 127.0.0.1; needs --project
       --project KEY:SECRET  the external server's project, to mint tokens and create the session
       --session ID          use this session (routed or relayed as it was created) instead of creating
                             one through the REST API
+      --camera [DEVICE]     publish a V4L2 camera instead of the test pattern: a path (/dev/video0) or a
+                            camera's name; without one, the first camera. --resolution and --fps are
+                            the target (the camera's closest mode is used)
+      --microphone [SOURCE] publish a PulseAudio source instead of the tone (without one: the default)
+      --speaker [SINK]      play the received audio on a PulseAudio sink (without one: the default)
       --help                this text
+
+    Devices: PulseAudio (or PipeWire's pipewire-pulse) for sound, V4L2 for cameras. A device that cannot be
+    opened or goes away mid-run is reported and the run goes on (silence, black frames, no playout).
 
     """
 
@@ -63,6 +89,7 @@ struct DemoOptions {
                 let v = try value(flag)
                 guard let d = Double(v), d > 0, d <= 24 * 3600 else { throw UsageError("--duration needs seconds > 0, not \(v)") }
                 o.duration = d
+                o.durationGiven = true
             case "--resolution":
                 let v = try value(flag)
                 let parts = v.lowercased().split(separator: "x", omittingEmptySubsequences: false)
@@ -95,6 +122,21 @@ struct DemoOptions {
                 do { o.project = try Project.parse(v) } catch { throw UsageError("--project: \(error)") }
             case "--session":
                 o.sessionId = try value(flag)
+            case "--web":
+                o.web = true
+            case "--camera", "--microphone", "--speaker":
+                // The value is optional: the next argument, unless it is another flag.
+                var choice = DeviceChoice(name: nil)
+                if i + 1 < arguments.count, !arguments[i + 1].hasPrefix("-") {
+                    i += 1
+                    guard !arguments[i].isEmpty else { throw UsageError("\(flag) needs a non-empty device name") }
+                    choice.name = arguments[i]
+                }
+                switch flag {
+                case "--camera": o.camera = choice
+                case "--microphone": o.microphone = choice
+                default: o.speaker = choice
+                }
             default:
                 throw UsageError("unknown argument \(flag)")
             }

@@ -156,6 +156,26 @@ final class AudioDeviceTests: XCTestCase {
         XCTAssertEqual(mixer.inputCount, 1)
     }
 
+    /// With a backlog limit, a pull that finds too much waiting drops the oldest down to the target (whole frames).
+    func testFIFOBacklogLimitTrimsToTheTarget() {
+        let fifo = PCMFIFO(capacity: 100, backlog: (limit: 10, target: 4))
+        fifo.write((1...10).map { Int16($0) })
+        var out = [Int16](repeating: 0, count: 2)
+        XCTAssertEqual(out.withUnsafeMutableBufferPointer { fifo.pullAudio(into: $0, settings: AudioDeviceSettings()) }, 2)
+        XCTAssertEqual(out, [1, 2], "at the limit: nothing dropped")
+        fifo.write((11...14).map { Int16($0) })  // 12 waiting
+        XCTAssertEqual(out.withUnsafeMutableBufferPointer { fifo.pullAudio(into: $0, settings: AudioDeviceSettings()) }, 2)
+        XCTAssertEqual(out, [11, 12], "trimmed to the newest 4, then 2 taken")
+        XCTAssertEqual(fifo.count, 2)
+        XCTAssertEqual(fifo.counters.dropped, 8)
+        // Stereo: frames stay whole.
+        let stereo = PCMFIFO(capacity: 100, backlog: (limit: 6, target: 3))
+        stereo.write([1, -1, 2, -2, 3, -3, 4, -4])
+        var pair = [Int16](repeating: 0, count: 2)
+        _ = pair.withUnsafeMutableBufferPointer { stereo.pullAudio(into: $0, settings: AudioDeviceSettings(channels: 2)) }
+        XCTAssertEqual(pair, [3, -3])
+    }
+
     func testFIFODropsOldestWhenFullAndCountsUnderrun() {
         let fifo = PCMFIFO(capacity: 4)
         fifo.write([1, 2, 3])

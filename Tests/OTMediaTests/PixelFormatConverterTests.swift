@@ -100,12 +100,17 @@ final class PixelFormatConverterTests: XCTestCase {
 
     func testCaptureSinkWithTheConverterAcceptsEveryFormat() throws {
         let sink = CaptureSink(converter: PixelFormatConverter()) { _ in }
-        for format in PixelFormat.allCases {
+        for format in PixelFormat.allCases where format != .mjpeg {
             let planes = format.planeGeometry(width: 6, height: 4).map { [UInt8](repeating: 100, count: $0.minStride * $0.rows) }
             let strides = format.planeGeometry(width: 6, height: 4).map(\.minStride)
             XCTAssertTrue(sink.consumeFrame(CapturedFrame(format: format, width: 6, height: 4, planes: planes, strides: strides, timestampMicros: 0)), "\(format)")
         }
+        // MJPEG: one plane of JPEG bytes whose "stride" is the JPEG's length.
+        XCTAssertTrue(sink.consumeFrame(CapturedFrame(format: .mjpeg, width: 32, height: 16, planes: [quadrantsJPEG + [0, 0]],
+                                                      strides: [quadrantsJPEG.count], timestampMicros: 0)))
+        XCTAssertFalse(sink.consumeFrame(CapturedFrame(format: .mjpeg, width: 32, height: 16, planes: [quadrantsJPEG],
+                                                       strides: [quadrantsJPEG.count + 1], timestampMicros: 0)), "length beyond the plane")
         XCTAssertEqual(sink.counts.accepted, PixelFormat.allCases.count)
-        XCTAssertEqual(sink.counts.refused, 0)
+        XCTAssertEqual(sink.counts.refused, 1)
     }
 }

@@ -18,8 +18,9 @@ private struct NV12Splitter: FrameConverter {
 
 final class VideoCapturerTests: XCTestCase {
     func testPixelFormatNumbersMatchTheCABI() {
-        XCTAssertEqual(PixelFormat.allCases.map(\.rawValue), [1, 2, 3, 4, 5, 6, 7, 8, 9, 11])
-        XCTAssertEqual(PixelFormat(rawValue: 10), nil, "MJPEG is not accepted")
+        XCTAssertEqual(PixelFormat.allCases.map(\.rawValue), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])
+        XCTAssertEqual(PixelFormat(rawValue: 10), .mjpeg)
+        XCTAssertEqual(PixelFormat(rawValue: 12), nil)
     }
 
     func testPackedRGBLayoutsFollowLibyuvNaming() {
@@ -30,7 +31,7 @@ final class VideoCapturerTests: XCTestCase {
         XCTAssertEqual(PixelFormat.rgba.packedRGBLayout?.r, 3)
         XCTAssertEqual(PixelFormat.rgb24.packedRGBLayout?.bytesPerPixel, 3)
         for f in PixelFormat.allCases {
-            guard let l = f.packedRGBLayout else { XCTAssertTrue([.i420, .nv12, .nv21, .yuy2, .uyvy].contains(f)); continue }
+            guard let l = f.packedRGBLayout else { XCTAssertTrue([.i420, .nv12, .nv21, .yuy2, .uyvy, .mjpeg].contains(f)); continue }
             XCTAssertEqual(Set([l.r, l.g, l.b]).count, 3, "\(f)")
             XCTAssertTrue([l.r, l.g, l.b].allSatisfy { $0 < l.bytesPerPixel })
             XCTAssertEqual(f.planeGeometry(width: 7, height: 1)[0].minStride, 7 * l.bytesPerPixel)
@@ -62,6 +63,10 @@ final class VideoCapturerTests: XCTestCase {
             CapturedFrame(format: .i420, width: 4, height: 2, planes: [[0]], strides: [4], timestampMicros: 0),
             CapturedFrame(format: .rgb24, width: 0, height: 2, planes: [[]], strides: [0], timestampMicros: 0),
             CapturedFrame(format: .rgb24, width: -4, height: 2, planes: [[]], strides: [0], timestampMicros: 0),
+            // A stride whose span overflows is refused, not trapped on.
+            CapturedFrame(format: .rgb24, width: 4, height: 8, planes: [[UInt8](repeating: 0, count: 24)], strides: [Int.max / 4], timestampMicros: 0),
+            // MJPEG: the "stride" is the JPEG's length, which the plane must hold.
+            CapturedFrame(format: .mjpeg, width: 4, height: 2, planes: [[0xFF, 0xD8, 0xFF, 0xD9]], strides: [5], timestampMicros: 0),
         ]
         for c in cases {
             XCTAssertThrowsError(try c.validate()) { XCTAssertEqual(($0 as? OTError)?.code, .invalidParameter) }

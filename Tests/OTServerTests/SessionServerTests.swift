@@ -155,6 +155,31 @@ final class SessionServerTests: XCTestCase {
         XCTAssertEqual(try http("GET", "/v2/project/\(project.apiKey)/archive").0, 404)
     }
 
+    func testServesTheBrowserClientAndDemoPageOfThisCheckout() throws {
+        let js = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../bindings/js")
+        let client = try String(contentsOf: js.appendingPathComponent("otsession.js"), encoding: .utf8)
+        let page = try String(contentsOf: js.appendingPathComponent("demo.html"), encoding: .utf8)
+        let (status, headers, body) = try http("GET", "/js/otsession.js", auth: "")
+        XCTAssertEqual(status, 200)
+        XCTAssertEqual(headers["content-type"], "text/javascript; charset=utf-8")
+        XCTAssertEqual(headers["x-content-type-options"], "nosniff")
+        XCTAssertEqual(body, client, "the server serves bindings/js/otsession.js byte for byte")
+        for path in ["/demo", "/js/demo.html"] {
+            let (s, h, b) = try http("GET", path + "?ignored=1", auth: "")
+            XCTAssertEqual(s, 200, path)
+            XCTAssertEqual(h["content-type"], "text/html; charset=utf-8")
+            XCTAssertEqual(b, page)
+        }
+        // HEAD: the GET's headers, no body (read raw: a response parser would wait for Content-Length bytes).
+        let head = rawExchange(port: server.port, Array("HEAD /js/otsession.js HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+        XCTAssertTrue(head.hasPrefix("HTTP/1.1 200 OK\r\n"), head)
+        XCTAssertTrue(head.contains("\r\nContent-Length: \(client.utf8.count)\r\n"), head)
+        XCTAssertTrue(head.hasSuffix("\r\n\r\n"), "no body after a HEAD response's head")
+        XCTAssertEqual(try http("POST", "/js/otsession.js", auth: "").0, 405)
+        XCTAssertEqual(try http("GET", "/js/other.js", auth: "").0, 404)
+        XCTAssertEqual(try http("GET", "/js/../js/otsession.js", auth: "").0, 404)
+    }
+
     func testMalformedHTTPAndUpgrades() {
         XCTAssertTrue(rawExchange(port: server.port, Array("NONSENSE\r\n\r\n".utf8)).hasPrefix("HTTP/1.1 400"))
         let noKey = "GET /v2/signaling HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\r\n"

@@ -15,16 +15,19 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
         case videoDisabled(SubscriberVideoEventReason), videoEnabled(SubscriberVideoEventReason)
         case warning, warningLifted
         case muteForced
+        case deviceFailed(DeviceKind, OTErrorCode)
     }
     private let lock = NSLock()
     private var _events: [Event] = []
     private var _stamps: [TestPatternStamp] = []
     private var _frames = 0
     private var _lastSize = (width: 0, height: 0)
+    private var _lastFrame: VideoFrame?
     private var _latencyMicros: [Int64] = []
     private var _audio: [Int16] = []
     private var _audioRate = 0
     private var _audioTotal = 0
+    private var _firstLoudAudioMicros: Int64?
     private var _stats: [SubscriberStats] = []
     private var _pubStats: [PublisherStats] = []
     private var _failureMessages: [String] = []
@@ -36,10 +39,14 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
     var stamps: [TestPatternStamp] { lock.withLock { _stamps } }
     var frames: Int { lock.withLock { _frames } }
     var lastFrameSize: (width: Int, height: Int) { lock.withLock { _lastSize } }
+    /// The last decoded picture.
+    var lastFrame: VideoFrame? { lock.withLock { _lastFrame } }
     /// Capture-to-render latencies of stamped frames (the test pattern's capture time and the render time are both
     /// on the monotonic clock of this process).
     var latencyMicros: [Int64] { lock.withLock { _latencyMicros } }
     var audio: (samples: [Int16], rate: Int) { lock.withLock { (_audio, _audioRate) } }
+    /// When (monotonic µs) the first audio frame with a sample beyond ±4000 arrived (a tone's onset).
+    var firstLoudAudioMicros: Int64? { lock.withLock { _firstLoudAudioMicros } }
     /// Samples received in all (the kept `audio` is the last 4 s).
     var audioTotal: Int { lock.withLock { _audioTotal } }
     var publisherStats: [PublisherStats] { lock.withLock { _pubStats } }
@@ -79,6 +86,7 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
     func publisher(_ publisher: Publisher, statsUpdated stats: PublisherStats) { changed { _pubStats.append(stats) } }
 
     func publisher(_ publisher: Publisher, muteForced active: Bool) { add(.muteForced) }
+    func publisher(_ publisher: Publisher, deviceFailed error: DeviceError) { add(.deviceFailed(error.kind, error.error.code)) }
 
     func subscriberDidConnect(toStream subscriber: Subscriber) { add(.connected) }
     func subscriberDidDisconnect(fromStream subscriber: Subscriber) { add(.disconnected) }
@@ -96,6 +104,7 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
         changed {
             _frames += 1
             _lastSize = (frame.width, frame.height)
+            _lastFrame = frame
             if let stamp {
                 _stamps.append(stamp)
                 _latencyMicros.append(now - stamp.timestampMicros)
@@ -103,7 +112,10 @@ final class MediaRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Sen
         }
     }
     func subscriber(_ subscriber: Subscriber, didReceiveAudio audio: AudioFrame) {
+        let now = MonotonicClock.now().micros
+        let loud = audio.samples.contains { abs(Int($0)) > 4000 }
         changed {
+            if loud, _firstLoudAudioMicros == nil { _firstLoudAudioMicros = now }
             _audio.append(contentsOf: audio.samples)
             _audioTotal += audio.samples.count
             _audioRate = audio.sampleRate

@@ -1,4 +1,6 @@
 import Foundation
+import OTBase
+import OTMedia
 import OTServer
 import OTSession
 import OTWire
@@ -16,6 +18,7 @@ public final class Recorder: SessionDelegate, @unchecked Sendable {
         case signal(String, String, String?)
         case muteForced(Bool, String?)
         case reconnecting, reconnected
+        case deviceFailed(DeviceKind, OTErrorCode)
     }
     private let lock = NSLock()
     private var _events: [Event] = []
@@ -59,6 +62,7 @@ public final class Recorder: SessionDelegate, @unchecked Sendable {
     public func session(_ session: Session, muteForced info: MuteForcedInfo) { add(.muteForced(info.active, info.streamId)) }
     public func sessionDidBeginReconnecting(_ session: Session) { add(.reconnecting) }
     public func sessionDidReconnect(_ session: Session) { add(.reconnected) }
+    public func session(_ session: Session, deviceFailed error: DeviceError) { add(.deviceFailed(error.kind, error.error.code)) }
 }
 
 /// Waits for a completion's value.

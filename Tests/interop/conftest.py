@@ -1,4 +1,5 @@
-"""Builds and starts our `ot-server` on a free loopback port for the interop tests."""
+"""Builds and starts our `ot-server` on a free loopback port for the interop tests; builds `ot-demo`; starts one
+headless Chromium for the browser tests."""
 import os
 import socket
 import subprocess
@@ -9,13 +10,28 @@ import pytest
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
-def _binary():
-    path = os.environ.get("OT_SERVER_BIN")
+def _binary(product="ot-server", env="OT_SERVER_BIN"):
+    path = os.environ.get(env)
     if path:
         return path
-    subprocess.run(["swift", "build", "--product", "ot-server"], cwd=ROOT, check=True)
+    subprocess.run(["swift", "build", "--product", product], cwd=ROOT, check=True)
     out = subprocess.run(["swift", "build", "--show-bin-path"], cwd=ROOT, check=True, capture_output=True, text=True)
-    return os.path.join(out.stdout.strip(), "ot-server")
+    return os.path.join(out.stdout.strip(), product)
+
+
+@pytest.fixture(scope="session")
+def ot_demo():
+    return _binary("ot-demo", "OT_DEMO_BIN")
+
+
+@pytest.fixture(scope="session")
+def chromium(tmp_path_factory):
+    """One headless Chromium for every browser test of the run (browser.py)."""
+    import browser
+
+    driver = browser.launch(tmp_path_factory.mktemp("chromium"))
+    yield driver
+    driver.quit()
 
 
 def _free_port():

@@ -1,24 +1,11 @@
 """The demo as a smoke check: `ot-demo --duration 3 --out DIR`, routed and relayed, must exit 0 and leave a PNG of
 the right size, an IVF of VP8 frames and a WAV holding the 440 Hz tone."""
-import os
 import re
 import struct
 import subprocess
 import wave
 
 import pytest
-
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-
-
-@pytest.fixture(scope="module")
-def ot_demo():
-    path = os.environ.get("OT_DEMO_BIN")
-    if path:
-        return path
-    subprocess.run(["swift", "build", "--product", "ot-demo"], cwd=ROOT, check=True)
-    out = subprocess.run(["swift", "build", "--show-bin-path"], cwd=ROOT, check=True, capture_output=True, text=True)
-    return os.path.join(out.stdout.strip(), "ot-demo")
 
 
 def png_size(path):

@@ -3,3 +3,4 @@
 #include "ot_session_types.h"
 #include "ot_server_types.h"
 #include "ot_media_types.h"
+#include "ot_device_types.h"

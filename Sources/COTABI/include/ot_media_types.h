@@ -11,7 +11,11 @@ enum ot_video_source {
     /** Frames pushed with ot_publisher_provide_video_frame (a custom capturer). */
     OT_VIDEO_SOURCE_CUSTOM = 1,
     /** No video track. */
-    OT_VIDEO_SOURCE_NONE = 2
+    OT_VIDEO_SOURCE_NONE = 2,
+    /** A V4L2 camera: ot_publisher_settings.camera (a path such as /dev/video0, a camera's name, or NULL for the
+     * first camera; see ot_device_list_new), in the mode closest to width, height and fps. Its failures come to
+     * on_device_error; the stream then carries black frames. */
+    OT_VIDEO_SOURCE_CAMERA = 3
 };
 
 /** Where a publisher's audio comes from. None needs a sound server. */
@@ -22,10 +26,14 @@ enum ot_audio_source {
     /** 48 kHz mono int16 PCM written with ot_publisher_write_audio (a custom audio device). */
     OT_AUDIO_SOURCE_CUSTOM = 2,
     /** No audio track. */
-    OT_AUDIO_SOURCE_NONE = 3
+    OT_AUDIO_SOURCE_NONE = 3,
+    /** A PulseAudio source: ot_publisher_settings.microphone (a source name, or NULL for the system default, which is
+     * followed when it changes). Without a sound server, or when the source is lost, on_device_error reports it and
+     * silence is sent. */
+    OT_AUDIO_SOURCE_MICROPHONE = 4
 };
 
-/** Pixel formats a custom capturer may push (MJPEG, 10, is not supported). */
+/** Pixel formats a custom capturer may push. */
 enum ot_pixel_format {
     OT_PIXEL_FORMAT_I420 = 1,
     OT_PIXEL_FORMAT_NV12 = 2,
@@ -40,6 +48,8 @@ enum ot_pixel_format {
     OT_PIXEL_FORMAT_RGB24 = 8,
     /** 32-bit pixels, bytes in memory R G B A. */
     OT_PIXEL_FORMAT_ABGR = 9,
+    /** One JPEG picture per frame: one plane, whose stride is the JPEG's length in bytes. */
+    OT_PIXEL_FORMAT_MJPEG = 10,
     /** 32-bit pixels, bytes in memory A B G R. */
     OT_PIXEL_FORMAT_RGBA = 11
 };
@@ -79,6 +89,10 @@ typedef struct ot_publisher_settings {
     int start_bitrate_kbps;
     /** Opus bitrate, bit/s (default 32000; 6000..510000). */
     int audio_bitrate_bps;
+    /** OT_VIDEO_SOURCE_CAMERA: the camera's path or name; NULL: the first camera. Read during ot_publisher_new. */
+    const char *camera;
+    /** OT_AUDIO_SOURCE_MICROPHONE: the PulseAudio source's name; NULL: the system default. */
+    const char *microphone;
 } ot_publisher_settings;
 
 /** A publisher's sending counters. */
@@ -152,6 +166,9 @@ typedef struct ot_publisher_callbacks {
     void (*on_capture_start)(ot_publisher *publisher, void *user_data);
     /** OT_VIDEO_SOURCE_CUSTOM: stop pushing frames. */
     void (*on_capture_stop)(ot_publisher *publisher, void *user_data);
+    /** The microphone or camera (`device_kind`, an ot_device_kind) failed: OT_ERR_DEVICE_UNAVAILABLE (could not be
+     * opened) or OT_ERR_DEVICE_LOST (vanished while publishing). The stream continues with silence or black frames. */
+    void (*on_device_error)(ot_publisher *publisher, void *user_data, int device_kind, ot_status code, const char *message);
     void *user_data;
 } ot_publisher_callbacks;
 

@@ -177,6 +177,9 @@ typedef struct ot_session_callbacks {
     /** The status (one of ot_session_status) changed; comes before the callbacks of the change (e.g. OT_SESSION_CONNECTED
      * before on_connected). */
     void (*on_status_changed)(ot_session *session, void *user_data, int status);
+    /** The speaker (ot_session_set_speaker; `device_kind` OT_DEVICE_SPEAKER) failed: OT_ERR_DEVICE_UNAVAILABLE or
+     * OT_ERR_DEVICE_LOST. Playout goes on, discarded, on the headless device. */
+    void (*on_device_error)(ot_session *session, void *user_data, int device_kind, ot_status code, const char *message);
     void *user_data;
 } ot_session_callbacks;
 

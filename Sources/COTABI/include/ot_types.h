@@ -54,7 +54,11 @@ enum ot_status_code {
     /** A handle that is NULL's kin: never issued, already deleted, or of another type. */
     OT_ERR_INVALID_HANDLE = 9001,
     /** A caller's buffer is too small; the needed size was returned. */
-    OT_ERR_BUFFER_TOO_SMALL = 9002
+    OT_ERR_BUFFER_TOO_SMALL = 9002,
+    /** A capture or playout device could not be opened: no sound server, no such device (docs/devices.md). */
+    OT_ERR_DEVICE_UNAVAILABLE = 9100,
+    /** A capture or playout device in use vanished (unplugged, removed, the sound server gone). */
+    OT_ERR_DEVICE_LOST = 9101
 };
 
 /** Log levels for ot_log_set_level. */

@@ -2,3 +2,4 @@
 #include "ot_shims_codec.h"
 #include "ot_shims_ssl.h"
 #include "ot_shims_net.h"
+#include "ot_shims_v4l2.h"

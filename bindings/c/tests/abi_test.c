@@ -158,9 +158,49 @@ static void test_bad_handles(void) {
     EXPECT(ot_token_new("123", "secret", "1_x", OT_ROLE_PUBLISHER, NULL, OT_TOKEN_JWT, NULL, 0) == OT_ERR_INVALID_PARAM);
 }
 
+/* Devices: enumeration handles, kinds, indexes; a camera that does not exist; the speaker on a bad session. */
+static void test_devices(void) {
+    static const ot_publisher_callbacks no_pub_callbacks;
+    ot_device_list *list = (ot_device_list *)(uintptr_t)0x4242;
+    size_t count = 0;
+    ot_device_info info;
+    ot_camera_mode mode;
+    EXPECT(ot_device_list_new(0, &list) == OT_ERR_INVALID_PARAM && list == (ot_device_list *)(uintptr_t)0x4242);
+    EXPECT(ot_device_list_new(OT_DEVICE_CAMERA, NULL) == OT_ERR_INVALID_PARAM);
+    EXPECT(ot_device_list_count(NULL, &count) == OT_ERR_INVALID_PARAM);
+    EXPECT(ot_device_list_count((const ot_device_list *)(uintptr_t)0x4242, &count) == OT_ERR_INVALID_HANDLE);
+    EXPECT(ot_device_list_delete(NULL) == OT_ERR_INVALID_PARAM);
+    /* Cameras never need a server: a list (maybe empty), indexes past its end refused. */
+    EXPECT(ot_device_list_new(OT_DEVICE_CAMERA, &list) == OT_OK && list != NULL);
+    EXPECT(ot_device_list_count(list, &count) == OT_OK);
+    EXPECT(ot_device_list_count(list, NULL) == OT_ERR_INVALID_PARAM);
+    EXPECT(ot_device_list_get(list, count, &info) == OT_ERR_INVALID_PARAM);
+    EXPECT(ot_device_list_get(list, (size_t)-1, &info) == OT_ERR_INVALID_PARAM);
+    EXPECT(ot_device_list_get_camera_mode(list, count, 0, &mode) == OT_ERR_INVALID_PARAM);
+    EXPECT(ot_device_list_get(list, 0, NULL) == OT_ERR_INVALID_PARAM);
+    EXPECT(ot_device_list_delete(list) == OT_OK);
+    EXPECT(ot_device_list_delete(list) == OT_ERR_INVALID_HANDLE);
+    EXPECT(ot_device_list_count(list, &count) == OT_ERR_INVALID_HANDLE);
+    /* Audio lists need a sound server: a list, or OT_ERR_DEVICE_UNAVAILABLE and no list. */
+    list = NULL;
+    ot_status st = ot_device_list_new(OT_DEVICE_SPEAKER, &list);
+    EXPECT((st == OT_OK && list != NULL) || (st == OT_ERR_DEVICE_UNAVAILABLE && list == NULL));
+    if (list) EXPECT(ot_device_list_delete(list) == OT_OK);
+    /* A camera that does not exist: no publisher. */
+    ot_publisher_settings ps;
+    EXPECT(ot_publisher_settings_default(&ps) == OT_OK && ps.camera == NULL && ps.microphone == NULL);
+    ps.video_source = OT_VIDEO_SOURCE_CAMERA;
+    ps.camera = "/nonexistent/video9";
+    EXPECT(ot_publisher_new(&ps, &no_pub_callbacks) == NULL);
+    EXPECT(ot_session_set_speaker(NULL, NULL) == OT_ERR_INVALID_PARAM);
+    EXPECT(ot_session_set_speaker((ot_session *)(uintptr_t)0x4242, "x") == OT_ERR_INVALID_HANDLE);
+    EXPECT(strcmp(ot_status_message(OT_ERR_DEVICE_LOST), "unknown status code") != 0);
+}
+
 int main(void) {
     test_global();
     test_bad_handles();
+    test_devices();
     if (failures) { fprintf(stderr, "abi_test: %d failed\n", failures); return 1; }
     printf("abi_test: all passed\n");
     return 0;

@@ -14,6 +14,7 @@ from typing import Callable, Optional
 
 from ._errors import ErrorCode, OTError, check, status_message
 from ._lib import LibraryNotFound, lib
+from .devices import CameraMode, Device, DeviceKind, devices
 from .media import (AudioSource, PixelFormat, Publisher, Subscriber, VideoFrame, VideoReason, VideoSource,
                     monotonic_us)
 from .session import (CallbackMode, Capabilities, Connection, ICEConfig, ICEIncludeServers, ICEServer, ICETransportPolicy,
@@ -25,7 +26,7 @@ __all__ = ["version", "ErrorCode", "OTError", "LibraryNotFound", "LogLevel", "se
            "Connection", "Capabilities", "VideoType", "token", "ICEConfig", "ICEServer", "ICETransportPolicy",
            "ICEIncludeServers", "Publisher", "Subscriber", "VideoFrame", "VideoSource",
            "AudioSource", "PixelFormat", "VideoReason", "monotonic_us", "CallbackMode", "MuteForcedInfo", "poll",
-           "poll_fd", "attach_asyncio", "detach_asyncio"]
+           "poll_fd", "attach_asyncio", "detach_asyncio", "devices", "Device", "DeviceKind", "CameraMode"]
 
 
 def version() -> str:

@@ -10,6 +10,7 @@ from typing import Callable, Optional, Sequence
 
 from ._errors import OTError, check
 from ._lib import lib
+from .devices import DeviceKind
 from .session import Session, Stream, VideoType
 
 
@@ -17,6 +18,8 @@ class VideoSource(enum.IntEnum):
     TEST_PATTERN = 0
     CUSTOM = 1
     NONE = 2
+    CAMERA = 3
+    """A V4L2 camera: Publisher(camera=...)."""
 
 
 class AudioSource(enum.IntEnum):
@@ -24,6 +27,8 @@ class AudioSource(enum.IntEnum):
     TONE = 1
     CUSTOM = 2
     NONE = 3
+    MICROPHONE = 4
+    """A PulseAudio source: Publisher(microphone=...)."""
 
 
 class PixelFormat(enum.IntEnum):
@@ -36,6 +41,7 @@ class PixelFormat(enum.IntEnum):
     BGRA = 7
     RGB24 = 8
     ABGR = 9
+    MJPEG = 10
     RGBA = 11
 
 
@@ -117,7 +123,11 @@ class Publisher:
                  video_type: VideoType = VideoType.CAMERA, width: int = 640, height: int = 480, fps: int = 30,
                  max_bitrate_kbps: int = 2000, audio_source: AudioSource = AudioSource.SILENCE, tone_hz: float = 440.0,
                  publish_audio: bool = True, publish_video: bool = True, audio_fallback_enabled: bool = True,
-                 min_bitrate_kbps: int = 100, start_bitrate_kbps: int = 600, audio_bitrate_bps: int = 32000):
+                 min_bitrate_kbps: int = 100, start_bitrate_kbps: int = 600, audio_bitrate_bps: int = 32000,
+                 camera: Optional[str] = None, microphone: Optional[str] = None):
+        """`camera` (VideoSource.CAMERA): a path such as /dev/video0 or a camera's name; None: the first camera.
+        `microphone` (AudioSource.MICROPHONE): a PulseAudio source name; None: the system default. Device failures
+        come to on_device_error; the stream goes on with black frames or silence."""
         l = lib()
         self._listeners: dict[str, list[Callable]] = {}
         stats_type = l.decl.structs["ot_publisher_stats"]
@@ -127,6 +137,7 @@ class Publisher:
             "error": lambda code, msg: (int(code), msg.decode(errors="replace")),
             "stats": lambda p: (_struct_dict(ctypes.cast(p, ctypes.POINTER(stats_type)).contents),),
             "mute_forced": lambda a: (bool(a),),
+            "device_error": lambda kind, code, msg: (DeviceKind(kind), int(code), msg.decode(errors="replace")),
         })
         s = l.decl.structs["ot_publisher_settings"]()
         check(l.fn.ot_publisher_settings_default(ctypes.byref(s)))
@@ -137,9 +148,12 @@ class Publisher:
         s.publish_audio, s.publish_video = int(publish_audio), int(publish_video)
         s.audio_fallback_enabled = int(audio_fallback_enabled)
         s.min_bitrate_kbps, s.start_bitrate_kbps, s.audio_bitrate_bps = min_bitrate_kbps, start_bitrate_kbps, audio_bitrate_bps
+        self._camera = None if camera is None else camera.encode()
+        self._microphone = None if microphone is None else microphone.encode()
+        s.camera, s.microphone = self._camera, self._microphone
         self._h = l.fn.ot_publisher_new(ctypes.byref(s), ctypes.byref(self._cb))
         if not self._h:
-            raise OTError(1011, "Publisher: a setting is out of range")
+            raise OTError(1011, "Publisher: a setting is out of range" + (" or there is no such camera" if video_source == VideoSource.CAMERA else ""))
 
     def on(self, event: str, fn: Callable) -> None:
         if not hasattr(self, "on_" + event):
@@ -155,6 +169,8 @@ class Publisher:
         all): no audio is sent and publish_audio reads False until set again."""
     def on_capture_start(self) -> None: ...
     def on_capture_stop(self) -> None: ...
+    def on_device_error(self, kind: DeviceKind, code: int, message: str) -> None:
+        """The microphone or camera could not be opened (9100) or was lost (9101); the stream goes on."""
 
     def _handle(self):
         if not self._h:

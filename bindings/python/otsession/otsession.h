@@ -61,7 +61,11 @@ enum ot_status_code {
     /** A handle that is NULL's kin: never issued, already deleted, or of another type. */
     OT_ERR_INVALID_HANDLE = 9001,
     /** A caller's buffer is too small; the needed size was returned. */
-    OT_ERR_BUFFER_TOO_SMALL = 9002
+    OT_ERR_BUFFER_TOO_SMALL = 9002,
+    /** A capture or playout device could not be opened: no sound server, no such device (docs/devices.md). */
+    OT_ERR_DEVICE_UNAVAILABLE = 9100,
+    /** A capture or playout device in use vanished (unplugged, removed, the sound server gone). */
+    OT_ERR_DEVICE_LOST = 9101
 };
 
 /** Log levels for ot_log_set_level. */
@@ -98,6 +102,52 @@ typedef struct ot_video_frame ot_video_frame;
 
 #endif /* OT_TYPES_H */
 
+/* Types of the device API: enumeration of cameras, microphones and speakers (docs/devices.md). */
+#ifndef OT_DEVICE_TYPES_H
+#define OT_DEVICE_TYPES_H
+
+
+/** The kinds of capture and playout device. */
+enum ot_device_kind {
+    /** An audio capture device: a PulseAudio source. */
+    OT_DEVICE_MICROPHONE = 1,
+    /** An audio playout device: a PulseAudio sink. */
+    OT_DEVICE_SPEAKER = 2,
+    /** A video capture device: a V4L2 node (/dev/video*). */
+    OT_DEVICE_CAMERA = 3
+};
+
+/** The devices of one kind at the time ot_device_list_new was called. */
+typedef struct ot_device_list ot_device_list;
+
+/** One device of an ot_device_list. The strings belong to the list and live as long as it does. */
+typedef struct ot_device_info {
+    /** What selects it: the PulseAudio source or sink name, or the camera's device node (/dev/video0). */
+    const char *id;
+    /** Its human-readable name: the PulseAudio description, or the camera's name. */
+    const char *name;
+    /** One of ot_device_kind. */
+    int kind;
+    /** Whether it is the system's default source or sink (cameras: the first one, which NULL selects). */
+    ot_bool is_default;
+    /** Microphones: whether the source is the monitor of a sink (what that sink plays). */
+    ot_bool is_monitor;
+    /** Cameras: how many modes ot_device_list_get_camera_mode gives (0 for audio devices). */
+    size_t mode_count;
+} ot_device_info;
+
+/** A camera's capture mode. */
+typedef struct ot_camera_mode {
+    /** One of ot_pixel_format. */
+    int pixel_format;
+    int width;
+    int height;
+    /** The highest frame rate offered at this size (frames per second). */
+    double max_fps;
+} ot_camera_mode;
+
+#endif /* OT_DEVICE_TYPES_H */
+
 /* Types of the publisher, subscriber and video frame API. */
 #ifndef OT_MEDIA_TYPES_H
 #define OT_MEDIA_TYPES_H
@@ -110,7 +160,11 @@ enum ot_video_source {
     /** Frames pushed with ot_publisher_provide_video_frame (a custom capturer). */
     OT_VIDEO_SOURCE_CUSTOM = 1,
     /** No video track. */
-    OT_VIDEO_SOURCE_NONE = 2
+    OT_VIDEO_SOURCE_NONE = 2,
+    /** A V4L2 camera: ot_publisher_settings.camera (a path such as /dev/video0, a camera's name, or NULL for the
+     * first camera; see ot_device_list_new), in the mode closest to width, height and fps. Its failures come to
+     * on_device_error; the stream then carries black frames. */
+    OT_VIDEO_SOURCE_CAMERA = 3
 };
 
 /** Where a publisher's audio comes from. None needs a sound server. */
@@ -121,10 +175,14 @@ enum ot_audio_source {
     /** 48 kHz mono int16 PCM written with ot_publisher_write_audio (a custom audio device). */
     OT_AUDIO_SOURCE_CUSTOM = 2,
     /** No audio track. */
-    OT_AUDIO_SOURCE_NONE = 3
+    OT_AUDIO_SOURCE_NONE = 3,
+    /** A PulseAudio source: ot_publisher_settings.microphone (a source name, or NULL for the system default, which is
+     * followed when it changes). Without a sound server, or when the source is lost, on_device_error reports it and
+     * silence is sent. */
+    OT_AUDIO_SOURCE_MICROPHONE = 4
 };
 
-/** Pixel formats a custom capturer may push (MJPEG, 10, is not supported). */
+/** Pixel formats a custom capturer may push. */
 enum ot_pixel_format {
     OT_PIXEL_FORMAT_I420 = 1,
     OT_PIXEL_FORMAT_NV12 = 2,
@@ -139,6 +197,8 @@ enum ot_pixel_format {
     OT_PIXEL_FORMAT_RGB24 = 8,
     /** 32-bit pixels, bytes in memory R G B A. */
     OT_PIXEL_FORMAT_ABGR = 9,
+    /** One JPEG picture per frame: one plane, whose stride is the JPEG's length in bytes. */
+    OT_PIXEL_FORMAT_MJPEG = 10,
     /** 32-bit pixels, bytes in memory A B G R. */
     OT_PIXEL_FORMAT_RGBA = 11
 };
@@ -178,6 +238,10 @@ typedef struct ot_publisher_settings {
     int start_bitrate_kbps;
     /** Opus bitrate, bit/s (default 32000; 6000..510000). */
     int audio_bitrate_bps;
+    /** OT_VIDEO_SOURCE_CAMERA: the camera's path or name; NULL: the first camera. Read during ot_publisher_new. */
+    const char *camera;
+    /** OT_AUDIO_SOURCE_MICROPHONE: the PulseAudio source's name; NULL: the system default. */
+    const char *microphone;
 } ot_publisher_settings;
 
 /** A publisher's sending counters. */
@@ -251,6 +315,9 @@ typedef struct ot_publisher_callbacks {
     void (*on_capture_start)(ot_publisher *publisher, void *user_data);
     /** OT_VIDEO_SOURCE_CUSTOM: stop pushing frames. */
     void (*on_capture_stop)(ot_publisher *publisher, void *user_data);
+    /** The microphone or camera (`device_kind`, an ot_device_kind) failed: OT_ERR_DEVICE_UNAVAILABLE (could not be
+     * opened) or OT_ERR_DEVICE_LOST (vanished while publishing). The stream continues with silence or black frames. */
+    void (*on_device_error)(ot_publisher *publisher, void *user_data, int device_kind, ot_status code, const char *message);
     void *user_data;
 } ot_publisher_callbacks;
 
@@ -497,6 +564,9 @@ typedef struct ot_session_callbacks {
     /** The status (one of ot_session_status) changed; comes before the callbacks of the change (e.g. OT_SESSION_CONNECTED
      * before on_connected). */
     void (*on_status_changed)(ot_session *session, void *user_data, int status);
+    /** The speaker (ot_session_set_speaker; `device_kind` OT_DEVICE_SPEAKER) failed: OT_ERR_DEVICE_UNAVAILABLE or
+     * OT_ERR_DEVICE_LOST. Playout goes on, discarded, on the headless device. */
+    void (*on_device_error)(ot_session *session, void *user_data, int device_kind, ot_status code, const char *message);
     void *user_data;
 } ot_session_callbacks;
 
@@ -531,6 +601,24 @@ char const * ot_connection_get_id(ot_connection const * connection);
 
 /// Fills `info` with the connection's properties (strings owned by the connection handle).
 ot_status ot_connection_get_info(ot_connection const * connection, ot_connection_info * info);
+
+/// How many devices the list holds.
+ot_status ot_device_list_count(ot_device_list const * list, size_t * count);
+
+/// Releases a device list (and the strings it handed out).
+ot_status ot_device_list_delete(ot_device_list * list);
+
+/// Fills `info` with device `index` (0 ..< count); its strings belong to the list. OT_ERR_INVALID_PARAM out of range.
+ot_status ot_device_list_get(ot_device_list const * list, size_t index, ot_device_info * info);
+
+/// Fills `info` with capture mode `mode` (0 ..< mode_count) of camera `index`. OT_ERR_INVALID_PARAM out of range.
+ot_status ot_device_list_get_camera_mode(ot_device_list const * list, size_t index, size_t mode, ot_camera_mode * info);
+
+/// Lists the devices of one kind (an ot_device_kind) into a new list, released with ot_device_list_delete: the
+/// cameras under /dev, or the PulseAudio sources (microphones) or sinks (speakers) of the sound server libpulse
+/// finds ($PULSE_SERVER, or the user's). OT_ERR_DEVICE_UNAVAILABLE for audio kinds when no sound server answers;
+/// no camera is an empty list.
+ot_status ot_device_list_new(int32_t kind, ot_device_list * * list);
 
 /// Sends log lines to `callback` (with `user_data`) instead of stderr; NULL restores stderr.
 /// The message is borrowed for the duration of the call, which comes on the logging thread.
@@ -572,8 +660,8 @@ ot_status ot_publisher_get_rtc_stats_report(ot_publisher * publisher, char * buf
 /// The publisher's sending counters now.
 ot_status ot_publisher_get_stats(ot_publisher * publisher, ot_publisher_stats * stats);
 
-/// Creates a publisher (NULL settings: the defaults); NULL when `callbacks` is NULL or a setting is out of range.
-/// Nothing is captured until ot_session_publish.
+/// Creates a publisher (NULL settings: the defaults); NULL when `callbacks` is NULL, a setting is out of range, or
+/// OT_VIDEO_SOURCE_CAMERA names no camera (or there is none). Nothing is captured until ot_session_publish.
 ot_publisher * ot_publisher_new(ot_publisher_settings const * settings, ot_publisher_callbacks const * callbacks);
 
 /// Pushes one captured frame (OT_VIDEO_SOURCE_CUSTOM), from any thread. `planes` and `strides` hold
@@ -589,7 +677,7 @@ ot_status ot_publisher_set_publish_audio(ot_publisher * publisher, ot_bool on);
 ot_status ot_publisher_set_publish_video(ot_publisher * publisher, ot_bool on);
 
 /// Fills `settings` with the defaults: test pattern 640x480 at 30 fps, camera, 100..2000 kbit/s starting at 600, silent
-/// headless audio at 32 kbit/s, audio and video published, audio fallback enabled.
+/// headless audio at 32 kbit/s, audio and video published, audio fallback enabled; no camera or microphone named.
 ot_status ot_publisher_settings_default(ot_publisher_settings * settings);
 
 /// Writes captured 48 kHz mono int16 PCM (OT_AUDIO_SOURCE_CUSTOM), from any thread; `count` samples.
@@ -730,6 +818,12 @@ ot_status ot_session_send_signal_with_options(ot_session * session, char const *
 /// and a subscriber whose publisher used another secret gets on_error with OT_ERR_ENCRYPTION_SECRET_MISMATCH.
 /// OT_ERR_INVALID_ENCRYPTION_SECRET for a secret of another length (the previous secret stays).
 ot_status ot_session_set_encryption_secret(ot_session * session, char const * secret);
+
+/// Plays the session's subscribers' audio on a PulseAudio sink (`sink`: a name from ot_device_list_new with
+/// OT_DEVICE_SPEAKER; NULL: the system default, followed when it changes) instead of the headless device that
+/// discards it. Call before subscribing: OT_ERR_ILLEGAL_STATE while subscribers play. Failures (no sound server, the
+/// sink lost) come to the session's on_device_error and playout goes on, discarded.
+ot_status ot_session_set_speaker(ot_session * session, char const * sink);
 
 /// Fills `settings` with the defaults: server ws://127.0.0.1:8080, events not suppressed, no custom ICE servers,
 /// every candidate type, LAN candidates signalled, 15 s connect timeout, 10 s keepalive, callbacks on a library thread.

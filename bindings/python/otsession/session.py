@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Optional, Union
 
 from ._errors import OTError, check
 from ._lib import lib
+from .devices import DeviceKind
 
 ID_BUFFER = 256
 TOKEN_BUFFER = 4096
@@ -242,7 +243,7 @@ class Server:
 
 _EVENTS = ("connected", "disconnected", "error", "connection_created", "connection_destroyed", "stream_created",
            "stream_destroyed", "stream_has_audio_changed", "stream_has_video_changed", "stream_video_dimensions_changed",
-           "signal_received", "mute_forced", "reconnecting", "reconnected", "status_changed")
+           "signal_received", "mute_forced", "reconnecting", "reconnected", "status_changed", "device_error")
 
 
 class Session:
@@ -336,6 +337,8 @@ class Session:
         """The connection dropped and is being resumed (status stays CONNECTED; `reconnecting` is True)."""
     def on_reconnected(self) -> None:
         """Resumed with the same connection; changes meanwhile follow as created/destroyed events."""
+    def on_device_error(self, kind: DeviceKind, code: int, message: str) -> None:
+        """The speaker (set_speaker) could not be opened (9100) or was lost (9101); playout goes on, discarded."""
 
     def _make_trampoline(self, event: str):
         convert = {
@@ -351,6 +354,7 @@ class Session:
                                                 Connection._from_borrowed(c) if c else None),
             "mute_forced": lambda p: (MuteForcedInfo._from_c(p),),
             "status_changed": lambda st: (SessionStatus(st),),
+            "device_error": lambda kind, code, msg: (DeviceKind(kind), int(code), msg.decode(errors="replace")),
         }.get(event, lambda: ())
         this = weakref.ref(self)
 
@@ -385,6 +389,12 @@ class Session:
         """Sets the end-to-end encryption secret (8-256 characters) for publishers and subscribers created afterwards;
         raises OTError 1030 (INVALID_ENCRYPTION_SECRET) otherwise. See docs/e2ee.md."""
         check(lib().fn.ot_session_set_encryption_secret(self._handle(), secret.encode()), "set_encryption_secret")
+
+    def set_speaker(self, sink: Optional[str] = None) -> None:
+        """Plays subscribers' audio on a PulseAudio sink (a Device.id of devices(DeviceKind.SPEAKER); None: the system
+        default, followed when it changes) instead of discarding it. Call before subscribing (OTError 1015 while
+        audio plays); failures come to on_device_error."""
+        check(lib().fn.ot_session_set_speaker(self._handle(), None if sink is None else sink.encode()), "set_speaker")
 
     @property
     def is_end_to_end_encrypted(self) -> bool:

@@ -1,8 +1,8 @@
 import COTShims
 import Glibc
 
-/// Starting the library's own long-lived threads (the IO loops) on pthreads directly.
-enum OSThread {
+/// Starting the library's own long-lived threads (the IO loops, the camera) on pthreads directly.
+public enum OSThread {
     private final class Start {
         let name: String
         let body: @Sendable () -> Void
@@ -12,7 +12,7 @@ enum OSThread {
     /// Starts a detached thread running `body`; `name` (at most 15 bytes are kept) is what `top -H` and
     /// /proc/<pid>/task/<tid>/comm show. Returns false when the system refuses a new thread.
     @discardableResult
-    static func start(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
+    public static func start(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
         let start = Unmanaged.passRetained(Start(name: name, body: body)).toOpaque()
         var tid = pthread_t()
         let rc = pthread_create(&tid, nil, { arg in

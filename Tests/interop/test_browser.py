@@ -1,0 +1,422 @@
+"""Headless Chromium with otsession.js (served by the server under test at /js/otsession.js) in real sessions of the
+embedded server (the Python package's `otsession.Server`: signaling and the media router), with native clients of
+the Python package on the other side. Routed and relayed:
+
+- media both ways: the page subscribes to the native test pattern and a 440 Hz tone and republishes the picture it
+  decodes with its fake microphone (a 660 Hz tone); the native side reads the test pattern's stamps back in order from
+  the browser's stream (native → browser → native) and finds 660 Hz in its audio; the page counts decoded frames
+  of the right size and finds 440 Hz with WebAudio; signals go both ways;
+- a viewer page (no camera permission: Chromium signals mDNS `.local` host candidates) receives the native stream;
+- a moderator's forceMuteStream mutes the browser's publisher; the browser as moderator mutes and disconnects;
+- the page survives a cut of its signaling connection (a TCP proxy resets it): sessionReconnecting,
+  sessionReconnected, signals and media flow again.
+
+One browser serves every test (conftest's `chromium`); each test has its own server, hence its own page origin."""
+import array
+import contextlib
+import os
+import queue
+import sys
+import threading
+import time
+
+import pytest
+
+import otsession
+from browser import BROWSER_TONE_HZ, Page, PageError, TCPProxy, region_spread
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bindings", "python", "tests"))
+from session_recorder import SubscriberRecorder, wait_until  # noqa: E402
+
+NATIVE_TONE_HZ = 440
+W, H = 320, 240
+
+
+class Native(otsession.Session):
+    """A native client recording what the tests look at."""
+
+    def __init__(self, server, sid, role="publisher", data="native"):
+        super().__init__(server.api_key, sid, server_url=server.url)
+        self.created, self.signals, self.events = queue.Queue(), queue.Queue(), queue.Queue()
+        connected = threading.Event()
+        self.on("connected", connected.set)
+        self.connect(server.token(sid, role, data=data))
+        assert connected.wait(10), "the native client did not connect"
+
+    def on_stream_created(self, stream):
+        self.created.put(stream)
+
+    def on_signal_received(self, type, data, connection):
+        self.signals.put((type, data, connection.id if connection else None))
+
+    def on_stream_has_audio_changed(self, stream, has_audio):
+        self.events.put(("has_audio", stream.id, has_audio))
+
+    def on_stream_has_video_changed(self, stream, has_video):
+        self.events.put(("has_video", stream.id, has_video))
+
+    def on_mute_forced(self, info):
+        self.events.put(("mute_forced", info.active, info.stream_id))
+
+    def on_disconnected(self):
+        self.events.put(("disconnected",))
+
+    def on_stream_destroyed(self, stream):
+        self.events.put(("stream_destroyed", stream.id))
+
+    def on_connection_destroyed(self, connection):
+        self.events.put(("connection_destroyed", connection.id))
+
+    def stream_named(self, name, timeout=15):
+        end = time.time() + timeout
+        while time.time() < end:
+            s = self.created.get(timeout=max(0.01, end - time.time()))
+            if s.name == name:
+                return s
+        raise AssertionError(f"no stream {name}")
+
+    def expect(self, q, match, timeout=15):
+        end = time.time() + timeout
+        while True:
+            item = q.get(timeout=max(0.01, end - time.time()))
+            if match(item):
+                return item
+
+
+class Viewer(SubscriberRecorder):
+    """A native subscriber keeping frame sizes, test-pattern stamps and PCM."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.pcm, self.rate = [], 48000
+
+    def on_render_frame(self, frame):
+        self.frames.append((frame.width, frame.height, frame.test_pattern[0] if frame.test_pattern else None))
+
+    def on_audio_data(self, pcm, rate, channels):
+        self.rate = rate
+        self.pcm.append(pcm if channels == 1 else array.array("h", pcm)[::channels].tobytes())
+
+
+def tone_hz(pcm, rate):
+    """The pitch of a tone: rising crossings with hysteresis (a third of the RMS), so that codec noise around zero
+    does not count; 0 for silence."""
+    s = array.array("h", pcm)
+    t = max(50.0, rms(pcm) / 3)
+    rising, low = [], False
+    for i, x in enumerate(s):
+        if x < -t:
+            low = True
+        elif x > t and low:
+            low = False
+            rising.append(i)
+    return (len(rising) - 1) * rate / (rising[-1] - rising[0]) if len(rising) > 10 else 0.0
+
+
+def rms(pcm):
+    s = array.array("h", pcm)
+    return (sum(x * x for x in s) / max(1, len(s))) ** 0.5
+
+
+@pytest.fixture(params=["routed", "relayed"])
+def mode(request):
+    return request.param
+
+
+@pytest.fixture
+def server():
+    with otsession.Server(api_key="4711", api_secret="ab" * 20) as s:
+        yield s
+
+
+@contextlib.contextmanager
+def native_and_page(chromium, server, sid, media=True, port=None):
+    """A native client publishing the test pattern and a 440 Hz tone as "native", and a page of the server (reached
+    at `port` when given); both closed after."""
+    native = Native(server, sid)
+    pub = native.publisher = otsession.Publisher("native", width=W, height=H, audio_source=otsession.AudioSource.TONE,
+                                                 tone_hz=NATIVE_TONE_HZ)
+    try:
+        native.publish(pub)
+        page = Page(chromium, f"http://127.0.0.1:{port or server.port}", media=media)
+        try:
+            yield native, page
+        finally:
+            page.close()
+    finally:
+        native.close()
+        pub.close()
+
+
+def test_media_and_signals_both_ways(chromium, server, mode):
+    sid = server.create_session(relayed=mode == "relayed")
+    with native_and_page(chromium, server, sid) as (native, page):
+        me = page.call("connect", server.api_key, sid, server.token(sid, "publisher", data="browser"))
+        got = page.call("subscribe", "native")
+        stats = page.call("framesDecoded", got["streamId"], 30)
+        assert (stats["video"]["frameWidth"], stats["video"]["frameHeight"]) == (W, H), stats
+        tone = page.call("toneHz", got["streamId"])
+        assert abs(tone["hz"] - NATIVE_TONE_HZ) < 10, tone
+
+        # The page republishes the picture it decodes, with its fake microphone's tone. (While the page plays
+        # received audio, Chromium's fake microphone is silent: the page stops playing it first.)
+        page.js("H.subs.forEach((s) => { s.videoElement.muted = true; })")
+        page.call("publish", {"name": "browser", "videoSource": "stream:native", "disableAudioProcessing": True})
+        viewer = Viewer(native.stream_named("browser"))
+        native.subscribe(viewer)
+        viewer.expect("connected", timeout=20)
+        assert wait_until(lambda: len(viewer.frames) >= 45 and len(viewer.pcm) >= 150, timeout=20), \
+            (len(viewer.frames), len(viewer.pcm), page.log())
+        sizes = {(w, h) for w, h, _ in viewer.frames}
+        assert sizes == {(W, H)}, sizes
+        stamps = [n for _, _, n in viewer.frames if n is not None]
+        assert len(stamps) >= 20, f"{len(stamps)} of {len(viewer.frames)} frames carried a readable stamp"
+        assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps), stamps
+        hz = tone_hz(b"".join(viewer.pcm[50:]), viewer.rate)
+        assert abs(hz - BROWSER_TONE_HZ) < 25, hz
+
+        # Signals: page → native (to one connection), native → everyone.
+        page.call("signal", "hello", "from the browser", native.connection.id)
+        assert native.expect(native.signals, lambda s: s[0] == "hello") == ("hello", "from the browser", me["connectionId"])
+        native.send_signal("typed", "from native")
+        assert wait_until(lambda: page.js("H.signalsFrom('signal:typed').length") >= 2), page.js("H.signals")
+        typed = page.js("H.signals.filter((s) => s.data === 'from native')")
+        assert {s.get("handler", "signal") for s in typed} == {"signal", "signal:typed"}, typed
+        assert all(s["type"] == "signal:typed" and s["from"] == native.connection.id for s in typed), typed
+
+        # subscribeToVideo(false): the router (relayed: the native publisher) stops sending it; true brings it back.
+        page.js(f"H.subs.get('{got['streamId']}').subscribeToVideo(false)")
+        time.sleep(0.5)
+        stopped = page.call("subscriberStats", got["streamId"])["video"]["framesDecoded"]
+        time.sleep(1)
+        assert page.call("subscriberStats", got["streamId"])["video"]["framesDecoded"] - stopped <= 1
+        page.js(f"H.subs.get('{got['streamId']}').subscribeToVideo(true)")
+        page.call("framesDecoded", got["streamId"], 10, stopped)
+        # publishVideo(false): the others see hasVideo false.
+        page.js("H.publisher.publishVideo(false)")
+        assert native.expect(native.events, lambda e: e[0] == "has_video")[2] is False
+        native.unsubscribe(viewer)
+        viewer.close()
+
+
+def test_a_viewer_page_without_camera_signals_mdns_candidates_and_receives(chromium, server, mode):
+    """No camera permission on this origin: Chromium hides its addresses behind mDNS names, as for a real viewer."""
+    sid = server.create_session(relayed=mode == "relayed")
+    with native_and_page(chromium, server, sid, media=False) as (native, page):
+        me = page.call("connect", server.api_key, sid, server.token(sid, "subscriber", data="viewer"))
+        assert me["role"] == "subscriber" and me["capabilities"]["publish"] == 0
+        got = page.call("subscribe", "native")
+        stats = page.call("framesDecoded", got["streamId"], 30)
+        assert (stats["video"]["frameWidth"], stats["video"]["frameHeight"]) == (W, H), stats
+        hosts = [c.split()[4] for c in page.js("H.localCandidates()") if " typ host" in c]
+        assert hosts and all(h.endswith(".local") for h in hosts), hosts
+
+
+def test_a_moderator_force_mutes_the_browsers_publisher(chromium, server, mode):
+    sid = server.create_session(relayed=mode == "relayed")
+    page = Page(chromium, f"http://127.0.0.1:{server.port}")
+    moderator = Native(server, sid, role="moderator", data="moderator")
+    try:
+        page.call("connect", server.api_key, sid, server.token(sid, "publisher", data="browser"))
+        page.call("publish", {"name": "browser", "resolution": f"{W}x{H}", "disableAudioProcessing": True})
+        stream = moderator.stream_named("browser")
+        viewer = Viewer(stream)
+        moderator.subscribe(viewer)
+        viewer.expect("connected", timeout=20)
+        assert wait_until(lambda: len(viewer.pcm) >= 100 and len(viewer.frames) >= 30, timeout=20)
+        assert {(w, h) for w, h, _ in viewer.frames} == {(W, H)}  # the browser's camera at the size it asked for
+        loud = rms(b"".join(viewer.pcm[50:]))
+        assert loud > 300 and abs(tone_hz(b"".join(viewer.pcm[50:]), viewer.rate) - BROWSER_TONE_HZ) < 25, loud
+
+        moderator.force_mute_stream(stream.id)
+        assert moderator.expect(moderator.events, lambda e: e[0] == "has_audio") == ("has_audio", stream.id, False)
+        assert wait_until(lambda: page.js("H.eventsOf('publisher:muteForced').length") == 1)
+        forced = page.js("H.eventsOf('muteForced')")
+        assert [(e["active"], e["streamId"]) for e in forced] == [(True, stream.id)], forced
+        assert page.js("[H.publisher.isPublishingAudio, H.publisher.stream.hasAudio]") == [False, False]
+        n = len(viewer.pcm)
+        assert wait_until(lambda: len(viewer.pcm) >= n + 100, timeout=20)
+        quiet = rms(b"".join(viewer.pcm[n + 50:]))
+        assert quiet < loud / 20, (loud, quiet)
+
+        # The page unmutes; then a mute all (nothing excluded) mutes it again.
+        page.js("H.publisher.publishAudio(true)")
+        assert moderator.expect(moderator.events, lambda e: e[0] == "has_audio") == ("has_audio", stream.id, True)
+        moderator.force_mute_all()
+        assert wait_until(lambda: page.js("H.eventsOf('publisher:muteForced').length") == 2)
+        assert page.js("[H.publisher.isPublishingAudio, H.session.muteForced]") == [False, True]
+        moderator.disable_force_mute()
+        assert wait_until(lambda: page.js("H.session.muteForced") is False)
+        moderator.unsubscribe(viewer)
+        viewer.close()
+    finally:
+        page.close()
+        moderator.close()
+
+
+def test_the_browser_as_moderator_and_its_errors(chromium, server):
+    sid = server.create_session()
+    with native_and_page(chromium, server, sid, media=False) as (native, page), \
+            contextlib.closing(Native(server, sid, data="other")) as other:
+        muted = threading.Event()
+        native.publisher.on("mute_forced", lambda active: active and muted.set())
+        with pytest.raises(PageError) as e:
+            page.call("connect", server.api_key, sid, server.token(sid, "moderator") + "x")
+        assert e.value.code == 1004
+        me = page.call("connect", server.api_key, sid, server.token(sid, "moderator", data="browser moderator"))
+        assert me["capabilities"]["forceMute"] == 1 and me["capabilities"]["forceDisconnect"] == 1
+        for bad, code in (("no spaces", 1461), ("x" * 129, 1414)):
+            with pytest.raises(PageError) as e:
+                page.call("signal", bad, "data")
+            assert e.value.code == code
+        with pytest.raises(PageError) as e:
+            page.call("signal", "big", "x" * 8193)
+        assert e.value.code == 1413
+
+        page.call("moderate", "forceMuteStream", "native")
+        assert muted.wait(10), "the native publisher was not told"
+        assert native.expect(native.events, lambda e: e[0] == "mute_forced") == ("mute_forced", True, next(s.id for s in native.streams.values() if s.own))
+        assert wait_until(lambda: page.js("H.eventsOf('streamPropertyChanged').some((e) => e.changedProperty === 'hasAudio' && e.newValue === false)"))
+
+        other_id = other.connection.id
+        page.call("moderate", "forceDisconnect", other_id)
+        assert other.expect(other.events, lambda e: e[0] == "disconnected")
+        gone = [other_id, "forceDisconnected"]
+        assert wait_until(lambda: page.js("H.eventsOf('connectionDestroyed').map((e) => [e.connection, e.reason])") == [gone])
+
+        page.call("moderate", "forceMuteAll")
+        assert native.expect(native.events, lambda e: e[0] == "mute_forced") == ("mute_forced", True, None)
+        page.call("moderate", "disableForceMute")
+        assert native.expect(native.events, lambda e: e[0] == "mute_forced") == ("mute_forced", False, None)
+        assert [e["active"] for e in page.js("H.eventsOf('muteForced')")] == [True, True, False]
+
+
+def test_the_browser_resumes_after_its_signaling_connection_is_cut(chromium, server, mode):
+    sid = server.create_session(relayed=mode == "relayed")
+    proxy = TCPProxy(server.port)
+    # The page comes through the proxy, so otsession.js (whose server is where it came from) signals through it too.
+    with contextlib.closing(proxy), native_and_page(chromium, server, sid, port=proxy.port) as (native, page):
+        me = page.call("connect", server.api_key, sid, server.token(sid, "publisher", data="browser"))
+        got = page.call("subscribe", "native")
+        page.call("framesDecoded", got["streamId"], 10)
+        page.call("publish", {"name": "browser", "resolution": f"{W}x{H}"})
+        viewer = Viewer(native.stream_named("browser"))
+        native.subscribe(viewer)
+        viewer.expect("connected", timeout=20)
+
+        assert proxy.cut(hold=True) >= 1
+        assert wait_until(lambda: page.js("H.session.isReconnecting"), timeout=10)
+        assert page.call("signalLater", "queued", "sent while reconnecting", native.connection.id) is True
+        proxy.release()
+        assert page.call("sentResult") == "sent"
+        assert native.expect(native.signals, lambda s: s[0] == "queued")[1] == "sent while reconnecting"
+        kinds = [e["type"] for e in page.js("H.events") if e["type"].startswith("session")]
+        assert kinds == ["sessionConnected", "sessionReconnecting", "sessionReconnected"], kinds
+        assert page.js("H.session.connection.connectionId") == me["connectionId"]
+        seen = []
+        while not native.events.empty():
+            seen.append(native.events.get())
+        assert not [e for e in seen if e[0] in ("stream_destroyed", "connection_destroyed")], seen  # others saw nothing
+
+        native.send_signal("back", "after the cut")
+        assert wait_until(lambda: page.js("H.signalsFrom('signal:back').length") >= 1)
+        before = page.call("subscriberStats", got["streamId"])["video"]["framesDecoded"]
+        page.call("framesDecoded", got["streamId"], 30, before)
+        n = len(viewer.frames)
+        assert wait_until(lambda: len(viewer.frames) >= n + 30), "the browser's stream stopped"
+        viewer.close()
+
+
+def test_the_browser_notices_a_silent_connection_and_resumes(chromium, server):
+    """A page cannot see WebSocket pings: it sends a `ping` request after an interval without messages and counts a
+    connection silent for three intervals as dropped. A proxy black-holes the connection (nothing passes, nothing
+    closes): the page resumes on a new one."""
+    sid = server.create_session()
+    proxy = TCPProxy(server.port)
+    with contextlib.closing(proxy), native_and_page(chromium, server, sid, media=False, port=proxy.port) as (native, page):
+        page.call("connect", server.api_key, sid, server.token(sid, "subscriber", data="browser"), {"pingInterval": 500})
+        time.sleep(2.5)  # idle but alive: the server answers the page's pings
+        assert page.js("H.eventsOf('sessionReconnecting').length") == 0
+        assert proxy.freeze() >= 1
+        assert wait_until(lambda: page.js("H.eventsOf('sessionReconnected').length") == 1, timeout=15), page.log()
+        native.send_signal("back", "after the silence")
+        assert wait_until(lambda: page.js("H.signalsFrom('signal:back').length") >= 1)
+
+
+def test_the_demo_web_page(chromium, ot_demo, tmp_path):
+    """`ot-demo --web` prints a URL of its embedded server's /demo page; opened in Chromium, the page shows the demo's
+    test pattern and its own camera (a screenshot's video areas are not blank), the browser's stream reaches the
+    demo's status lines, and the page's signal box reaches the demo. Ctrl-C ends the demo, which still passes."""
+    import re
+    import signal
+    import subprocess
+
+    demo = subprocess.Popen([ot_demo, "--web", "--resolution", f"{W}x{H}", "--fps", "15", "--out", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, url = queue.Queue(), None
+    threading.Thread(target=lambda: [lines.put(line.rstrip("\n")) for line in demo.stdout], daemon=True).start()
+    seen = []
+
+    def until(pattern, timeout=30):
+        end = time.time() + timeout
+        while time.time() < end:
+            try:
+                line = lines.get(timeout=max(0.01, end - time.time()))
+            except queue.Empty:
+                break
+            seen.append(line)
+            m = re.search(pattern, line)
+            if m:
+                return m
+        raise AssertionError(f"ot-demo never printed /{pattern}/:\n" + "\n".join(seen))
+
+    try:
+        url = until(r"^web page: (http://\S+/demo#\S+)$").group(1)
+        page = Page(chromium, re.match(r"http://[^/]+", url).group(0), path=url[url.index("/demo"):])
+        m = until(r'^  browser "browser": video [\d.]+ fps (\d+)x(\d+) .*, (\d+) frames decoded', timeout=30)
+        while int(m.group(3)) < 30:
+            m = until(r'^  browser "browser": video [\d.]+ fps (\d+)x(\d+) .*, (\d+) frames decoded')
+        assert (int(m.group(1)), int(m.group(2))) == (640, 480), m.group(0)
+
+        assert wait_until(lambda: page.js("[...demo.subscribers.values()].length === 1 && "
+                                          "[...document.querySelectorAll('video')].every((v) => v.videoWidth > 0)")), page.log()
+        time.sleep(1)  # a few more frames on screen
+        rects = page.js("[...document.querySelectorAll('video')].map((v) => { const r = v.getBoundingClientRect();"
+                        " return { x: r.x, y: r.y, width: r.width, height: r.height }; })")
+        assert len(rects) == 2, rects  # the page's own camera and the demo's stream
+        png = chromium.get_screenshot_as_png()
+        (tmp_path / "page.png").write_bytes(png)
+        scale = page.js("window.devicePixelRatio")
+        spreads = [region_spread(png, r, scale) for r in rects]
+        assert all(s > 8 for s in spreads), (spreads, rects)
+
+        from selenium.webdriver.common.by import By
+        chromium.find_element(By.ID, "signal-text").send_keys("hello demo")
+        chromium.find_element(By.CSS_SELECTOR, "#signal-form button").click()
+        until(r'^signal "chat" from browser: hello demo$')
+        demo.send_signal(signal.SIGINT)
+        until(r"^  browser streams received: 1$")
+        until(r'^  browser "browser": (\d+) frames decoded \(640x480\)')
+        assert demo.wait(timeout=30) == 0, "\n".join(seen)
+    finally:
+        chromium.get("about:blank")
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+
+
+def test_end_to_end_encrypted_sessions_refuse_browser_media_clearly(chromium, server):
+    """otsession.js cannot apply the E2EE frame transform: publish and subscribe fail with 1031, signals still work."""
+    sid = server.create_session(e2ee=True)
+    native = Native(server, sid)
+    page = Page(chromium, f"http://127.0.0.1:{server.port}")
+    try:
+        page.call("connect", server.api_key, sid, server.token(sid, "publisher", data="browser"))
+        with pytest.raises(PageError) as e:
+            page.call("publish", {"name": "browser", "resolution": f"{W}x{H}"})
+        assert e.value.code == 1031
+        page.call("signal", "hello", "still signals", native.connection.id)
+        assert native.expect(native.signals, lambda s: s[0] == "hello")[1] == "still signals"
+    finally:
+        page.close()
+        native.close()
