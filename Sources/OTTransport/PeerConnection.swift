@@ -573,11 +573,14 @@ public final class PeerConnection {
         }
         // Video FEC where negotiated: the packet goes as RED (renumbered past the FEC packets), FEC packets after a frame.
         var fec: [[UInt8]] = []
+        var stamped: UInt16?? = nil
         if !fecSenders.isEmpty, var f = fecSenders[h.ssrc] {
+            // Numbered before FEC covers it, so the packet FEC can rebuild is the one on the wire, number and all.
+            stamped = .some(stampTransportSequence(&packet))
             fec = f.process(&packet)
             fecSenders[h.ssrc] = f
         }
-        guard transmit(&packet, srtp: srtp, transport: transport, now: now) else { return false }
+        guard transmit(&packet, srtp: srtp, transport: transport, now: now, stamped: stamped) else { return false }
         for var p in fec where transmit(&p, srtp: srtp, transport: transport, now: now) {
             counters.fecPacketsSent += 1
             counters.fecBytesSent += p.count
@@ -586,12 +589,14 @@ public final class PeerConnection {
         return true
     }
 
-    /// Numbers (transport-wide), records (for NACK), protects and queues one RTP packet of ours.
-    private func transmit(_ packet: inout [UInt8], srtp: SRTPContext, transport: MediaTransport, now: Instant) -> Bool {
+    /// Numbers (transport-wide; `stamped`: already numbered, with that number), records (for NACK), protects and queues
+    /// one RTP packet of ours.
+    private func transmit(_ packet: inout [UInt8], srtp: SRTPContext, transport: MediaTransport, now: Instant,
+                          stamped: UInt16?? = nil) -> Bool {
         guard let h = Self.header(packet) else { counters.malformedSends += 1; return false }
         // This connection's transport-wide number, over whatever the packet carried (a router forwards packets
         // numbered for the publisher's uplink).
-        let twccSequence = stampTransportSequence(&packet)
+        let twccSequence = stamped ?? stampTransportSequence(&packet)
         rtpSession.sent(ssrc: h.ssrc, sequence: h.seq, rtpTimestamp: h.ts, clockRate: clockRates[h.pt] ?? 90000,
                         payloadBytes: max(0, packet.count - 12), packet: packet, now: now)
         counters.packetsSent += 1
