@@ -61,10 +61,11 @@ test: setup
 test-swift:
 	swift test
 
-# Python: the ctypes package against the freshly built library, plus interop tests.
+# Python: the ctypes package against the freshly built library, plus interop tests and the attack suite
+# (Tests/attack: a real ot-server per case, raw sockets, loopback only; its figures are printed at the end).
 test-python: lib
 	OTSESSION_LIBRARY=$(abspath $(DIST))/lib/libotsession.so PYTHONPATH=$(CURDIR)/bindings/python \
-		python3 -m pytest -q bindings/python/tests $(wildcard Tests/interop)
+		python3 -m pytest -q bindings/python/tests $(wildcard Tests/interop) $(wildcard Tests/attack)
 
 # C: the samples and the C test program, built with pkg-config only.
 test-c: lib

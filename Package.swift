@@ -62,6 +62,7 @@ let package = Package(
         .executableTarget(name: "ot-fuzz-rtp-vp8", dependencies: ["OTWire"], path: "Fuzz/rtp_vp8"),
         .executableTarget(name: "ot-loadtest", dependencies: ["OTSession", "OTServer"]),
         .executableTarget(name: "ot-fuzz-wire", dependencies: ["OTWire"], path: "Fuzz/wire"),
+        .executableTarget(name: "ot-fuzz-control", dependencies: ["OTWire"], path: "Fuzz/control"),
 
         .testTarget(name: "OTBaseTests", dependencies: ["OTBase"]),
         .testTarget(name: "OTWireTests", dependencies: ["OTWire"]),

@@ -28,6 +28,24 @@ public enum Log {
     public static func debug(_ tag: String, _ message: @autoclosure () -> String) { write(.debug, tag, message) }
     public static func trace(_ tag: String, _ message: @autoclosure () -> String) { write(.trace, tag, message) }
 
+    /// `s` made safe to write into a log line: control characters (C0, DEL, C1, the Unicode line and paragraph
+    /// separators and the bidirectional overrides) are written as `\u{..}` escapes (backslashes doubled), so no input can forge a line or drive a
+    /// terminal; cut to `max` characters with `…`.
+    public static func escaped(_ s: String, max: Int = 1000) -> String {
+        var out = ""
+        var n = 0
+        for u in s.unicodeScalars {
+            if n >= max { out += "…"; break }
+            n += 1
+            switch u.value {
+            case 0x5C: out += "\\\\"
+            case 0..<0x20, 0x7F...0x9F, 0x2028, 0x2029, 0x202A...0x202E, 0x2066...0x2069: out += "\\u{" + String(u.value, radix: 16) + "}"
+            default: out.unicodeScalars.append(u)
+            }
+        }
+        return out
+    }
+
     private static func write(_ lvl: LogLevel, _ tag: String, _ message: () -> String) {
         let (current, sink) = state.withLock { ($0.level, $0.sink) }
         guard lvl != .disabled, lvl <= current else { return }

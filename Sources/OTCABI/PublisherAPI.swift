@@ -223,6 +223,19 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
     }
 }
 
+/// The publisher's stream as it is now (as OTPublisherKit.stream) into `stream`: a copy the caller releases with
+/// ot_stream_delete. OT_ERR_ILLEGAL_STATE while it is not publishing (before on_stream_created, after
+/// on_stream_destroyed).
+@c(ot_publisher_get_stream) public func ot_publisher_get_stream(_ publisher: UnsafeMutablePointer<ot_publisher>?,
+                                                              _ stream: UnsafeMutablePointer<UnsafeMutablePointer<ot_stream>?>?) -> ot_status {
+    withPublisher(publisher) { p in
+        guard let stream else { return Status.invalidParam }
+        guard let info = p.publisher.stream else { return Status.of(.illegalState) }
+        stream.pointee = Handle.pointer(HandleRegistry.shared.insert(StreamObject(info, own: true)), as: ot_stream.self)
+        return Status.ok
+    }
+}
+
 /// Whether video is sent now into `on`.
 @c(ot_publisher_get_publish_video) public func ot_publisher_get_publish_video(_ publisher: UnsafeMutablePointer<ot_publisher>?,
                                                                             _ on: UnsafeMutablePointer<ot_bool>?) -> ot_status {

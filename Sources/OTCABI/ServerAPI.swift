@@ -42,14 +42,17 @@ private func sessionRole(_ r: Int32) -> SessionRole? {
 }
 
 /// Creates an embedded session server for one project (REST API, WebSocket signaling, and a media router for
-/// routed sessions on a UDP port of the same host), listening on `host` (NULL: 127.0.0.1) and
-/// `port` (0: any free port) once started. NULL when an argument is invalid.
+/// routed sessions on a UDP port of the same host), listening on `host` (NULL: 127.0.0.1; an IPv4 address or
+/// localhost) and `port` (0: any free port) once started. NULL when an argument is invalid: the api key and secret
+/// are checked as `ot-server` checks them (key of 1 to 64 of [A-Za-z0-9_-], secret of 1 to 256 bytes not ending in
+/// `.word`). The server's limits are the defaults of docs/protocol.md, "Limits".
 @c(ot_server_new) public func ot_server_new(_ host: UnsafePointer<CChar>?, _ port: Int32,
                                             _ api_key: UnsafePointer<CChar>?, _ api_secret: UnsafePointer<CChar>?) -> UnsafeMutablePointer<ot_server>? {
-    guard (0...65535).contains(port), let key = CArg.string(api_key), !key.isEmpty, let secret = CArg.string(api_secret), !secret.isEmpty else { return nil }
+    guard (0...65535).contains(port), let key = CArg.string(api_key), let secret = CArg.string(api_secret),
+          let project = try? Project(apiKey: key, validatingSecret: secret) else { return nil }
     let h = host == nil ? "127.0.0.1" : CArg.string(host)
-    guard let h, !h.isEmpty else { return nil }
-    let project = Project(apiKey: key, secret: secret)
+    guard let h else { return nil }
+    if h != "localhost" { guard case .v4? = IPAddress(h) else { return nil } }
     let server = SessionServer(SessionServer.Configuration(host: h, port: UInt16(port), projects: [project]))
     return Handle.pointer(HandleRegistry.shared.insert(ServerObject(server: server, project: project)), as: ot_server.self)
 }
@@ -95,7 +98,7 @@ private func sessionRole(_ r: Int32) -> SessionRole? {
 }
 
 /// Mints a client token for a session of this server (role: one of ot_role; data: connection data or NULL;
-/// format: OT_TOKEN_JWT or OT_TOKEN_T1) into `buf` (OT_TOKEN_BUFFER_SIZE is enough).
+/// format: OT_TOKEN_JWT or OT_TOKEN_T1) into `buf` (OT_TOKEN_BUFFER_SIZE is always enough).
 @c(ot_server_new_token) public func ot_server_new_token(_ server: UnsafeMutablePointer<ot_server>?, _ session_id: UnsafePointer<CChar>?,
                                                       _ role: Int32, _ data: UnsafePointer<CChar>?, _ format: Int32,
                                                       _ buf: UnsafeMutablePointer<CChar>?, _ size: UInt) -> ot_status {
@@ -116,7 +119,8 @@ private func sessionRole(_ r: Int32) -> SessionRole? {
 
 /// Mints a client token with a project's key and secret, without a server (for tools and tests).
 /// Same arguments as ot_server_new_token; OT_ERR_INVALID_PARAM for a bad role, format, session id
-/// (it must belong to `api_key`) or connection data over 1000 characters.
+/// (it must belong to `api_key`) or connection data over 1000 characters; OT_ERR_BUFFER_TOO_SMALL when `size` is
+/// below the token's length plus one (OT_TOKEN_BUFFER_SIZE is always enough).
 @c(ot_token_new) public func ot_token_new(_ api_key: UnsafePointer<CChar>?, _ api_secret: UnsafePointer<CChar>?,
                                           _ session_id: UnsafePointer<CChar>?, _ role: Int32, _ data: UnsafePointer<CChar>?,
                                           _ format: Int32, _ buf: UnsafeMutablePointer<CChar>?, _ size: UInt) -> ot_status {

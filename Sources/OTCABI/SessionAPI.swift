@@ -185,6 +185,9 @@ private func sessionSettings(_ settings: UnsafePointer<ot_session_settings>?) ->
     guard let c = settings?.pointee else { return .success((s, false)) }
     if let url = c.server_url {
         guard let u = CArg.string(url), !u.isEmpty else { return .failure(OTError(.invalidParameter, "server_url is empty or not UTF-8")) }
+        do { _ = try ServerEndpoint.parse(u) } catch let e as OTError { return .failure(e) } catch {
+            return .failure(OTError(.invalidParameter, "server_url: \(error)"))
+        }
         s.serverURL = u
     }
     s.connectionEventsSuppressed = c.connection_events_suppressed != 0

@@ -17,9 +17,18 @@ public final class SessionServer: @unchecked Sendable {
         public var limits: ServerLimits
         /// WebSocket ping interval; a client silent for three intervals is dropped.
         public var pingInterval: Duration
+        /// Caps on sockets and queued output (the listener's; docs/protocol.md, "Limits").
+        public var connectionLimits: TCPServerLimits
+        /// Deadlines of HTTP requests, keep-alive and the WebSocket `connect`.
+        public var timeouts: SocketTimeouts
+        /// WebSocket upgrades with an `Origin` header must name one of these (`scheme://host[:port]`, compared
+        /// case-insensitively); empty: any origin. Requests without `Origin` (non-browser clients) are not affected.
+        public var allowedOrigins: [String]
         public init(host: String = "127.0.0.1", port: UInt16 = 0, projects: [Project], limits: ServerLimits = ServerLimits(),
-                    pingInterval: Duration = .seconds(10)) {
+                    pingInterval: Duration = .seconds(10), connectionLimits: TCPServerLimits = TCPServerLimits(),
+                    timeouts: SocketTimeouts = SocketTimeouts(), allowedOrigins: [String] = []) {
             self.host = host; self.port = port; self.projects = projects; self.limits = limits; self.pingInterval = pingInterval
+            self.connectionLimits = connectionLimits; self.timeouts = timeouts; self.allowedOrigins = allowedOrigins
         }
     }
 
@@ -50,7 +59,9 @@ public final class SessionServer: @unchecked Sendable {
     public func start() throws -> UInt16 {
         try stateLock.withLock {
             guard !started else { throw OTError(.illegalState, "server already started") }
-            let port = try loop.listen(host: configuration.host, port: configuration.port) { [weak self] conn in self?.accepted(conn) }
+            let port = try loop.listen(host: configuration.host, port: configuration.port, limits: configuration.connectionLimits) { [weak self] conn in
+                self?.accepted(conn)
+            }
             boundPort = port
             started = true
             loop.execute { [weak self] in self?.scheduleTick() }
@@ -108,6 +119,9 @@ public final class SessionServer: @unchecked Sendable {
         guard let p = configuration.projects.first(where: { $0.apiKey == sid.apiKey }) else {
             throw OTError(.invalidParameter, "no project \(sid.apiKey) on this server")
         }
+        guard (1...ClientToken.maxLifetime).contains(lifetimeSeconds) else {
+            throw OTError(.invalidParameter, "a token lives 1 second to 30 days, not \(lifetimeSeconds) seconds")
+        }
         let now = wallClockMillis() / 1000
         return try ClientToken(apiKey: p.apiKey, sessionId: sessionId, role: role, createTime: now, expireTime: now + lifetimeSeconds,
                                connectionData: data, format: format).mint(secret: p.secret)
@@ -150,7 +164,8 @@ public final class SessionServer: @unchecked Sendable {
             guard let self else { return }
             let now = MonotonicClock.now()
             apply(router.tick(now: now))
-            for s in sockets.values where s.ws != nil {
+            for s in Array(sockets.values) {
+                if s.enforceDeadline(now: now, configuration.timeouts) || s.ws == nil || s.closing { continue }
                 if now - s.lastHeard > configuration.pingInterval * 3 {
                     s.conn.close(error: OTError(.connectionTimedOut, "client silent"))
                 } else if now - s.lastPing >= configuration.pingInterval {
@@ -162,18 +177,18 @@ public final class SessionServer: @unchecked Sendable {
         }
     }
 
-    fileprivate func socketClosed(_ s: ServerSocket) {
+    func socketClosed(_ s: ServerSocket) {
         sockets[s.id] = nil
         if s.ws != nil { apply(router.socketClosed(s.id, now: MonotonicClock.now())) }
     }
 
-    fileprivate func leave(_ s: ServerSocket) {
+    func leave(_ s: ServerSocket) {
         apply(router.receive(socket: s.id, .disconnect, now: MonotonicClock.now(), nowMillis: wallClockMillis()).filter {
             if case .send([s.id], .error) = $0 { false } else { true }
         })
     }
 
-    fileprivate func received(_ s: ServerSocket, _ text: String) {
+    func received(_ s: ServerSocket, _ text: String) {
         let msg: ClientMessage
         do { msg = try SignalingCodec.decodeClient(text) } catch let unknown as UnknownMessageType {
             // A newer client's message: refused, the connection stays (docs/protocol.md).
@@ -190,20 +205,31 @@ public final class SessionServer: @unchecked Sendable {
         apply(router.receive(socket: s.id, msg, now: MonotonicClock.now(), nowMillis: wallClockMillis()))
     }
 
+    /// Carries out the router's outputs. What one call produces for a socket is queued as one write, so the
+    /// transport's per-socket cap judges a client by what it left unread before (a joiner's whole roster, or a
+    /// resumed connection's backlog, always goes out).
     private func apply(_ outputs: [SignalingRouter.Output]) {
+        var batches: [Int: [UInt8]] = [:]
+        func flush(_ id: Int) {
+            guard let bytes = batches.removeValue(forKey: id), let s = sockets[id] else { return }
+            s.conn.send(bytes)
+        }
+        defer { for id in Array(batches.keys) { flush(id) } }
         for o in outputs {
             switch o {
             case .send(let ids, let msg):
-                let frame = WebSocketFrame(opcode: .text, payload: Array(SignalingCodec.encode(msg).utf8)).encoded()
+                var frames: [UInt8] = []
+                for text in SignalingCodec.encodeFrames(msg) {
+                    frames += WebSocketFrame(opcode: .text, payload: Array(text.utf8)).encoded()
+                }
+                let joined = if case .connected = msg { true } else { false }
                 for id in ids {
                     guard let s = sockets[id] else { continue }
-                    if s.conn.pendingBytes > 8 << 20 {
-                        s.conn.close(error: OTError(.connectionDropped, "client too slow"))
-                        continue
-                    }
-                    s.conn.send(frame)
+                    if joined { s.joined() }
+                    batches[id, default: []] += frames
                 }
             case .close(let id):
+                flush(id)
                 sockets[id]?.closeWebSocket(code: 1000)
             case .routeOffer(let offer):
                 guard let routing = mediaRouting else {
@@ -228,24 +254,29 @@ public final class SessionServer: @unchecked Sendable {
         }
     }
 
-    fileprivate func handle(_ s: ServerSocket, _ req: HTTPRequest) {
+    func handle(_ s: ServerSocket, _ req: HTTPRequest, now: Instant) {
         if req.path == Self.signalingPath {
+            if !configuration.allowedOrigins.isEmpty, let origin = req.headers["Origin"],
+               !configuration.allowedOrigins.contains(where: { $0.lowercased() == origin.lowercased() }) {
+                s.respond(self.error(403, "origin not allowed"), close: true, now: now)
+                return
+            }
             do {
                 let resp = try WebSocketHandshake.serverResponse(to: req)
                 s.conn.send(resp.serialized())
-                s.upgrade()
+                s.upgrade(now: now)
             } catch {
-                s.respond(self.error(400, "\(error)"), close: true)
+                s.respond(self.error(400, "\(error)"), close: true, now: now)
             }
             return
         }
         if let file = WebAssets.response(to: req) {
-            s.respond(file, close: req.headers["Connection"]?.lowercased() == "close")
+            s.respond(file, close: req.headers["Connection"]?.lowercased() == "close", now: now)
             return
         }
         let resp: HTTPResponse
         do { resp = try route(req) } catch let e as RESTError { resp = error(e.status, e.message) } catch { resp = self.error(500, "\(error)") }
-        s.respond(resp, close: req.headers["Connection"]?.lowercased() == "close")
+        s.respond(resp, close: req.headers["Connection"]?.lowercased() == "close", now: now)
     }
 
     private func error(_ status: Int, _ message: String) -> HTTPResponse {
@@ -352,84 +383,3 @@ public final class SessionServer: @unchecked Sendable {
 
 /// Carries a result from the loop thread back to a waiting caller.
 private final class ResultSlot<T>: @unchecked Sendable { var result: Result<T, Error>? }
-
-/// One accepted socket: HTTP until an upgrade, then WebSocket.
-private final class ServerSocket: TCPConnectionDelegate {
-    let id: Int
-    let conn: TCPConnection
-    unowned let server: SessionServer
-    var http = HTTPParser(kind: .request)
-    var ws: WebSocketReader?
-    var lastHeard: Instant
-    var lastPing: Instant
-    var closing = false
-
-    init(id: Int, conn: TCPConnection, server: SessionServer, now: Instant) {
-        self.id = id; self.conn = conn; self.server = server; lastHeard = now; lastPing = now
-    }
-
-    func upgrade() {
-        ws = WebSocketReader(requireMasked: true, maxMessageBytes: 64 * 1024)
-        let rest = http.takeLeftover()
-        if !rest.isEmpty { rest.withUnsafeBytes { feedWebSocket($0) } }
-    }
-
-    func respond(_ r: HTTPResponse, close: Bool) {
-        var r = r
-        if close { r.headers.set("Connection", "close") }
-        conn.send(r.serialized())
-        if close { closing = true; conn.closeWhenFlushed() }
-    }
-
-    func sendText(_ s: String) { conn.send(WebSocketFrame(opcode: .text, payload: Array(s.utf8)).encoded()) }
-
-    func closeWebSocket(code: UInt16) {
-        guard !closing else { return }
-        closing = true
-        conn.send(WebSocketFrame.close(code: code).encoded())
-        conn.closeWhenFlushed()
-    }
-
-    func tcpConnected(_ conn: TCPConnection) {}
-
-    func tcpReceived(_ conn: TCPConnection, _ bytes: UnsafeRawBufferPointer) {
-        guard !closing else { return }
-        if ws != nil { feedWebSocket(bytes); return }
-        http.append(bytes)
-        while ws == nil && !closing {
-            do {
-                guard let req = try http.nextRequest() else { return }
-                server.handle(self, req)
-            } catch {
-                respond(HTTPResponse.json(400, Array(#"{"code":400,"message":"bad request"}"#.utf8)), close: true)
-                return
-            }
-        }
-    }
-
-    private func feedWebSocket(_ bytes: UnsafeRawBufferPointer) {
-        guard ws != nil else { return }
-        lastHeard = MonotonicClock.now()
-        ws?.append(bytes)
-        while !closing {
-            let m: WebSocketMessage?
-            do { m = try ws?.next() } catch {
-                closeWebSocket(code: 1002)
-                return
-            }
-            guard let m else { return }
-            switch m {
-            case .text(let t): server.received(self, t)
-            case .binary: closeWebSocket(code: 1003)
-            case .ping(let p): conn.send(WebSocketFrame(opcode: .pong, payload: p).encoded())
-            case .pong: break
-            case .close:
-                // A close frame is a deliberate leave, unlike a socket that just drops.
-                server.leave(self)
-                closeWebSocket(code: 1000)
-            }
-        }
-    }
-
-    func tcpClosed(_ conn: TCPConnection, error: OTError?) { server.socketClosed(self) }
-}

@@ -1,4 +1,5 @@
 import OTBase
+import OTTransport
 import OTWire
 
 /// An api key and its secret.
@@ -13,24 +14,43 @@ public struct Project: Sendable, Equatable {
         return Project(apiKey: key, secret: TokenCrypto.hex(TokenCrypto.randomBytes(20)))
     }
 
-    /// Parses `KEY:SECRET`; refuses secrets the SDKs would treat as Vonage keys (ending in `.word`).
+    /// Parses `KEY:SECRET` (see `init(apiKey:validatingSecret:)`).
     public static func parse(_ s: String) throws -> Project {
         guard let colon = s.firstIndex(of: ":") else { throw OTError(.invalidParameter, "project must be KEY:SECRET") }
-        let key = String(s[..<colon]), secret = String(s[s.index(after: colon)...])
-        guard !key.isEmpty, !secret.isEmpty, key.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
-            throw OTError(.invalidParameter, "project must be KEY:SECRET with a non-empty [A-Za-z0-9_-] key and secret")
+        return try Project(apiKey: String(s[..<colon]), validatingSecret: String(s[s.index(after: colon)...]))
+    }
+
+    /// A project whose key is 1 to 64 of `[A-Za-z0-9_-]` and whose secret is 1 to 256 bytes without control
+    /// characters; refuses secrets the SDKs would treat as Vonage keys (ending in `.word`). Throws 1011.
+    public init(apiKey key: String, validatingSecret secret: String) throws {
+        guard (1...64).contains(key.utf8.count), key.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A)
+                || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F }),
+              (1...256).contains(secret.utf8.count), secret.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x7F }) else {
+            throw OTError(.invalidParameter, "project must be KEY:SECRET with a key of 1 to 64 of [A-Za-z0-9_-] and a secret of 1 to 256 bytes")
         }
         if let dot = secret.lastIndex(of: "."), secret[secret.index(after: dot)...].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) {
             throw OTError(.invalidParameter, "a secret ending in .word makes the SDKs switch to Vonage mode; use hex")
         }
-        return Project(apiKey: key, secret: secret)
+        self.init(apiKey: key, secret: secret)
     }
 }
 
-/// Limits and timings of the server.
+/// Limits and timings of the signaling router (docs/protocol.md, "Limits").
 public struct ServerLimits: Sendable {
-    /// Connections one session admits (OpenTok code 1027 beyond).
-    public var maxConnectionsPerSession = 15_000
+    /// Connections one session admits (OpenTok code 1027 beyond). OpenTok's hosted service allows 15,000 on a
+    /// cluster; one small server is safer with fewer.
+    public var maxConnectionsPerSession = 2_000
+    /// Connections made with one token at once (1027 beyond; 0: no cap). Tokens can be reused, a leaked one
+    /// should not fill a session.
+    public var maxConnectionsPerToken = 100
+    /// Streams one connection may publish at once (1605 beyond).
+    public var maxStreamsPerConnection = 8
+    /// Streams one session may hold at once (1605 beyond).
+    public var maxStreamsPerSession = 250
+    /// Longest stream name, in UTF-8 bytes (1011 beyond).
+    public var maxStreamNameBytes = 1000
+    /// Largest stream width or height a client may announce (1011 beyond).
+    public var maxVideoDimension = 16_384
     /// Sustained signals per second one connection may send.
     public var signalsPerSecond: Double = 200
     /// Signals a connection may send in a burst.
@@ -39,8 +59,14 @@ public struct ServerLimits: Sendable {
     public var reconnectGrace: Duration = .seconds(10)
     /// Messages kept for a dropped connection during the grace period.
     public var maxQueuedWhileDropped = 1000
+    /// Bytes of messages (JSON) kept for a dropped connection during the grace period.
+    public var maxQueuedBytesWhileDropped = 1 << 20
     /// Peer connections one connection may have offered at once (OpenTok code 1605 beyond).
     public var maxMediaPeersPerConnection = 64
+    /// Reports kept from `reportIssue` (the oldest go first).
+    public var maxIssueReports = 1000
+    /// Longest issue description kept, in UTF-8 bytes (the rest is cut).
+    public var maxIssueDescriptionBytes = 10_000
     public init() {}
 }
 
@@ -104,11 +130,15 @@ public final class SignalingRouter {
         var eventsSuppressed: Bool
         var droppedAt: Instant?
         var queued: [ServerMessage] = []
+        var queuedBytes = 0
         var tokens: Double
         var lastRefill: Instant
-        init(info: ConnectionInfo, role: SessionRole, resumeToken: String, socket: Int, eventsSuppressed: Bool, tokens: Double, now: Instant) {
+        /// Identifies the token it connected with (a digest), for the per-token cap.
+        let tokenKey: String
+        init(info: ConnectionInfo, role: SessionRole, resumeToken: String, socket: Int, eventsSuppressed: Bool, tokens: Double, now: Instant,
+             tokenKey: String) {
             self.info = info; self.role = role; self.resumeToken = resumeToken; self.socket = socket
-            self.eventsSuppressed = eventsSuppressed; self.tokens = tokens; self.lastRefill = now
+            self.eventsSuppressed = eventsSuppressed; self.tokens = tokens; self.lastRefill = now; self.tokenKey = tokenKey
         }
     }
 
@@ -131,9 +161,13 @@ public final class SignalingRouter {
     private var rooms: [String: Room] = [:]
     /// socket → (session, connection)
     private var sockets: [Int: (String, String)] = [:]
-    public private(set) var issues: [IssueReport] = []
+    /// The latest reports from `reportIssue` (at most `limits.maxIssueReports`).
+    public var issues: [IssueReport] { Array(issueRing.elements) }
+    private var issueRing = FIFO<IssueReport>()
     /// Open peer connections by peer id.
     private var peers: [String: MediaPeer] = [:]
+    /// Connections (live or resumable) per token digest.
+    private var tokenUse: [String: Int] = [:]
 
     public init(projects: [Project], limits: ServerLimits = ServerLimits()) {
         for p in projects { self.projects[p.apiKey] = p }
@@ -172,7 +206,11 @@ public final class SignalingRouter {
 
     /// A message arrived from a socket.
     public func receive(socket: Int, _ msg: ClientMessage, now: Instant, nowMillis: Int64) -> [Output] {
-        if case .connect(let req) = msg { return connect(socket: socket, req, now: now, nowMillis: nowMillis) }
+        switch msg {
+        case .connect(let req): return connect(socket: socket, req, now: now, nowMillis: nowMillis)
+        case .ping(let id): return [.send([socket], .reply(id: id, code: nil, message: nil, stream: nil, issueId: nil))]
+        default: break
+        }
         guard let (sid, cid) = sockets[socket], let room = rooms[sid], let m = room.members[cid] else {
             return [.send([socket], .error(code: OTErrorCode.notConnected.rawValue, message: "send connect first")), .close(socket)]
         }
@@ -181,7 +219,7 @@ public final class SignalingRouter {
             out.append(.send([socket], .reply(id: id, code: err?.code.rawValue, message: err?.message, stream: stream, issueId: issueId)))
         }
         switch msg {
-        case .connect: break
+        case .connect, .ping: break
         case .disconnect:
             sockets[socket] = nil
             m.socket = nil
@@ -202,8 +240,16 @@ public final class SignalingRouter {
             reply(id)
         case .publish(let id, let p):
             guard m.role.canPublish else { reply(id, OTError(.unableToPublish, "role \(m.role.rawValue) cannot publish")); break }
-            guard p.name.count <= 1000, ["camera", "screen", "custom"].contains(p.videoType), p.width >= 0, p.height >= 0 else {
-                reply(id, OTError(.invalidParameter, "bad stream properties")); break
+            guard p.name.utf8.count <= limits.maxStreamNameBytes, ["camera", "screen", "custom"].contains(p.videoType),
+                  (0...limits.maxVideoDimension).contains(p.width), (0...limits.maxVideoDimension).contains(p.height) else {
+                reply(id, OTError(.invalidParameter, "bad stream properties (name at most \(limits.maxStreamNameBytes) UTF-8 bytes, "
+                                  + "videoType camera, screen or custom, dimensions 0 to \(limits.maxVideoDimension))")); break
+            }
+            guard room.streams.count < limits.maxStreamsPerSession else {
+                reply(id, OTError(.streamLimitExceeded, "the session has \(limits.maxStreamsPerSession) streams")); break
+            }
+            guard room.streams.values.lazy.filter({ $0.connectionId == m.info.id }).count < limits.maxStreamsPerConnection else {
+                reply(id, OTError(.streamLimitExceeded, "at most \(limits.maxStreamsPerConnection) streams per connection")); break
             }
             let stream = StreamInfo(id: Self.uuid(), connectionId: m.info.id, name: p.name,
                                     hasAudio: p.hasAudio && !room.muteAllActive, hasVideo: p.hasVideo, videoType: p.videoType,
@@ -226,7 +272,8 @@ public final class SignalingRouter {
             var changed: [String] = []
             if let a, a != s.hasAudio { s.hasAudio = a; changed.append("hasAudio") }
             if let v, v != s.hasVideo { s.hasVideo = v; changed.append("hasVideo") }
-            if let w, let h, w >= 0, h >= 0, w != s.width || h != s.height { s.width = w; s.height = h; changed.append("dimensions") }
+            let dims = 0...limits.maxVideoDimension
+            if let w, let h, dims.contains(w), dims.contains(h), w != s.width || h != s.height { s.width = w; s.height = h; changed.append("dimensions") }
             room.streams[streamId] = s
             reply(id, stream: s)
             for p in changed { out += deliver(room.orderedMembers().filter { $0 !== m }, .streamChanged(s, property: p)) }
@@ -249,11 +296,15 @@ public final class SignalingRouter {
             reply(id)
             out += forceDisconnect(room, victim)
         case .reportIssue(let id, let suggested, let description):
-            let ok = suggested.count >= 8 && suggested.count <= 64 && suggested.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
+            let ok = (8...64).contains(suggested.utf8.count) && suggested.utf8.allSatisfy {
+                ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D
+            }
             let issueId = ok ? suggested : Self.uuid()
-            let report = IssueReport(issueId: issueId, sessionId: sid, connectionId: cid, description: String(description.prefix(10_000)), timeMillis: nowMillis)
-            issues.append(report)
-            Log.info("server", "issue \(issueId) reported by \(cid) in \(sid): \(report.description)")
+            let report = IssueReport(issueId: issueId, sessionId: sid, connectionId: cid,
+                                     description: Self.prefix(description, utf8Bytes: limits.maxIssueDescriptionBytes), timeMillis: nowMillis)
+            issueRing.push(report)
+            while issueRing.count > max(0, limits.maxIssueReports) { _ = issueRing.pop() }
+            Log.info("server", "issue \(issueId) reported by \(cid) in \(sid): \(Log.escaped(report.description, max: 1000))")
             reply(id, issueId: issueId)
         case .mediaOffer(let id, let peerId, let streamId, let direction, let sdp):
             switch checkOffer(room, m, peerId: peerId, streamId: streamId, direction: direction) {
@@ -334,7 +385,11 @@ public final class SignalingRouter {
     public var mediaPeerCount: Int { peers.count }
 
     private func checkOffer(_ room: Room, _ m: Member, peerId: String, streamId: String, direction: MediaDirection) -> Result<StreamInfo, OTError> {
-        guard !peerId.isEmpty, peerId.utf8.count <= 128 else { return .failure(OTError(.invalidParameter, "peerId must be 1–128 characters")) }
+        // No control characters: peer ids reach the logs (the media router's).
+        guard !peerId.isEmpty, peerId.utf8.count <= 128, !peerId.unicodeScalars.contains(where: { $0.properties.generalCategory == .control
+                || $0.properties.generalCategory == .lineSeparator || $0.properties.generalCategory == .paragraphSeparator }) else {
+            return .failure(OTError(.invalidParameter, "peerId must be 1–128 bytes without control characters"))
+        }
         guard peers[peerId] == nil else { return .failure(OTError(.invalidParameter, "peer \(peerId) already exists")) }
         let cid = m.info.id
         guard peers.values.lazy.filter({ $0.offerer == cid }).count < limits.maxMediaPeersPerConnection else {
@@ -467,16 +522,23 @@ public final class SignalingRouter {
                 connections: others, streams: room.orderedStreams().filter { $0.connectionId != m.info.id },
                 muteForced: room.muteAllActive, resumed: true, relayed: room.id.relayed, e2ee: room.id.e2ee,
                 reconnectGraceMillis: Int(limits.reconnectGrace.microseconds / 1000)))))
-            let q = m.queued; m.queued = []
+            let q = m.queued; m.queued = []; m.queuedBytes = 0
             for msg in q { out.append(.send([socket], msg)) }
             return out
         }
-        guard room.members.count < limits.maxConnectionsPerSession else { return refuse(OTError(.connectionLimitExceeded)) }
+        guard room.members.count < limits.maxConnectionsPerSession else {
+            return refuse(OTError(.connectionLimitExceeded, "the session has \(limits.maxConnectionsPerSession) connections"))
+        }
+        let tokenKey = TokenCrypto.hex(TokenCrypto.sha1(Array(req.token.utf8)))
+        guard limits.maxConnectionsPerToken <= 0 || tokenUse[tokenKey, default: 0] < limits.maxConnectionsPerToken else {
+            return refuse(OTError(.connectionLimitExceeded, "this token already has \(limits.maxConnectionsPerToken) connections"))
+        }
         var cid = ""
         repeat { cid = Self.uuid() } while room.members[cid] != nil
         let info = ConnectionInfo(id: cid, creationTime: nowMillis, data: token.connectionData ?? "")
         let m = Member(info: info, role: token.role, resumeToken: TokenCrypto.hex(TokenCrypto.randomBytes(16)), socket: socket,
-                       eventsSuppressed: req.eventsSuppressed, tokens: limits.signalBurst, now: now)
+                       eventsSuppressed: req.eventsSuppressed, tokens: limits.signalBurst, now: now, tokenKey: tokenKey)
+        tokenUse[tokenKey, default: 0] += 1
         let others = room.orderedMembers()
         room.members[cid] = m
         room.order.append(cid)
@@ -489,12 +551,19 @@ public final class SignalingRouter {
         return out
     }
 
-    /// Sends to live members; queues for dropped ones within grace.
+    /// Sends to live members; queues for dropped ones within grace (up to `maxQueuedWhileDropped` messages and
+    /// `maxQueuedBytesWhileDropped` bytes each).
     private func deliver(_ members: [Member], _ msg: ServerMessage) -> [Output] {
         var targets: [Int] = []
         targets.reserveCapacity(members.count)
+        var size: Int?
         for m in members {
-            if let s = m.socket { targets.append(s) } else if m.queued.count < limits.maxQueuedWhileDropped { m.queued.append(msg) }
+            if let s = m.socket { targets.append(s); continue }
+            guard m.queued.count < limits.maxQueuedWhileDropped else { continue }
+            let n = size ?? SignalingCodec.encode(msg).utf8.count
+            size = n
+            guard m.queuedBytes + n <= limits.maxQueuedBytesWhileDropped else { continue }
+            m.queued.append(msg); m.queuedBytes += n
         }
         return targets.isEmpty ? [] : [.send(targets, msg)]
     }
@@ -509,6 +578,7 @@ public final class SignalingRouter {
         if !room.id.relayed { out.append(.routeConnectionGone(connectionId: cid)) }
         room.members[m.info.id] = nil
         room.order.removeAll { $0 == m.info.id }
+        if let n = tokenUse[m.tokenKey] { tokenUse[m.tokenKey] = n > 1 ? n - 1 : nil }
         if let s = m.socket { sockets[s] = nil }
         out += deliver(room.orderedMembers().filter { !$0.eventsSuppressed }, .connectionDestroyed(connectionId: m.info.id, reason: reason))
         return out
@@ -565,6 +635,15 @@ public final class SignalingRouter {
     private func refill(_ m: Member, _ now: Instant) {
         let dt = (now - m.lastRefill).seconds
         if dt > 0 { m.tokens = min(limits.signalBurst, m.tokens + dt * limits.signalsPerSecond); m.lastRefill = now }
+    }
+
+    /// The longest prefix of `s` within `utf8Bytes` bytes, cut at a character boundary.
+    static func prefix(_ s: String, utf8Bytes: Int) -> String {
+        guard s.utf8.count > utf8Bytes else { return s }
+        let u = Array(s.utf8.prefix(max(0, utf8Bytes) + 1))
+        var n = max(0, utf8Bytes)
+        while n > 0 && u[n] & 0xC0 == 0x80 { n -= 1 }
+        return String(decoding: u[..<n], as: UTF8.self)
     }
 
     static func uuid() -> String {

@@ -141,6 +141,8 @@ public struct SignalingClient {
     private var reconnectGrace = SignalingClient.defaultReconnectGrace
     /// Messages produced while reconnecting, sent in order once the connection is resumed.
     private var outbox: [ClientMessage] = []
+    /// A `connected` whose roster continues in `roster` messages, completed before it is handled.
+    private var partialConnected: ConnectedInfo?
 
     /// Whether the connection is being resumed after a dropped transport (status stays `.connected`).
     public var isReconnecting: Bool { reconnection != nil }
@@ -244,6 +246,15 @@ public struct SignalingClient {
     /// A message from the server.
     public mutating func receive(_ msg: ServerMessage, now: Instant) -> [Output] {
         switch msg {
+        case .connected(var info) where info.rosterFollows == true:
+            info.rosterFollows = nil
+            partialConnected = info
+            return []
+        case .roster(let conns, let streams, let last):
+            guard var info = partialConnected else { return [] }
+            info.connections += conns; info.streams += streams
+            partialConnected = last ? nil : info
+            return last ? receive(.connected(info), now: now) : []
         case .connected(let info) where reconnection != nil:
             return resumed(info)
         case .connected(let info):
@@ -329,6 +340,7 @@ public struct SignalingClient {
     /// The transport closed (error nil for an orderly close). A connected session that did not ask to leave
     /// starts reconnecting (`.reconnecting`, then `.openTransport` from `tick`).
     public mutating func transportClosed(error: OTError?, now: Instant) -> [Output] {
+        partialConnected = nil
         switch status {
         case .connecting:
             return fail(error ?? OTError(.connectionFailed, "the server closed the connection"))

@@ -15,6 +15,12 @@ public protocol TCPConnectionDelegate: AnyObject {
     func tcpReceived(_ conn: TCPConnection, _ bytes: UnsafeRawBufferPointer)
     /// The connection closed; `error` is nil for an orderly close.
     func tcpClosed(_ conn: TCPConnection, error: OTError?)
+    /// Everything queued has been written (called after a write empties a non-empty queue).
+    func tcpDrained(_ conn: TCPConnection)
+}
+
+extension TCPConnectionDelegate {
+    public func tcpDrained(_ conn: TCPConnection) {}
 }
 
 /// One non-blocking TCP socket owned by a `TCPEventLoop`. Use it only on the loop's thread
@@ -22,32 +28,58 @@ public protocol TCPConnectionDelegate: AnyObject {
 public final class TCPConnection: @unchecked Sendable {
     public let loop: TCPEventLoop
     public let fd: Int32
+    /// The loop's number for this connection (never reused, unlike `fd`).
+    public let serial: Int
+    /// The peer's IPv4 address, for accepted connections.
+    public let peerAddress: String?
     public weak var delegate: TCPConnectionDelegate?
     /// Any object the owner wants to hang on the connection.
     public var context: AnyObject?
     fileprivate var outbox: [UInt8] = []
     fileprivate var outboxOffset = 0
     fileprivate var connecting: Bool
-    fileprivate var wantsWrite = false
+    /// The epoll events currently asked for.
+    fileprivate var interest: UInt32 = 0
     fileprivate var dirty = false
     public fileprivate(set) var isClosed = false
     /// Close once the outbox has drained.
     fileprivate var closeAfterFlush = false
+    /// The listener that accepted it (nil for outgoing connections): its limits apply.
+    fileprivate let listener: Listener?
+    /// Not read from until its queue drains (backpressure).
+    public fileprivate(set) var readPaused = false
+    /// Output came while over `maxPendingBytesPerConnection`: closed at the end of the iteration.
+    fileprivate var overflowed = false
 
-    fileprivate init(loop: TCPEventLoop, fd: Int32, connecting: Bool) {
-        self.loop = loop; self.fd = fd; self.connecting = connecting
+    fileprivate init(loop: TCPEventLoop, fd: Int32, serial: Int, connecting: Bool, listener: Listener? = nil, peerAddress: String? = nil) {
+        self.loop = loop; self.fd = fd; self.serial = serial; self.connecting = connecting; self.listener = listener
+        self.peerAddress = peerAddress
     }
 
     /// Bytes queued but not yet written to the socket.
     public var pendingBytes: Int { outbox.count - outboxOffset }
 
     /// Queues bytes; the loop writes every connection's queue once per iteration (so many small
-    /// messages to one socket cost one system call).
+    /// messages to one socket cost one system call). On an accepted connection whose queue is already over
+    /// its listener's `maxPendingBytesPerConnection`, the bytes are dropped and the connection is closed at the
+    /// end of the iteration (`tcpClosed` with `connectionDropped`).
     public func send(_ bytes: [UInt8]) {
-        guard !isClosed, !closeAfterFlush, !bytes.isEmpty else { return }
+        guard !isClosed, !closeAfterFlush, !overflowed, !bytes.isEmpty else { return }
+        if let l = listener {
+            if pendingBytes > l.limits.maxPendingBytesPerConnection {
+                overflowed = true
+                if !dirty { dirty = true; loop.markDirty(self) }
+                return
+            }
+            l.queuedBytes += bytes.count
+        }
         outbox.append(contentsOf: bytes)
         if !dirty { dirty = true; loop.markDirty(self) }
     }
+
+    /// Marks an accepted connection as proven (e.g. an authenticated client): the listener never evicts it to make
+    /// room for newcomers. Loop thread only.
+    public func markEstablished() { listener?.admission.establish(serial) }
 
     /// Closes after queued bytes are written.
     public func closeWhenFlushed() {
@@ -59,12 +91,13 @@ public final class TCPConnection: @unchecked Sendable {
     public func close(error: OTError? = nil) { loop.closeConnection(self, error: error) }
 
     fileprivate func flush() {
+        let hadPending = pendingBytes > 0
         while outboxOffset < outbox.count {
             let n = outbox.withUnsafeBytes { buf -> Int in
                 guard let base = buf.baseAddress else { return 0 }
                 return Glibc.send(fd, base + outboxOffset, buf.count - outboxOffset, Int32(MSG_NOSIGNAL))
             }
-            if n > 0 { outboxOffset += n; continue }
+            if n > 0 { outboxOffset += n; listener?.queuedBytes -= n; continue }
             if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { break }
             loop.closeConnection(self, error: OTError(.connectionDropped, "send failed: errno \(errno)"))
             return
@@ -72,7 +105,29 @@ public final class TCPConnection: @unchecked Sendable {
         if outboxOffset == outbox.count { outbox.removeAll(keepingCapacity: outbox.capacity <= 1 << 16); outboxOffset = 0 }
         else if outboxOffset > 1 << 16 { outbox.removeFirst(outboxOffset); outboxOffset = 0 }
         if closeAfterFlush && pendingBytes == 0 { loop.closeConnection(self, error: nil); return }
+        if readPaused, let l = listener, pendingBytes <= l.limits.readPauseBytes / 2 { readPaused = false }
         loop.updateInterest(self)
+        if hadPending && pendingBytes == 0 && !closeAfterFlush { delegate?.tcpDrained(self) }
+    }
+}
+
+/// A listening socket and the state of its limits. Loop thread only.
+fileprivate final class Listener {
+    let fd: Int32
+    let onAccept: TCPEventLoop.AcceptHandler
+    let limits: TCPServerLimits
+    var admission: ConnectionAdmission
+    /// Its open connections by serial.
+    var conns: [Int: TCPConnection] = [:]
+    /// Bytes queued on all of its connections.
+    var queuedBytes = 0
+    /// Accepting is paused after running out of descriptors with nothing to evict.
+    var paused = false
+    /// When running out of descriptors was last logged (at most once a minute).
+    var exhaustionLogged: Instant?
+    init(fd: Int32, limits: TCPServerLimits, onAccept: @escaping TCPEventLoop.AcceptHandler) {
+        self.fd = fd; self.limits = limits; self.onAccept = onAccept
+        admission = ConnectionAdmission(maxConnections: limits.effectiveMaxConnections, maxPerAddress: limits.maxConnectionsPerAddress)
     }
 }
 
@@ -90,7 +145,8 @@ public final class TCPEventLoop: @unchecked Sendable {
     private let finished = DispatchSemaphore(value: 0)
     // Loop-thread state.
     private var connections: [Int32: TCPConnection] = [:]
-    private var listeners: [Int32: AcceptHandler] = [:]
+    private var listeners: [Int32: Listener] = [:]
+    private var nextSerial = 1
     private var timers: [(deadline: Instant, id: Int, block: () -> Void)] = []
     private var nextTimerId = 1
     private var threadId: pthread_t?
@@ -130,8 +186,10 @@ public final class TCPEventLoop: @unchecked Sendable {
     /// Cancels a timer. Loop thread only.
     public func cancelTimer(_ id: Int) { timers.removeAll { $0.id == id } }
 
-    /// Listens on `host:port` (port 0 picks one); returns the bound port. Any thread.
-    public func listen(host: String, port: UInt16, backlog: Int32 = 1024, onAccept: @escaping AcceptHandler) throws -> UInt16 {
+    /// Listens on `host:port` (port 0 picks one); returns the bound port. Any thread. Accepted connections are
+    /// subject to `limits` (caps, eviction of pending sockets, output caps, backpressure).
+    public func listen(host: String, port: UInt16, backlog: Int32 = 1024, limits: TCPServerLimits = TCPServerLimits(),
+                       onAccept: @escaping AcceptHandler) throws -> UInt16 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw OTError(.internalError, "socket failed: errno \(errno)") }
         var one: Int32 = 1
@@ -145,7 +203,7 @@ public final class TCPEventLoop: @unchecked Sendable {
         var bound = sockaddr_in(); var len = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
         execute { [self] in
-            listeners[fd] = onAccept
+            listeners[fd] = Listener(fd: fd, limits: limits, onAccept: onAccept)
             var ev = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: fd))
             _ = epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev)
         }
@@ -166,7 +224,7 @@ public final class TCPEventLoop: @unchecked Sendable {
         guard fd >= 0, var addr = try? Self.address(host, port) else { if fd >= 0 { Glibc.close(fd) }; return nil }
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        let conn = TCPConnection(loop: self, fd: fd, connecting: true)
+        let conn = TCPConnection(loop: self, fd: fd, serial: takeSerial(), connecting: true)
         conn.delegate = delegate
         connections[fd] = conn
         let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
@@ -178,9 +236,9 @@ public final class TCPEventLoop: @unchecked Sendable {
             schedule(after: .zero) { [self] in closeConnection(conn, error: OTError(.connectionFailed, "connect to \(host):\(port) failed: errno \(e)")) }
             return conn
         }
-        var ev = epoll_event(events: EPOLLOUT.rawValue | EPOLLIN.rawValue | EPOLLRDHUP.rawValue, data: epoll_data_t(fd: fd))
+        conn.interest = EPOLLOUT.rawValue | EPOLLIN.rawValue | EPOLLRDHUP.rawValue
+        var ev = epoll_event(events: conn.interest, data: epoll_data_t(fd: fd))
         _ = epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev)
-        conn.wantsWrite = true
         return conn
     }
 
@@ -201,24 +259,43 @@ public final class TCPEventLoop: @unchecked Sendable {
 
     fileprivate func markDirty(_ c: TCPConnection) { dirty.append(c) }
 
-    /// Writes what every connection queued during this iteration.
+    private func takeSerial() -> Int { defer { nextSerial += 1 }; return nextSerial }
+
+    /// Writes what every connection queued during this iteration, closes those that overflowed their cap, then
+    /// holds each listener to its output budget.
     private func flushDirty() {
         while !dirty.isEmpty {
             let batch = dirty
             dirty = []
             for c in batch {
                 c.dirty = false
+                if c.overflowed && !c.isClosed {
+                    closeConnection(c, error: OTError(.connectionDropped, "the peer does not read: over \(c.listener?.limits.maxPendingBytesPerConnection ?? 0) bytes queued"))
+                    continue
+                }
                 if !c.isClosed && !c.connecting { c.flush() }
             }
+        }
+        for l in listeners.values where l.queuedBytes > l.limits.outputBudget { enforceBudget(l) }
+    }
+
+    /// Closes the listener's connections with the most queued output until the total is within its budget.
+    private func enforceBudget(_ l: Listener) {
+        while l.queuedBytes > l.limits.outputBudget {
+            guard let worst = l.conns.values.max(by: { $0.pendingBytes < $1.pendingBytes }),
+                  worst.pendingBytes > 0 else { return }
+            Log.warn("tcp", "output budget of \(l.limits.outputBudget) bytes exceeded: closing \(worst.peerAddress ?? "?") with \(worst.pendingBytes) bytes queued")
+            closeConnection(worst, error: OTError(.connectionDropped, "server output budget exceeded"))
         }
     }
 
     fileprivate func updateInterest(_ c: TCPConnection) {
         guard !c.isClosed else { return }
-        let want = c.connecting || c.pendingBytes > 0
-        guard want != c.wantsWrite else { return }
-        c.wantsWrite = want
-        var ev = epoll_event(events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue | (want ? EPOLLOUT.rawValue : 0), data: epoll_data_t(fd: c.fd))
+        let write = c.connecting || c.pendingBytes > 0
+        let events = (c.readPaused ? 0 : EPOLLIN.rawValue | EPOLLRDHUP.rawValue) | (write ? EPOLLOUT.rawValue : 0)
+        guard events != c.interest else { return }
+        c.interest = events
+        var ev = epoll_event(events: events, data: epoll_data_t(fd: c.fd))
         _ = epoll_ctl(epfd, EPOLL_CTL_MOD, c.fd, &ev)
     }
 
@@ -228,8 +305,14 @@ public final class TCPEventLoop: @unchecked Sendable {
         _ = epoll_ctl(epfd, EPOLL_CTL_DEL, c.fd, nil)
         Glibc.close(c.fd)
         connections[c.fd] = nil
+        if let l = c.listener {
+            l.queuedBytes -= c.pendingBytes
+            l.admission.remove(c.serial)
+            l.conns[c.serial] = nil
+        }
         let d = c.delegate
         c.outbox = []
+        c.outboxOffset = 0
         d?.tcpClosed(c, error: error)
         c.context = nil
     }
@@ -261,8 +344,8 @@ public final class TCPEventLoop: @unchecked Sendable {
                     if fd == wakeFd {
                         var v: UInt64 = 0
                         _ = read(wakeFd, &v, 8)
-                    } else if let accept = listeners[fd] {
-                        acceptAll(fd, accept)
+                    } else if let l = listeners[fd] {
+                        acceptAll(l)
                     } else if let c = connections[fd] {
                         handle(c, mask, &readBuf)
                     }
@@ -285,19 +368,76 @@ public final class TCPEventLoop: @unchecked Sendable {
         finished.signal()
     }
 
-    private func acceptAll(_ lfd: Int32, _ onAccept: AcceptHandler) {
-        while true {
-            let fd = accept(lfd, nil, nil)
-            if fd < 0 { return }
-            guard otshim_set_nonblocking(fd) == 0 else { Glibc.close(fd); continue }
+    /// Accepts until the backlog is empty, admitting each socket by the listener's limits. Out of descriptors, it
+    /// closes a pending socket (as at the cap) and retries; with none to close it stops accepting for 100 ms
+    /// instead of spinning, and says so (at most once a minute).
+    private func acceptAll(_ l: Listener) {
+        while !l.paused {
+            var addr = sockaddr_in()
+            var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let fd = withUnsafeMutablePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    otshim_accept_nonblocking(l.fd, $0, &len)
+                }
+            }
+            if fd < 0 {
+                let e = errno
+                if e == EINTR || e == ECONNABORTED { continue }
+                if e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM {
+                    let now = MonotonicClock.now()
+                    if l.exhaustionLogged.map({ now - $0 >= .seconds(60) }) ?? true {
+                        l.exhaustionLogged = now
+                        Log.warn("tcp", "accept: out of descriptors (errno \(e)) with \(l.admission.count) sockets open; closing pending sockets to make room")
+                    }
+                    if let victim = l.admission.victim(), let c = l.conns[victim] {
+                        closeConnection(c, error: OTError(.connectionDropped, "evicted: out of descriptors"))
+                        continue
+                    }
+                    pauseAccepting(l)
+                }
+                return
+            }
+            let peer = Self.addressString(addr)
+            let serial = takeSerial()
+            switch l.admission.decide(address: peer) {
+            case .refuse(let why):
+                Glibc.close(fd)
+                Log.debug("tcp", "refused a connection from \(peer): \(why == .addressFull ? "address" : "server") full")
+                continue
+            case .admitEvicting(let victim):
+                if let c = l.conns[victim] { closeConnection(c, error: OTError(.connectionDropped, "evicted to make room")) }
+                else { l.admission.remove(victim) }
+            case .admit: break
+            }
+            l.admission.insert(serial, address: peer)
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            let c = TCPConnection(loop: self, fd: fd, connecting: false)
+            let c = TCPConnection(loop: self, fd: fd, serial: serial, connecting: false, listener: l, peerAddress: peer)
             connections[fd] = c
-            var ev = epoll_event(events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue, data: epoll_data_t(fd: fd))
+            l.conns[serial] = c
+            c.interest = EPOLLIN.rawValue | EPOLLRDHUP.rawValue
+            var ev = epoll_event(events: c.interest, data: epoll_data_t(fd: fd))
             _ = epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev)
-            onAccept(c)
+            l.onAccept(c)
         }
+    }
+
+    private func pauseAccepting(_ l: Listener) {
+        l.paused = true
+        _ = epoll_ctl(epfd, EPOLL_CTL_DEL, l.fd, nil)
+        schedule(after: .milliseconds(100)) { [self] in
+            guard listeners[l.fd] === l else { return }
+            l.paused = false
+            var ev = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: l.fd))
+            _ = epoll_ctl(epfd, EPOLL_CTL_ADD, l.fd, &ev)
+        }
+    }
+
+    private static func addressString(_ a: sockaddr_in) -> String {
+        var a = a
+        var buf = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+        guard inet_ntop(AF_INET, &a.sin_addr, &buf, socklen_t(buf.count)) != nil else { return "?" }
+        return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     private func handle(_ c: TCPConnection, _ mask: UInt32, _ buf: inout [UInt8]) {
@@ -319,11 +459,26 @@ public final class TCPEventLoop: @unchecked Sendable {
             c.flush()
             if c.isClosed { return }
         }
+        if c.readPaused {
+            // Not reading: a hang-up or error ends it (nothing more can be written either).
+            if mask & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 { closeConnection(c, error: OTError(.connectionDropped, "peer hung up")) }
+            return
+        }
         if mask & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
-            while !c.isClosed {
+            // At most four buffers per wake-up: a peer that sends without pause must not starve the others
+            // (epoll is level-triggered, so the rest is read on the next round).
+            var reads = 0
+            while !c.isClosed && !c.readPaused && reads < 4 {
                 let n = buf.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
                 if n > 0 {
+                    reads += 1
                     buf.withUnsafeBytes { c.delegate?.tcpReceived(c, UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                    if let l = c.listener, !c.isClosed, c.pendingBytes > l.limits.readPauseBytes {
+                        // Backpressure: it does not read what it asked for; stop reading until half has drained.
+                        c.readPaused = true
+                        updateInterest(c)
+                        break
+                    }
                     if n < buf.count { continue }
                 } else if n == 0 {
                     closeConnection(c, error: nil)

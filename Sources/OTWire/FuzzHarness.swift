@@ -31,6 +31,59 @@ public enum FuzzHarness {
         return events
     }
 
+    /// The project the control-plane harness signs with (so mutated claims reach the checks behind the signature).
+    public static let controlKey = "12345678", controlSecret = "00112233445566778899aabbccddeeff00112233"
+    /// The time the control-plane harness verifies tokens at.
+    public static let controlNow: Int64 = 1_796_045_300
+
+    /// Feeds `data` to every control-plane parser of untrusted input: HTTP requests and responses (whole and byte by
+    /// byte), WebSocket frames (both masking rules), signaling JSON (re-encoded, rosters split), JSON values, tokens
+    /// (as given, and `data` signed as JWT claims or as T1 data, so absurd numbers reach the time checks), REST
+    /// authentication, session ids and form encoding. Returns how many of the parsers accepted it.
+    @discardableResult
+    public static func control(_ data: [UInt8]) -> Int {
+        var accepted = 0
+        var req = HTTPParser(kind: .request, maxHeadBytes: 2048, maxBodyBytes: 4096)
+        req.append(data)
+        while let r = try? req.nextRequest() { accepted += 1; _ = r.query; _ = r.serialized() }
+        var trickle = HTTPParser(kind: .request, maxHeadBytes: 2048, maxBodyBytes: 4096)
+        for b in data.prefix(512) {
+            trickle.append([b])
+            _ = try? trickle.nextRequest()
+        }
+        var resp = HTTPParser(kind: .response, maxBodyBytes: 4096)
+        resp.append(data)
+        if (try? resp.nextResponse()) != nil { accepted += 1 }
+        for masked in [true, false] {
+            var ws = WebSocketReader(requireMasked: masked, maxMessageBytes: 4096)
+            ws.append(data)
+            while let m = try? ws.next() { accepted += 1; if case .close = m { break } }
+        }
+        let text = String(decoding: data, as: UTF8.self)
+        if let m = try? SignalingCodec.decodeClient(text) { accepted += 1; _ = try? SignalingCodec.decodeClient(SignalingCodec.encode(m)) }
+        if let m = try? SignalingCodec.decodeServer(text) {
+            accepted += 1
+            for f in SignalingCodec.encodeFrames(m, maxBytes: 512) { _ = try? SignalingCodec.decodeServer(f) }
+        }
+        if let v = try? JSONValue.parse(data) {
+            accepted += 1
+            _ = v.serialized()
+            if case .object(let claims) = v, let token = try? JWT.sign(claims: claims, secret: controlSecret) {
+                if (try? ClientToken.verify(token, apiKey: controlKey, secret: controlSecret, now: controlNow)) != nil { accepted += 1 }
+                if (try? ProjectAuth.verify(token, apiKey: controlKey, secret: controlSecret, now: controlNow)) != nil { accepted += 1 }
+            }
+        }
+        let t1sig = TokenCrypto.hex(TokenCrypto.hmacSHA1(key: Array(controlSecret.utf8), data))
+        let t1 = "T1==" + TokenCrypto.base64(Array("partner_id=\(controlKey)&sig=\(t1sig):".utf8) + data)
+        if (try? ClientToken.verify(t1, apiKey: controlKey, secret: controlSecret, now: controlNow)) != nil { accepted += 1 }
+        if (try? ClientToken.verify(text, apiKey: controlKey, secret: controlSecret, now: controlNow)) != nil { accepted += 1 }
+        _ = ClientToken.claimedAPIKey(text)
+        _ = try? SessionID.parse(text)
+        _ = FormEncoding.decode(text)
+        _ = TokenTime.seconds(text)
+        return accepted
+    }
+
     /// What a router holds for a receiver with one-byte ids and for one with two-byte ids (and a long MID).
     static let rewriters = [
         RTPExtensionRewriter(source: RTPHeaderExtensionIds(transportSequenceNumber: 3, mid: 4, audioLevel: 1),

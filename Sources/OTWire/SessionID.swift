@@ -27,7 +27,7 @@ public struct SessionID: Sendable, Equatable, Hashable {
     /// Parses an id made by `string`; throws `invalidSession` (1005) otherwise.
     public static func parse(_ s: String) throws -> SessionID {
         func bad(_ why: String) -> OTError { OTError(.invalidSession, "invalid session id: \(why)") }
-        guard s.count <= 255, s.hasPrefix("1_") else { throw bad("must start with 1_") }
+        guard s.utf8.count <= 255, s.hasPrefix("1_") else { throw bad("must start with 1_") }
         guard let raw = TokenCrypto.base64Decode(String(s.dropFirst(2))), let text = String(validating: raw, as: UTF8.self) else {
             throw bad("not base64url")
         }

@@ -144,11 +144,14 @@ public struct ConnectedInfo: Codable, Sendable, Equatable {
     public var e2ee: Bool
     /// How long the server keeps this connection resumable after its socket drops (milliseconds).
     public var reconnectGraceMillis: Int?
+    /// True when the roster did not fit: the rest follows in `roster` messages, the last one marked `last`.
+    public var rosterFollows: Bool?
     public init(id: Int, connection: ConnectionInfo, role: SessionRole, resumeToken: String, connections: [ConnectionInfo],
-                streams: [StreamInfo], muteForced: Bool, resumed: Bool, relayed: Bool, e2ee: Bool, reconnectGraceMillis: Int? = nil) {
+                streams: [StreamInfo], muteForced: Bool, resumed: Bool, relayed: Bool, e2ee: Bool, reconnectGraceMillis: Int? = nil,
+                rosterFollows: Bool? = nil) {
         self.id = id; self.connection = connection; self.role = role; self.resumeToken = resumeToken; self.connections = connections
         self.streams = streams; self.muteForced = muteForced; self.resumed = resumed; self.relayed = relayed; self.e2ee = e2ee
-        self.reconnectGraceMillis = reconnectGraceMillis
+        self.reconnectGraceMillis = reconnectGraceMillis; self.rosterFollows = rosterFollows
     }
 }
 
@@ -187,11 +190,16 @@ public enum ClientMessage: Sendable, Equatable {
     case mediaClose(peerId: String)
     /// What a subscriber wants to receive on its peer connection.
     case subscriberSettings(peerId: String, audio: Bool, video: Bool)
+    /// A liveness check for clients that cannot send WebSocket pings (browsers): answered by a plain `reply`.
+    case ping(id: Int)
 }
 
 /// Messages the server sends (docs/protocol.md).
 public enum ServerMessage: Sendable, Equatable {
     case connected(ConnectedInfo)
+    /// The rest of a roster too large for one `connected` message (`SignalingCodec.encodeFrames`); `last` on the
+    /// final part.
+    case roster(connections: [ConnectionInfo], streams: [StreamInfo], last: Bool)
     /// Answer to a request: `code` nil on success, else an OpenTok error code.
     case reply(id: Int, code: Int32?, message: String?, stream: StreamInfo?, issueId: String?)
     case connectionCreated(ConnectionInfo)
@@ -233,7 +241,7 @@ public enum ServerMessage: Sendable, Equatable {
         case .mediaOffer(let p, _, _, _, _), .mediaAnswer(let p, _), .mediaCandidate(let p, _, _, _), .mediaClose(let p, _),
              .subscriberSettings(let p, _, _), .mediaQuality(let p, _), .publisherMedia(let p, _):
             return p
-        case .connected, .reply, .connectionCreated, .connectionDestroyed, .streamCreated, .streamDestroyed, .streamChanged,
+        case .connected, .roster, .reply, .connectionCreated, .connectionDestroyed, .streamCreated, .streamDestroyed, .streamChanged,
              .signal, .muteForced, .disconnected, .error:
             return nil
         }
@@ -285,6 +293,7 @@ extension ClientMessage: Codable {
                                    sdpMLineIndex: try c.opt("sdpMLineIndex"))
         case "mediaClose": self = .mediaClose(peerId: try c.req("peerId"))
         case "subscriberSettings": self = .subscriberSettings(peerId: try c.req("peerId"), audio: try c.req("audio"), video: try c.req("video"))
+        case "ping": self = .ping(id: try c.req("id"))
         default: throw UnknownMessageType(type: String(type.prefix(64)), id: try? c.opt("id"))
         }
     }
@@ -315,6 +324,8 @@ extension ClientMessage: Codable {
             try c.put("type", "reportIssue"); try c.put("id", id); try c.put("issueId", issueId); try c.put("description", d)
         case .disconnect:
             try c.put("type", "disconnect")
+        case .ping(let id):
+            try c.put("type", "ping"); try c.put("id", id)
         case .mediaOffer(let id, let peerId, let streamId, let direction, let sdp):
             try c.put("type", "mediaOffer"); try c.put("id", id); try c.put("peerId", peerId); try c.put("streamId", streamId)
             try c.put("direction", direction); try c.put("sdp", sdp)
@@ -337,6 +348,7 @@ extension ServerMessage: Codable {
         let type: String = try c.req("type")
         switch type {
         case "connected": self = .connected(try ConnectedInfo(from: decoder))
+        case "roster": self = .roster(connections: try c.req("connections"), streams: try c.req("streams"), last: try c.req("last"))
         case "reply":
             self = .reply(id: try c.req("id"), code: try c.opt("code"), message: try c.opt("message"), stream: try c.opt("stream"), issueId: try c.opt("issueId"))
         case "connectionCreated": self = .connectionCreated(try c.req("connection"))
@@ -370,6 +382,8 @@ extension ServerMessage: Codable {
         switch self {
         case .connected(let info):
             try c.put("type", "connected"); try info.encode(to: encoder)
+        case .roster(let conns, let streams, let last):
+            try c.put("type", "roster"); try c.put("connections", conns); try c.put("streams", streams); try c.put("last", last)
         case .reply(let id, let code, let message, let stream, let issueId):
             try c.put("type", "reply"); try c.put("id", id); try c.put("code", code); try c.put("message", message)
             try c.put("stream", stream); try c.put("issueId", issueId)
@@ -428,6 +442,42 @@ public enum SignalingCodec {
         guard let d = try? enc.encode(m) else { return "{}" }
         return String(decoding: d, as: UTF8.self)
     }
+    /// The largest roster message `encodeFrames` makes (clients accept messages up to 1 MiB).
+    public static let maxRosterMessageBytes = 256 * 1024
+
+    /// The texts to send for `m`: one, except for a `connected` whose roster is over `maxBytes`, which becomes a
+    /// `connected` carrying what fits (`rosterFollows`) and `roster` parts with the rest, each within `maxBytes`
+    /// (as long as every entry alone fits, which the server's limits on data and names ensure).
+    public static func encodeFrames(_ m: ServerMessage, maxBytes: Int = maxRosterMessageBytes) -> [String] {
+        let whole = encode(m)
+        guard case .connected(var info) = m, whole.utf8.count > maxBytes else { return [whole] }
+        // Entries packed greedily in order: connections first, then streams.
+        var parts: [([ConnectionInfo], [StreamInfo])] = [([], [])]
+        var size = 0
+        let overhead = 128
+        func fits(_ n: Int, _ budget: Int) -> Bool { size == 0 || size + n + 1 <= budget }
+        var budget = maxBytes - overhead - encode(ServerMessage.connected(ConnectedInfo(id: info.id, connection: info.connection, role: info.role,
+            resumeToken: info.resumeToken, connections: [], streams: [], muteForced: info.muteForced, resumed: info.resumed,
+            relayed: info.relayed, e2ee: info.e2ee, reconnectGraceMillis: info.reconnectGraceMillis, rosterFollows: true))).utf8.count
+        for c in info.connections {
+            let n = encode(c).utf8.count
+            if !fits(n, budget) { parts.append(([], [])); size = 0; budget = maxBytes - overhead }
+            parts[parts.count - 1].0.append(c); size += n + 1
+        }
+        for st in info.streams {
+            let n = encode(st).utf8.count
+            if !fits(n, budget) { parts.append(([], [])); size = 0; budget = maxBytes - overhead }
+            parts[parts.count - 1].1.append(st); size += n + 1
+        }
+        info.connections = parts[0].0; info.streams = parts[0].1
+        info.rosterFollows = parts.count > 1 ? true : nil
+        var out = [encode(ServerMessage.connected(info))]
+        for (i, p) in parts.enumerated().dropFirst() {
+            out.append(encode(ServerMessage.roster(connections: p.0, streams: p.1, last: i == parts.count - 1)))
+        }
+        return out
+    }
+
     /// Throws `UnknownMessageType` for a message of a type it does not know, `WireError` for anything malformed.
     public static func decodeClient(_ text: String) throws -> ClientMessage {
         do { return try JSONDecoder().decode(ClientMessage.self, from: Data(text.utf8)) } catch let e as WireError { throw e }

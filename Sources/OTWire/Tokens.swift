@@ -53,12 +53,9 @@ public enum JWT {
         return try unverifiedClaims(token)
     }
 
-    /// A claim as a number (JSON number or numeric string).
-    public static func number(_ v: JSONValue?) -> Double? {
-        if let n = v?.doubleValue { return n }
-        if let s = v?.stringValue { return Double(s) }
-        return nil
-    }
+    /// A time claim (`exp`, `iat`, ...) as whole seconds since 1970 (see `TokenTime`); nil when absent, not a number
+    /// or out of range.
+    public static func seconds(_ v: JSONValue?) -> Int64? { TokenTime.seconds(v) }
 
     /// A claim as a string (a number is printed as an integer when whole).
     public static func string(_ v: JSONValue?) -> String? {
@@ -68,6 +65,38 @@ public enum JWT {
         case .double(let d): return d == d.rounded() && abs(d) < 1e15 ? String(Int64(d)) : String(d)
         default: return nil
         }
+    }
+}
+
+/// Times carried by tokens (`exp`, `iat`, `expire_time`, `create_time`): whole seconds since 1970 between 0 and
+/// the end of year 9999. Anything else (negative, huge, fractional exponents, `nan`, `inf`, signs, hex) is not a
+/// time, so a token naming one is refused; no conversion can trap.
+public enum TokenTime {
+    /// 9999-12-31T23:59:59Z.
+    public static let latest: Int64 = 253_402_300_799
+
+    /// A JSON integer, a finite JSON number (fraction dropped) or a string `seconds`, in range; else nil.
+    public static func seconds(_ v: JSONValue?) -> Int64? {
+        switch v {
+        case .int(let i)?: return (0...latest).contains(i) ? i : nil
+        case .double(let d)?: return d.isFinite && d >= 0 && d <= Double(latest) ? Int64(d.rounded(.towardZero)) : nil
+        case .string(let s)?: return seconds(s)
+        default: return nil
+        }
+    }
+
+    /// ASCII digits with an optional fraction (`1796100000` or `1796100000.5`; at most 12 integer digits), in range;
+    /// else nil.
+    public static func seconds(_ s: String) -> Int64? {
+        let u = Array(s.utf8)
+        let dot = u.firstIndex(of: UInt8(ascii: "."))
+        let whole = u[..<(dot ?? u.count)]
+        let isDigit: (UInt8) -> Bool = { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        guard !whole.isEmpty, whole.count <= 12, whole.allSatisfy(isDigit) else { return nil }
+        if let dot { guard dot + 1 < u.count, u[(dot + 1)...].count <= 20, u[(dot + 1)...].allSatisfy(isDigit) else { return nil } }
+        var n: Int64 = 0
+        for d in whole { n = n * 10 + Int64(d - UInt8(ascii: "0")) }
+        return n <= latest ? n : nil
     }
 }
 
@@ -93,25 +122,28 @@ public struct ClientToken: Sendable, Equatable {
     public static let defaultLifetime: Int64 = 24 * 3600
     /// Longest lifetime: 30 days.
     public static let maxLifetime: Int64 = 30 * 24 * 3600
+    /// How far past `now + maxLifetime` a token's expiry may be and still be accepted (clock differences between
+    /// the backend that minted it and this server).
+    public static let expirySlack: Int64 = 3600
 
     public init(apiKey: String, sessionId: String, role: SessionRole = .publisher, createTime: Int64, expireTime: Int64? = nil,
                 connectionData: String? = nil, initialLayoutClassList: [String] = [], format: TokenFormat = .jwt) {
         self.apiKey = apiKey; self.sessionId = sessionId; self.role = role; self.createTime = createTime
-        self.expireTime = expireTime ?? createTime + ClientToken.defaultLifetime
+        self.expireTime = expireTime ?? createTime.addingReportingOverflow(ClientToken.defaultLifetime).partialValue
         self.connectionData = connectionData; self.initialLayoutClassList = initialLayoutClassList; self.format = format
     }
 
     /// Mints a token signed with `secret` (the same wire forms as the OpenTok Python SDK).
     /// Throws `invalidParameter` (1011) for oversized data, bad expiry or a session id of another project.
     public func mint(secret: String) throws -> String {
-        if let d = connectionData, d.count > Self.maxDataCharacters {
+        if let d = connectionData, !ConnectionDataRules.isValid(d) {
             throw OTError(.invalidParameter, "connection data is longer than \(Self.maxDataCharacters) characters")
         }
         let classes = initialLayoutClassList.joined(separator: " ")
-        guard classes.count <= Self.maxDataCharacters else {
+        guard ConnectionDataRules.isValid(classes) else {
             throw OTError(.invalidParameter, "initial layout class list is longer than \(Self.maxDataCharacters) characters")
         }
-        guard expireTime > createTime, expireTime <= createTime + Self.maxLifetime else {
+        guard (0...TokenTime.latest).contains(createTime), expireTime > createTime, expireTime - createTime <= Self.maxLifetime else {
             throw OTError(.invalidParameter, "expire time must be after now and at most 30 days ahead")
         }
         guard let sid = try? SessionID.parse(sessionId), sid.apiKey == apiKey else {
@@ -150,12 +182,20 @@ public struct ClientToken: Sendable, Equatable {
         return (try? JWT.unverifiedClaims(token)).flatMap { JWT.string($0["iss"]) }
     }
 
+    /// Longest token accepted, in bytes: the longest valid one (1000 characters of connection data, each four
+    /// UTF-8 bytes, percent-encoded in a T1 token) with room to spare.
+    public static let maxTokenBytes = 32 * 1024
+
     /// Verifies a JWT or T1 token: signature with `secret`, expiry against `now` (seconds since 1970),
-    /// and the fields. Throws `authorizationFailure` (1004) with the reason.
+    /// and the fields. Throws `authorizationFailure` (1004) with the reason. Times must be whole seconds in range
+    /// (`TokenTime`) and the expiry at most `maxLifetime` (plus `expirySlack`) after `now`.
     public static func verify(_ token: String, apiKey: String, secret: String, now: Int64) throws -> ClientToken {
         func fail(_ why: String) -> OTError { OTError(.authorizationFailure, "token refused: \(why)") }
+        guard token.utf8.count <= maxTokenBytes else { throw fail("longer than \(maxTokenBytes) bytes") }
         var fields: [String: String] = [:]
         var format = TokenFormat.jwt
+        var expiry: Int64?
+        var created: Int64?
         if token.hasPrefix("T1==") {
             format = .t1
             guard let raw = TokenCrypto.base64Decode(String(token.dropFirst(4))),
@@ -169,6 +209,13 @@ public struct ClientToken: Sendable, Equatable {
             let expected = TokenCrypto.hex(TokenCrypto.hmacSHA1(key: Array(secret.utf8), Array(dataString.utf8)))
             guard TokenCrypto.equal(Array(sig.lowercased().utf8), Array(expected.utf8)) else { throw fail("bad signature") }
             fields = FormEncoding.decode(dataString)
+            guard let e = fields["expire_time"] else { throw fail("no expiry") }
+            guard let t = TokenTime.seconds(e) else { throw fail("expire_time is not a time") }
+            expiry = t
+            if let c = fields["create_time"] {
+                guard let t = TokenTime.seconds(c) else { throw fail("create_time is not a time") }
+                created = t
+            }
         } else {
             let claims: [String: JSONValue]
             do { claims = try JWT.verify(token, secret: secret) } catch { throw fail("\(error)") }
@@ -177,21 +224,34 @@ public struct ClientToken: Sendable, Equatable {
             for (k, v) in claims {
                 if let s = JWT.string(v) { fields[k] = s }
             }
-            if fields["exp"] == nil, let e = fields["expire_time"] { fields["exp"] = e }
-            if fields["create_time"] == nil, let i = fields["iat"] { fields["create_time"] = i }
-            fields["expire_time"] = fields["exp"]
+            for name in ["exp", "expire_time", "iat", "create_time"] where claims[name] != nil {
+                guard JWT.seconds(claims[name]) != nil else { throw fail("\(name) is not a time") }
+            }
+            guard let e = JWT.seconds(claims["exp"] ?? claims["expire_time"]) else { throw fail("no expiry") }
+            expiry = e
+            created = JWT.seconds(claims["create_time"] ?? claims["iat"])
         }
         guard let sid = fields["session_id"], !sid.isEmpty else { throw fail("no session_id") }
-        guard let exp = fields["expire_time"].flatMap(Double.init) else { throw fail("no expiry") }
-        guard Int64(exp) > now else { throw fail("expired") }
+        guard let exp = expiry else { throw fail("no expiry") }
+        guard exp > now else { throw fail("expired") }
+        guard exp - now <= maxLifetime + expirySlack else { throw fail("expires more than 30 days ahead") }
         let roleName = fields["role"] ?? "publisher"
-        guard let role = SessionRole(rawValue: roleName) else { throw fail("unknown role \(roleName)") }
+        guard let role = SessionRole(rawValue: roleName) else { throw fail("unknown role \(roleName.prefix(40))") }
         let data = fields["connection_data"]
-        if let d = data, d.count > maxDataCharacters { throw fail("connection data longer than \(maxDataCharacters)") }
+        if let d = data, !ConnectionDataRules.isValid(d) { throw fail("connection data longer than \(maxDataCharacters) characters") }
         let classes = (fields["initial_layout_class_list"] ?? "").split(separator: " ").map(String.init)
-        let created = fields["create_time"].flatMap(Double.init).map { Int64($0) } ?? now
-        return ClientToken(apiKey: apiKey, sessionId: sid, role: role, createTime: created, expireTime: Int64(exp),
+        return ClientToken(apiKey: apiKey, sessionId: sid, role: role, createTime: created ?? now, expireTime: exp,
                            connectionData: data, initialLayoutClassList: classes, format: format)
+    }
+}
+
+/// How long connection data (and a token's initial layout class list) may be: at most
+/// `ClientToken.maxDataCharacters` Unicode scalars, so never more than four times that in UTF-8 bytes whatever
+/// characters are used (graphemes are not counted: one can hold any number of scalars).
+public enum ConnectionDataRules {
+    public static func isValid(_ s: String) -> Bool {
+        s.utf8.count <= ClientToken.maxDataCharacters || s.unicodeScalars.count <= ClientToken.maxDataCharacters
+            && s.utf8.count <= 4 * ClientToken.maxDataCharacters
     }
 }
 
@@ -211,7 +271,10 @@ public enum ProjectAuth {
         guard claims["session_id"] == nil, claims["scope"]?.stringValue != "session.connect" else {
             throw WireError("a client token is not a project token")
         }
-        guard let exp = JWT.number(claims["exp"]) else { throw WireError("no exp") }
-        guard Int64(exp) + leeway > now else { throw WireError("expired") }
+        for name in ["exp", "iat", "nbf"] where claims[name] != nil {
+            guard JWT.seconds(claims[name]) != nil else { throw WireError("\(name) is not a time") }
+        }
+        guard let exp = JWT.seconds(claims["exp"]) else { throw WireError("no exp") }
+        guard exp > now - leeway else { throw WireError("expired") }
     }
 }

@@ -61,6 +61,17 @@ public enum WebSocketMessage: Sendable, Equatable {
     case close(UInt16, String)
 }
 
+/// A violation of RFC 6455 found while reading, with the close code to answer it with: 1002 (protocol error),
+/// 1007 (a text message or close reason that is not UTF-8) or 1009 (a message over the size limit).
+public struct WebSocketError: Error, Equatable, CustomStringConvertible, Sendable {
+    public let closeCode: UInt16
+    public let message: String
+    public init(_ closeCode: UInt16, _ message: String) { self.closeCode = closeCode; self.message = message }
+    public var description: String { "\(message) (close \(closeCode))" }
+
+    static func protocolError(_ m: String) -> WebSocketError { WebSocketError(1002, m) }
+}
+
 /// Incremental frame reader with reassembly of fragmented messages.
 /// `requireMasked`: a server requires masked client frames (RFC 6455 §5.1), a client refuses them.
 public struct WebSocketReader: Sendable {
@@ -80,27 +91,35 @@ public struct WebSocketReader: Sendable {
         buffer.append(contentsOf: bytes)
     }
 
-    /// The next whole message, or nil when more bytes are needed. Throws on protocol violations
-    /// (the connection should then be closed with 1002 or 1009).
+    /// The next whole message, or nil when more bytes are needed. Throws `WebSocketError` on protocol violations
+    /// (the connection should then be closed with its `closeCode`).
     public mutating func next() throws -> WebSocketMessage? {
         while true {
             guard let frame = try nextFrame() else { compact(); return nil }
             if frame.opcode.isControl {
-                guard frame.fin, frame.payload.count <= 125 else { throw WireError("fragmented or oversized control frame") }
+                guard frame.fin, frame.payload.count <= 125 else { throw WebSocketError.protocolError("fragmented or oversized control frame") }
                 switch frame.opcode {
                 case .ping: return .ping(frame.payload)
                 case .pong: return .pong(frame.payload)
                 default:
+                    if frame.payload.count == 1 { throw WebSocketError.protocolError("close frame with a one-byte body") }
                     if frame.payload.count >= 2 {
                         let code = UInt16(frame.payload[0]) << 8 | UInt16(frame.payload[1])
-                        return .close(code, String(decoding: frame.payload[2...], as: UTF8.self))
+                        // Codes a peer may send (RFC 6455 §7.4): 1000–1003, 1007–1014, 3000–4999.
+                        guard (1000...1003).contains(code) || (1007...1014).contains(code) || (3000...4999).contains(code) else {
+                            throw WebSocketError.protocolError("close code \(code) may not be sent")
+                        }
+                        guard let reason = String(validating: frame.payload[2...], as: UTF8.self) else {
+                            throw WebSocketError(1007, "close reason is not UTF-8")
+                        }
+                        return .close(code, reason)
                     }
                     return .close(1005, "")
                 }
             }
             if frame.opcode == .continuation {
-                guard let op = fragmentOpcode else { throw WireError("continuation frame without a started message") }
-                guard fragments.count + frame.payload.count <= maxMessageBytes else { throw WireError("message too big") }
+                guard let op = fragmentOpcode else { throw WebSocketError.protocolError("continuation frame without a started message") }
+                guard fragments.count + frame.payload.count <= maxMessageBytes else { throw WebSocketError(1009, "message over \(maxMessageBytes) bytes") }
                 fragments.append(contentsOf: frame.payload)
                 if frame.fin {
                     let whole = fragments
@@ -109,7 +128,7 @@ public struct WebSocketReader: Sendable {
                 }
                 continue
             }
-            guard fragmentOpcode == nil else { throw WireError("new data frame inside a fragmented message") }
+            guard fragmentOpcode == nil else { throw WebSocketError.protocolError("new data frame inside a fragmented message") }
             if frame.fin { return try message(frame.opcode, frame.payload) }
             fragmentOpcode = frame.opcode
             fragments = frame.payload
@@ -118,7 +137,7 @@ public struct WebSocketReader: Sendable {
 
     private func message(_ op: WebSocketOpcode, _ payload: [UInt8]) throws -> WebSocketMessage {
         if op == .text {
-            guard let s = String(validating: payload, as: UTF8.self) else { throw WireError("text message is not UTF-8") }
+            guard let s = String(validating: payload, as: UTF8.self) else { throw WebSocketError(1007, "text message is not UTF-8") }
             return .text(s)
         }
         return .binary(payload)
@@ -134,10 +153,12 @@ public struct WebSocketReader: Sendable {
         let avail = buffer.count - readOffset
         guard avail >= 2 else { return nil }
         let b0 = buffer[readOffset], b1 = buffer[readOffset + 1]
-        guard b0 & 0x70 == 0 else { throw WireError("reserved bits set without an extension") }
-        guard let op = WebSocketOpcode(rawValue: b0 & 0x0F) else { throw WireError("unknown opcode \(b0 & 0x0F)") }
+        guard b0 & 0x70 == 0 else { throw WebSocketError.protocolError("reserved bits set without an extension") }
+        guard let op = WebSocketOpcode(rawValue: b0 & 0x0F) else { throw WebSocketError.protocolError("unknown opcode \(b0 & 0x0F)") }
         let masked = b1 & 0x80 != 0
-        guard masked == requireMasked else { throw WireError(masked ? "server frame must not be masked" : "client frame must be masked") }
+        guard masked == requireMasked else {
+            throw WebSocketError.protocolError(masked ? "server frame must not be masked" : "client frame must be masked")
+        }
         var len = UInt64(b1 & 0x7F)
         var pos = readOffset + 2
         if len == 126 {
@@ -149,7 +170,7 @@ public struct WebSocketReader: Sendable {
             for i in 0..<8 { len = len << 8 | UInt64(buffer[pos + i]) }
             pos += 8
         }
-        guard len <= UInt64(maxMessageBytes) else { throw WireError("frame of \(len) bytes is over \(maxMessageBytes)") }
+        guard len <= UInt64(maxMessageBytes) else { throw WebSocketError(1009, "frame of \(len) bytes is over \(maxMessageBytes)") }
         let n = Int(len)
         let keyLen = masked ? 4 : 0
         guard buffer.count - pos >= keyLen + n else { return nil }

@@ -5,20 +5,28 @@ import Glibc
 import Foundation
 import OTBase
 import OTServer
+import OTTransport
 import OTWire
 
 let usage = """
 usage:
-  ot-server [--listen HOST:PORT] (--project KEY:SECRET)... [--config FILE] [--max-connections N]
-            [--signal-rate N] [--reconnect-grace SECONDS] [--media-host IP] [--verbose]
+  ot-server [--listen HOST:PORT] [--config FILE] [--project KEY:SECRET]... [--media-host IP] [--verbose]
+            [--max-connections N] [--max-connections-per-token N] [--max-streams-per-connection N]
+            [--max-streams-per-session N] [--signal-rate N] [--reconnect-grace SECONDS]
+            [--max-sockets N] [--max-sockets-per-address N] [--output-budget-mb N]
+            [--request-timeout SECONDS] [--idle-timeout SECONDS] [--connect-timeout SECONDS]
+            [--allowed-origin ORIGIN]...
       Serves the OpenTok REST API and WebSocket signaling (ws://HOST:PORT/v2/signaling), and routes
       media of routed sessions on one UDP port of --media-host (default: HOST, or 127.0.0.1 for 0.0.0.0).
-      FILE holds one KEY:SECRET per line (# comments allowed). Default listen: 127.0.0.1:8080.
+      Projects (KEY:SECRET) come from FILE (one per line, # comments allowed; keep it mode 600), from the
+      environment variable OT_SERVER_PROJECTS (separated by spaces, commas or newlines) and from --project
+      (visible to every user of the machine in ps: for tests only). Default listen: 127.0.0.1:8080.
+      Limits and their defaults: docs/protocol.md, "Limits".
   ot-server keygen
       Prints a new KEY:SECRET pair (hex secret).
-  ot-server token --project KEY:SECRET --session ID [--role R] [--data D] [--t1] [--ttl SECONDS]
-      Prints a client token (JWT by default, T1 with --t1).
-  ot-server create-session --project KEY:SECRET [--relayed] [--e2ee]
+  ot-server token --session ID [--config FILE | --project KEY:SECRET] [--role R] [--data D] [--t1] [--ttl SECONDS]
+      Prints a client token (JWT by default, T1 with --t1), signed with the project of the session's api key.
+  ot-server create-session [--config FILE | --project KEY:SECRET] [--relayed] [--e2ee]
       Prints a well-formed session id (not registered anywhere: use the REST API for a live server).
 
 """
@@ -57,6 +65,32 @@ func project(_ s: String) -> Project {
     do { return try Project.parse(s) } catch { fail("\(error)") }
 }
 
+/// An integer flag in `range`; fails with a message otherwise.
+func intValue(_ args: inout Args, _ flag: String, _ range: ClosedRange<Int>) -> Int? {
+    guard args.contains(flag) else { return nil }
+    let v = args.value(flag)
+    guard let n = Int(v), range.contains(n) else { fail("\(flag) must be an integer from \(range.lowerBound) to \(range.upperBound), not \(v)") }
+    return n
+}
+
+/// Every project named by --project, --config FILE and OT_SERVER_PROJECTS.
+func projects(_ args: inout Args) -> [Project] {
+    var out = args.values("--project").map(project)
+    if args.contains("--config") {
+        let path = args.value("--config")
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { fail("cannot read \(path)") }
+        for line in text.split(separator: "\n") {
+            let l = line.trimmingCharacters(in: .whitespaces)
+            if l.isEmpty || l.hasPrefix("#") { continue }
+            out.append(project(l))
+        }
+    }
+    if let env = ProcessInfo.processInfo.environment["OT_SERVER_PROJECTS"] {
+        out += env.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "\n" || $0 == "\t" }).map { project(String($0)) }
+    }
+    return out
+}
+
 var args = Args(list: Array(CommandLine.arguments.dropFirst()))
 
 switch args.first {
@@ -65,12 +99,14 @@ case "keygen":
     print("\(p.apiKey):\(p.secret)")
 case "token":
     args.removeFirst()
-    let p = project(args.value("--project"))
     let session = args.value("--session")
+    let known = projects(&args)
+    guard let sidKey = try? SessionID.parse(session).apiKey else { fail("--session is not a session id") }
+    guard let p = known.first(where: { $0.apiKey == sidKey }) else { fail("no project for api key \(sidKey) (--config, OT_SERVER_PROJECTS or --project)") }
     let roleName = args.contains("--role") ? args.value("--role") : "publisher"
     guard let role = SessionRole(rawValue: roleName) else { fail("unknown role \(roleName)") }
     let data = args.contains("--data") ? args.value("--data") : nil
-    let ttl = args.contains("--ttl") ? Int64(args.value("--ttl")) ?? 0 : ClientToken.defaultLifetime
+    let ttl = Int64(intValue(&args, "--ttl", 1...Int(ClientToken.maxLifetime)) ?? Int(ClientToken.defaultLifetime))
     let format: TokenFormat = args.flag("--t1") ? .t1 : .jwt
     guard args.isEmpty else { fail("unexpected arguments: \(args.list)\n\(usage)") }
     let now = wallClockMillis() / 1000
@@ -80,35 +116,38 @@ case "token":
     } catch { fail("\(error)") }
 case "create-session":
     args.removeFirst()
-    let p = project(args.value("--project"))
+    guard let p = projects(&args).first else { fail("a project is needed (--config, OT_SERVER_PROJECTS or --project)") }
     print(SessionID(apiKey: p.apiKey, createTimeMillis: wallClockMillis(), relayed: args.flag("--relayed"), e2ee: args.flag("--e2ee")).string)
 case "-h", "--help", "help":
     print(usage, terminator: "")
 default:
-    var projects = args.values("--project").map(project)
-    if args.contains("--config") {
-        let path = args.value("--config")
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { fail("cannot read \(path)") }
-        for line in text.split(separator: "\n") {
-            let l = line.trimmingCharacters(in: .whitespaces)
-            if l.isEmpty || l.hasPrefix("#") { continue }
-            projects.append(project(l))
-        }
-    }
+    let projects = projects(&args)
     let listen = args.contains("--listen") ? args.value("--listen") : "127.0.0.1:8080"
     var limits = ServerLimits()
-    if args.contains("--max-connections") { limits.maxConnectionsPerSession = Int(args.value("--max-connections")) ?? limits.maxConnectionsPerSession }
-    if args.contains("--signal-rate") {
-        let r = Double(args.value("--signal-rate")) ?? limits.signalsPerSecond
-        limits.signalsPerSecond = r; limits.signalBurst = 2 * r
+    if let n = intValue(&args, "--max-connections", 1...1_000_000) { limits.maxConnectionsPerSession = n }
+    if let n = intValue(&args, "--max-connections-per-token", 0...1_000_000) { limits.maxConnectionsPerToken = n }
+    if let n = intValue(&args, "--max-streams-per-connection", 1...10_000) { limits.maxStreamsPerConnection = n }
+    if let n = intValue(&args, "--max-streams-per-session", 1...1_000_000) { limits.maxStreamsPerSession = n }
+    if let r = intValue(&args, "--signal-rate", 1...1_000_000) {
+        limits.signalsPerSecond = Double(r); limits.signalBurst = 2 * Double(r)
     }
-    if args.contains("--reconnect-grace") { limits.reconnectGrace = .seconds(Int(args.value("--reconnect-grace")) ?? 10) }
+    if let g = intValue(&args, "--reconnect-grace", 0...3600) { limits.reconnectGrace = .seconds(g) }
+    var sockets = TCPServerLimits()
+    sockets.maxConnections = intValue(&args, "--max-sockets", 1...10_000_000)
+    if let n = intValue(&args, "--max-sockets-per-address", 0...10_000_000) { sockets.maxConnectionsPerAddress = n }
+    if let n = intValue(&args, "--output-budget-mb", 1...1_000_000) { sockets.outputBudget = n << 20 }
+    var timeouts = SocketTimeouts()
+    if let t = intValue(&args, "--request-timeout", 1...3600) { timeouts.request = .seconds(t) }
+    if let t = intValue(&args, "--idle-timeout", 1...3600) { timeouts.keepAliveIdle = .seconds(t) }
+    if let t = intValue(&args, "--connect-timeout", 1...3600) { timeouts.webSocketConnect = .seconds(t) }
+    let origins = args.values("--allowed-origin")
     let mediaHost = args.contains("--media-host") ? args.value("--media-host") : nil
     if args.flag("--verbose") { Log.level = .info }
     guard args.isEmpty else { fail("unexpected arguments: \(args.list)\n\(usage)") }
-    guard !projects.isEmpty else { fail("at least one --project KEY:SECRET (or --config FILE) is needed\n\(usage)") }
+    guard !projects.isEmpty else { fail("at least one project is needed (--config FILE, OT_SERVER_PROJECTS or --project)\n\(usage)") }
     guard let colon = listen.lastIndex(of: ":"), let port = UInt16(listen[listen.index(after: colon)...]) else { fail("bad --listen \(listen)") }
-    let server = SessionServer(.init(host: String(listen[..<colon]), port: port, projects: projects, limits: limits))
+    let server = SessionServer(.init(host: String(listen[..<colon]), port: port, projects: projects, limits: limits,
+                                     connectionLimits: sockets, timeouts: timeouts, allowedOrigins: origins))
     do {
         let bound = try server.start()
         FileHandle.standardOutput.write(Data("ot-server listening on http://\(listen[..<colon]):\(bound) (signaling ws://\(listen[..<colon]):\(bound)\(SessionServer.signalingPath))\n".utf8))

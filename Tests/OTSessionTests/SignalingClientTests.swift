@@ -42,6 +42,30 @@ final class SignalingClientTests: XCTestCase {
                                                                   resumeConnectionId: "me", resumeToken: "rt")))
     }
 
+    /// A roster too large for one message arrives as `connected` plus `roster` parts: the client reports the
+    /// connection once, with the whole roster, after the last part.
+    func testRosterInPartsIsReportedWhole() throws {
+        var c = SignalingClient(apiKey: "k", sessionId: "s")
+        try c.connect(token: "tok", now: t0)
+        _ = c.transportOpened(now: t0)
+        let others = (0..<400).map { ConnectionInfo(id: "c\($0)", creationTime: 1, data: String(repeating: "€", count: 1000)) }
+        guard case .connected(var info) = connected(connections: others, streams: [stream("s1"), stream("s2")]) else { return XCTFail() }
+        info.connections = others
+        let frames = SignalingCodec.encodeFrames(.connected(info))
+        XCTAssertGreaterThan(frames.count, 2)
+        var ev: [SessionEvent] = []
+        for (i, f) in frames.enumerated() {
+            let got = events(c.receive(try SignalingCodec.decodeServer(f), now: t0))
+            if i < frames.count - 1 { XCTAssertEqual(got, [], "nothing before the last part"); XCTAssertEqual(c.status, .connecting) }
+            ev += got
+        }
+        XCTAssertEqual(ev.first, .connected(me))
+        XCTAssertEqual(ev.count, 1 + others.count + 2)
+        XCTAssertEqual(c.connections.count, others.count)
+        XCTAssertEqual(c.streams.count, 2)
+        XCTAssertEqual(events(c.receive(.roster(connections: [other], streams: [], last: true), now: t0)), [], "a stray part is ignored")
+    }
+
     func testConnectTimesOutWith1021() throws {
         var c = SignalingClient(apiKey: "k", sessionId: "s", connectTimeout: .seconds(5))
         try c.connect(token: "tok", now: t0)

@@ -31,7 +31,7 @@ final class JSONValueTests: XCTestCase {
         let token = try JWT.sign(claims: ["iss": .int(4711), "exp": .int(2_000_000_000), "s": "a b"], secret: "k")
         let claims = try JWT.verify(token, secret: "k")
         XCTAssertEqual(JWT.string(claims["iss"]), "4711")
-        XCTAssertEqual(JWT.number(claims["exp"]), 2_000_000_000)
+        XCTAssertEqual(JWT.seconds(claims["exp"]), 2_000_000_000)
         XCTAssertEqual(claims["s"], "a b")
         XCTAssertThrowsError(try JWT.verify(token, secret: "other"))
     }

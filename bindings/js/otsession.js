@@ -980,8 +980,8 @@ export class Session extends Emitter {
   }
 
   /** Browsers can neither send WebSocket pings nor see the server's: after an interval without a message the page
-   * sends a `ping` request (a server that does not know the type still answers it: docs/protocol.md, "Unknown
-   * message types"), and a socket silent for three intervals counts as dropped. */
+   * sends a `ping` request (answered by a plain reply; docs/protocol.md), and a socket silent for three intervals
+   * counts as dropped. */
   #checkLiveness() {
     if (this.#state !== "connected" || this.#reconnect || !this.#ws || this.#ws.readyState !== WebSocket.OPEN) return;
     const silent = Date.now() - this.#lastHeard;

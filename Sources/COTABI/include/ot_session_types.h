@@ -29,9 +29,10 @@ enum ot_video_type {
     OT_VIDEO_TYPE_CUSTOM = 2
 };
 
-/** Sizes of the buffers that ids and tokens are copied into. */
+/** Sizes of the buffers that ids and tokens are copied into: always enough. The longest token ot_token_new makes
+ * (1000 characters of connection data, each up to 4 UTF-8 bytes, percent-encoded in a T1 token) is about 17 KB. */
 #define OT_ID_BUFFER_SIZE 256
-#define OT_TOKEN_BUFFER_SIZE 4096
+#define OT_TOKEN_BUFFER_SIZE 32768
 
 /** A stream's properties. The strings belong to the ot_stream they were read
  * from and live as long as it does. */

@@ -53,7 +53,7 @@ enum ot_status_code {
     OT_ERR_INTERNAL = 2000,
     /** A handle that is NULL's kin: never issued, already deleted, or of another type. */
     OT_ERR_INVALID_HANDLE = 9001,
-    /** A caller's buffer is too small; the needed size was returned. */
+    /** A caller's buffer is too small; the function's documentation names a size that is always enough. */
     OT_ERR_BUFFER_TOO_SMALL = 9002,
     /** A capture or playout device could not be opened: no sound server, no such device (docs/devices.md). */
     OT_ERR_DEVICE_UNAVAILABLE = 9100,

@@ -99,6 +99,15 @@ static void test_bad_handles(void) {
     EXPECT(ot_server_new(NULL, 70000, "k", "s") == NULL);
     EXPECT(ot_server_new(NULL, -1, "k", "s") == NULL);
     EXPECT(ot_server_new(NULL, 0, NULL, "s") == NULL);
+    /* Api keys and secrets are checked as ot-server checks them; hosts must be IPv4 addresses or localhost. */
+    EXPECT(ot_server_new(NULL, 0, "bad key", "s") == NULL);
+    EXPECT(ot_server_new(NULL, 0, "k:x", "s") == NULL);
+    EXPECT(ot_server_new(NULL, 0, "", "s") == NULL);
+    EXPECT(ot_server_new(NULL, 0, "k", "") == NULL);
+    EXPECT(ot_server_new(NULL, 0, "k", "abc.key") == NULL);
+    EXPECT(ot_server_new(NULL, 0, "12345678901234567890123456789012345678901234567890123456789012345", "s") == NULL);
+    EXPECT(ot_server_new("example.com", 0, "k", "s") == NULL);
+    EXPECT(ot_server_new("", 0, "k", "s") == NULL);
     EXPECT(ot_session_settings_default(NULL) == OT_ERR_INVALID_PARAM);
     ot_publisher_settings ps;
     EXPECT(ot_publisher_settings_default(&ps) == OT_OK && ps.audio_fallback_enabled == 1 && ps.publish_video == 1);
@@ -132,6 +141,14 @@ static void test_bad_handles(void) {
         st.ice_transport_policy = OT_ICE_TRANSPORT_ALL;
         st.ice_include_servers = -1;
         EXPECT(ot_session_new_with_settings("123", "1_s", &no_callbacks, &st) == NULL);
+        /* The server URL is checked at creation too. */
+        st.ice_include_servers = OT_ICE_INCLUDE_SERVERS_ALL;
+        st.server_url = "ws://127.0.0.1:8080";
+        EXPECT(ot_session_settings_validate(&st) == OT_OK);
+        st.server_url = "ftp://127.0.0.1";
+        EXPECT(ot_session_settings_validate(&st) == OT_ERR_INVALID_PARAM);
+        st.server_url = "ws://127.0.0.1:99999";
+        EXPECT(ot_session_new_with_settings("123", "1_s", &no_callbacks, &st) == NULL);
     }
 
     /* Streams and connections. */
@@ -156,6 +173,24 @@ static void test_bad_handles(void) {
     EXPECT(ot_token_new("123", "secret", "1_x", OT_ROLE_PUBLISHER, NULL, 5, tok, sizeof tok) == OT_ERR_INVALID_PARAM);
     EXPECT(ot_token_new(NULL, "secret", "1_x", OT_ROLE_PUBLISHER, NULL, OT_TOKEN_JWT, tok, sizeof tok) == OT_ERR_INVALID_PARAM);
     EXPECT(ot_token_new("123", "secret", "1_x", OT_ROLE_PUBLISHER, NULL, OT_TOKEN_JWT, NULL, 0) == OT_ERR_INVALID_PARAM);
+
+    /* OT_TOKEN_BUFFER_SIZE holds the longest token: 1000 characters of connection data of 4 UTF-8 bytes each. */
+    ot_server *minter = ot_server_new(NULL, 0, "123", "abcdef");
+    char sid[OT_ID_BUFFER_SIZE];
+    EXPECT(minter != NULL && ot_server_create_session(minter, OT_FALSE, sid, sizeof sid) == OT_OK);
+    static char data[4 * 1001 + 1];
+    for (int i = 0; i < 1000; i++) memcpy(data + 4 * i, "\xF0\x9F\x98\x80", 4);
+    data[4 * 1000] = 0;
+    for (int format = OT_TOKEN_JWT; format <= OT_TOKEN_T1; format++) {
+        EXPECT(ot_token_new("123", "abcdef", sid, OT_ROLE_MODERATOR, data, format, tok, sizeof tok) == OT_OK);
+        EXPECT(strlen(tok) > 4096);
+        char small[4096];
+        EXPECT(ot_token_new("123", "abcdef", sid, OT_ROLE_MODERATOR, data, format, small, sizeof small) == OT_ERR_BUFFER_TOO_SMALL);
+    }
+    memcpy(data + 4 * 1000, "\xF0\x9F\x98\x80", 4);
+    data[4 * 1001] = 0;
+    EXPECT(ot_token_new("123", "abcdef", sid, OT_ROLE_PUBLISHER, data, OT_TOKEN_T1, tok, sizeof tok) == OT_ERR_INVALID_PARAM);
+    EXPECT(ot_server_delete(minter) == OT_OK);
 }
 
 /* Devices: enumeration handles, kinds, indexes; a camera that does not exist; the speaker on a bad session. */

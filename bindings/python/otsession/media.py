@@ -178,6 +178,16 @@ class Publisher:
         return self._h
 
     @property
+    def stream(self) -> Optional[Stream]:
+        """The published stream as it is now (as OTPublisherKit.stream), or None while not publishing."""
+        out = ctypes.c_void_p()
+        status = lib().fn.ot_publisher_get_stream(self._handle(), ctypes.byref(out))
+        if status == 1015:
+            return None
+        check(status, "stream")
+        return Stream._from_copy(out.value)
+
+    @property
     def publish_audio(self) -> bool:
         """Whether audio is sent now (others see the stream's has_audio change when it is set); False after a
         moderator's force mute until set again."""

@@ -60,7 +60,7 @@ enum ot_status_code {
     OT_ERR_INTERNAL = 2000,
     /** A handle that is NULL's kin: never issued, already deleted, or of another type. */
     OT_ERR_INVALID_HANDLE = 9001,
-    /** A caller's buffer is too small; the needed size was returned. */
+    /** A caller's buffer is too small; the function's documentation names a size that is always enough. */
     OT_ERR_BUFFER_TOO_SMALL = 9002,
     /** A capture or playout device could not be opened: no sound server, no such device (docs/devices.md). */
     OT_ERR_DEVICE_UNAVAILABLE = 9100,
@@ -416,9 +416,10 @@ enum ot_video_type {
     OT_VIDEO_TYPE_CUSTOM = 2
 };
 
-/** Sizes of the buffers that ids and tokens are copied into. */
+/** Sizes of the buffers that ids and tokens are copied into: always enough. The longest token ot_token_new makes
+ * (1000 characters of connection data, each up to 4 UTF-8 bytes, percent-encoded in a T1 token) is about 17 KB. */
 #define OT_ID_BUFFER_SIZE 256
-#define OT_TOKEN_BUFFER_SIZE 4096
+#define OT_TOKEN_BUFFER_SIZE 32768
 
 /** A stream's properties. The strings belong to the ot_stream they were read
  * from and live as long as it does. */
@@ -660,6 +661,11 @@ ot_status ot_publisher_get_rtc_stats_report(ot_publisher * publisher, char * buf
 /// The publisher's sending counters now.
 ot_status ot_publisher_get_stats(ot_publisher * publisher, ot_publisher_stats * stats);
 
+/// The publisher's stream as it is now (as OTPublisherKit.stream) into `stream`: a copy the caller releases with
+/// ot_stream_delete. OT_ERR_ILLEGAL_STATE while it is not publishing (before on_stream_created, after
+/// on_stream_destroyed).
+ot_status ot_publisher_get_stream(ot_publisher * publisher, ot_stream * * stream);
+
 /// Creates a publisher (NULL settings: the defaults); NULL when `callbacks` is NULL, a setting is out of range, or
 /// OT_VIDEO_SOURCE_CAMERA names no camera (or there is none). Nothing is captured until ot_session_publish.
 ot_publisher * ot_publisher_new(ot_publisher_settings const * settings, ot_publisher_callbacks const * callbacks);
@@ -700,12 +706,14 @@ ot_status ot_server_delete(ot_server * server);
 ot_status ot_server_get_url(ot_server * server, char * buf, size_t size);
 
 /// Creates an embedded session server for one project (REST API, WebSocket signaling, and a media router for
-/// routed sessions on a UDP port of the same host), listening on `host` (NULL: 127.0.0.1) and
-/// `port` (0: any free port) once started. NULL when an argument is invalid.
+/// routed sessions on a UDP port of the same host), listening on `host` (NULL: 127.0.0.1; an IPv4 address or
+/// localhost) and `port` (0: any free port) once started. NULL when an argument is invalid: the api key and secret
+/// are checked as `ot-server` checks them (key of 1 to 64 of [A-Za-z0-9_-], secret of 1 to 256 bytes not ending in
+/// `.word`). The server's limits are the defaults of docs/protocol.md, "Limits".
 ot_server * ot_server_new(char const * host, int32_t port, char const * api_key, char const * api_secret);
 
 /// Mints a client token for a session of this server (role: one of ot_role; data: connection data or NULL;
-/// format: OT_TOKEN_JWT or OT_TOKEN_T1) into `buf` (OT_TOKEN_BUFFER_SIZE is enough).
+/// format: OT_TOKEN_JWT or OT_TOKEN_T1) into `buf` (OT_TOKEN_BUFFER_SIZE is always enough).
 ot_status ot_server_new_token(ot_server * server, char const * session_id, int32_t role, char const * data, int32_t format, char * buf, size_t size);
 
 /// Starts serving (REST API and WebSocket signaling on one port); the bound port goes to `port` (may be NULL).
@@ -902,7 +910,8 @@ ot_status ot_subscriber_settings_default(ot_subscriber_settings * settings);
 
 /// Mints a client token with a project's key and secret, without a server (for tools and tests).
 /// Same arguments as ot_server_new_token; OT_ERR_INVALID_PARAM for a bad role, format, session id
-/// (it must belong to `api_key`) or connection data over 1000 characters.
+/// (it must belong to `api_key`) or connection data over 1000 characters; OT_ERR_BUFFER_TOO_SMALL when `size` is
+/// below the token's length plus one (OT_TOKEN_BUFFER_SIZE is always enough).
 ot_status ot_token_new(char const * api_key, char const * api_secret, char const * session_id, int32_t role, char const * data, int32_t format, char * buf, size_t size);
 
 /// The library version as "MAJOR.MINOR.PATCH"; a static string.

@@ -16,7 +16,7 @@ from ._lib import lib
 from .devices import DeviceKind
 
 ID_BUFFER = 256
-TOKEN_BUFFER = 4096
+TOKEN_BUFFER = 32768
 
 
 class SessionStatus(enum.IntEnum):
