@@ -114,8 +114,8 @@ public final class VideoReceivePipeline {
     private var firstTimestamp: UInt32?
     private var lastTimestamp: UInt32 = 0
     private var extendedTimestamp: Int64 = 0
-    private var received: [(frame: VP8ReceivedFrame, data: [UInt8])] = []
-    private var depacketizerRequests: [VP8KeyframeRequestReason] = []
+    private var received: [(frame: ReceivedEncodedFrame, data: [UInt8])] = []
+    private var depacketizerRequests: [KeyframeRequestReason] = []
     /// RTP timestamps of frames with packets here that are newer than the last decoded frame: those a later
     /// decoded frame overtakes were dropped.
     private var undecoded: [UInt32] = []
