@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import OTBase
+import OTRTP
 import OTTransport
 import OTWire
 import Synchronization

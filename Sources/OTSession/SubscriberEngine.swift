@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import OTBase
+import OTRTP
 import OTMedia
 import OTTransport
 import OTWire
