@@ -130,7 +130,7 @@ public final class RTPSession {
     /// Records an RTP packet we received (after SRTP unprotect).
     public func received(ssrc: UInt32, sequence: UInt16, rtpTimestamp: UInt32, clockRate: UInt32, now: Instant) {
         receive[ssrc, default: ReceiveState(stats: RTPReceiveStatistics(ssrc: ssrc, clockRate: clockRate))]
-            .stats.packet(sequence: sequence, rtpTimestamp: rtpTimestamp, now: now)
+            .stats.record(sequence: sequence, rtpTimestamp: rtpTimestamp, now: now)
         if config.nack {
             // Only the counters are read around the update (a copy of the generator would copy its table).
             let recovered = receive[ssrc]?.nack.recovered ?? 0, givenUp = receive[ssrc]?.nack.givenUp ?? 0

@@ -109,7 +109,7 @@ final class SubscriberEngine: @unchecked Sendable {
         videoOn = publisherVideo && wantsVideo
         // The connection's RTP session NACKs gaps and says when it gives a packet up (`.packetsUnrecoverable`): the
         // depacketizer's own count of packets past a hole is only a backstop, so it is long.
-        video = try VideoReceivePipeline(config: VideoReceiveConfig(payloadType: nil, reorderWindowPackets: 256, nackEnabled: false),
+        video = try VideoReceivePipeline(config: VideoReceiveConfig(payloadType: nil, reorderWindowPackets: 256),
                                          transform: transform)
         audio = try AudioReceivePipeline(config: AudioReceiveConfig(payloadType: nil, sampleRate: playoutSettings.sampleRate,
                                                                     channels: playoutSettings.channels, useFEC: true),
@@ -277,8 +277,6 @@ final class SubscriberEngine: @unchecked Sendable {
                 }
             case .requestKeyframe:
                 if let ssrc = videoSSRC { link?.requestKeyframe(ssrc: ssrc) }
-            case .nack:
-                break  // the peer connection's RTP session NACKs gaps
             }
         }
     }

@@ -70,10 +70,6 @@ final class MediaPeer: @unchecked Sendable {
                 if let s = TestPatternReader.read(f.frame) { stamps.append(s) }
             case .requestKeyframe:
                 if let remote = driver.negotiated?.media.first(where: { $0.kind == "video" })?.remoteSSRCs.first { driver.requestKeyframe(ssrc: remote) }
-            case .nack(let seqs):
-                if let remote = driver.negotiated?.media.first(where: { $0.kind == "video" })?.remoteSSRCs.first {
-                    driver.sendRTCP(RTCP.serialize([.nack(senderSSRC: videoSSRC, mediaSSRC: remote, lost: seqs)]))
-                }
             }
         }
     }
