@@ -407,8 +407,8 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
 
     private func publisherEvent(_ e: PeerConnectionEvent, _ publisher: Peer) {
         switch e {
-        case .rtp(let packet):
-            forward(packet, from: publisher)
+        case .rtp(let received):
+            forward(received.bytes, from: publisher)
         case .packetsUnrecoverable(let ssrc, _):
             // Lost on the uplink for good: the subscribers cannot have them either; ask for a keyframe now rather than
             // when each of them gives up.

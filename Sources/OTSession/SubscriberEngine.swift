@@ -38,8 +38,6 @@ final class SubscriberEngine: @unchecked Sendable {
     private var running = false
     /// The current peer connection is up (audio is pulled for playout).
     private var connected = false
-    private var videoPT: UInt8 = 96
-    private var audioPT: UInt8 = 111
     private var videoSSRC: UInt32?
 
     private var wantsAudio = true
@@ -201,9 +199,6 @@ final class SubscriberEngine: @unchecked Sendable {
             case .mediaAnswer(_, let sdp):
                 do {
                     try link.setRemoteAnswer(sdp)
-                    for m in link.negotiated?.media ?? [] {
-                        if m.kind == "video" { videoPT = m.codec.payloadType } else if m.kind == "audio" { audioPT = m.codec.payloadType }
-                    }
                 } catch {
                     onLink?(.failed(peerId: pid, OTError(.subscriberWebRTC, "bad answer: \(error)")))
                 }
@@ -237,8 +232,8 @@ final class SubscriberEngine: @unchecked Sendable {
         case .failed(let err):
             connected = false
             onLink?(.failed(peerId: pid, OTError(.subscriberWebRTC, "media connection failed: \(err.message)")))
-        case .rtp(let bytes):
-            receive(bytes)
+        case .rtp(let received):
+            receive(received)
         case .roundTripTime(let d):
             rtt = d
             video?.setRoundTripTime(d)
@@ -251,17 +246,20 @@ final class SubscriberEngine: @unchecked Sendable {
         }
     }
 
-    private func receive(_ bytes: [UInt8]) {
+    /// A packet the transport parsed and assigned to a negotiated section by its payload type.
+    private func receive(_ received: ReceivedRTP) {
         if let inj = settings.lossInjector, inj.shouldDrop() { return }
-        guard let packet = try? RTPPacket(parsing: bytes) else { return }
         let now = MonotonicClock.now()
-        if packet.payloadType == videoPT {
+        switch received.section?.kind {
+        case .video:
             guard videoOn, let video else { return }
-            videoSSRC = packet.ssrc
-            handle(video.receive(packet, now: now), now: now)
-        } else if packet.payloadType == audioPT {
+            videoSSRC = received.packet.ssrc
+            handle(video.receive(received.packet, now: now), now: now)
+        case .audio:
             guard wantsAudio, let audio else { return }
-            _ = audio.receive(packet, now: now)
+            _ = audio.receive(received.packet, now: now)
+        case nil:
+            break
         }
     }
 

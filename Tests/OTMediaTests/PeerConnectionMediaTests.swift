@@ -37,7 +37,7 @@ final class MediaPeer: @unchecked Sendable {
 
     private func handle(_ e: PeerConnectionEvent) {
         switch e {
-        case .rtp(let b): inbox.withLock { $0.append((b, MonotonicClock.now())) }
+        case .rtp(let r): inbox.withLock { $0.append((r.bytes, MonotonicClock.now())) }
         case .keyframeRequested: keyframeWanted.withLock { $0 = true }
         case .connected: connectedAt.withLock { $0 = MonotonicClock.now() }
         default: break
