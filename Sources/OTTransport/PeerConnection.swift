@@ -13,9 +13,12 @@ public struct PeerConnectionConfig: Sendable {
     /// Do not signal host candidates with private or link-local addresses (`IPAddress.isLAN`); their sockets
     /// still answer checks and are the bases of server-reflexive and relayed candidates.
     public var filterOutLanCandidates = false
-    /// Negotiate an audio (Opus) and a video (VP8) section.
+    /// Negotiate an audio and a video section.
     public var audio = true
     public var video = true
+    /// The payload formats offered and accepted per kind, in order of preference (`SDPLocalParameters`).
+    public var audioFormats: [any RTPPayloadFormat] = [PayloadFormats.opus]
+    public var videoFormats: [any RTPPayloadFormat] = [PayloadFormats.vp8]
     /// What we send on each section; nil means receive only.
     public var audioTrack: SDPLocalTrack?
     public var videoTrack: SDPLocalTrack?
@@ -351,6 +354,8 @@ public final class PeerConnection {
         p.audioTrack = config.audioTrack
         p.videoTrack = config.videoTrack
         p.videoFEC = config.videoFEC
+        p.audioFormats = config.audioFormats
+        p.videoFormats = config.videoFormats
         return p
     }
 
