@@ -46,7 +46,7 @@ func runPipelineBenchmark(_ args: [String]) throws {
 
 func videoPipelineRound(clip: SyntheticClip, kbps: Int, frames: Int) throws -> RoundResult {
     let ids = RTPHeaderExtensionIds(absSendTime: 2, transportSequenceNumber: 3, mid: 4)
-    let sender = try VideoSendPipeline(config: VideoSendConfig(ssrc: 0x5EED, encoder: VP8EncoderConfig(width: clip.width, height: clip.height,
+    let sender = try VideoSendPipeline(config: VideoSendConfig(ssrc: 0x5EED, encoder: VideoEncoderConfig(width: clip.width, height: clip.height,
                                                                                                       bitrateKbps: kbps, threads: 1,
                                                                                                       frameDropThreshold: 0),
                                                                extensionIds: ids, mid: "0"),
