@@ -82,20 +82,18 @@ public final class RTPSession {
     /// Keyframe requests per remote SSRC.
     private var keyframePacers: [UInt32: KeyframeRequestPacer] = [:]
     private var sentSR: [(lsr: UInt32, at: Instant)] = []
-    private var nextReportAt: Instant?
+    private var reports: RTCPReportScheduler
     private var rtcpOut = FIFO<[UInt8]>()
     private var retransmissions = FIFO<[UInt8]>()
     private var events = FIFO<RTPSessionEvent>()
-    private var rng: SeededRandom
     private var firSequence: UInt8 = 0
     /// Microseconds from `Instant` zero to the NTP epoch (1900), so SR timestamps are wall-clock NTP.
     private let ntpOffsetMicros: Int64
 
     public init(config: Config, now: Instant) {
         self.config = config
-        rng = SeededRandom(seed: config.seed)
+        reports = RTCPReportScheduler(interval: config.reportInterval, seed: config.seed, start: now)
         ntpOffsetMicros = wallClockMillis() * 1000 + 2_208_988_800 * 1_000_000 - now.micros
-        nextReportAt = now + .milliseconds(500)
     }
 
     private var senderSSRC: UInt32 { config.localSSRCs.first ?? 0 }
@@ -237,7 +235,7 @@ public final class RTPSession {
         for ssrc in Array(keyframePacers.keys) {
             if let useFIR = keyframePacers[ssrc]?.poll(now: now, rtt: rtt) { queueKeyframeRequest(ssrc: ssrc, useFIR: useFIR) }
         }
-        guard let at = nextReportAt, at <= now else { return }
+        guard reports.due(now: now) else { return }
         var packets: [RTCPPacket] = []
         var blocks: [RTCPReportBlock] = []
         for ssrc in receive.keys.sorted() { if let b = receive[ssrc]?.stats.reportBlock(now: now) { blocks.append(b) } }
@@ -261,8 +259,6 @@ public final class RTPSession {
         }
         packets.append(.sourceDescription([RTCPSDESChunk(ssrc: senderSSRC, items: [(1, config.cname)])]))
         rtcpOut.push(RTCP.serialize(packets))
-        let interval = Double(config.reportInterval.microseconds) * (0.5 + rng.unit())
-        nextReportAt = now + .microseconds(Int64(interval))
     }
 
     /// The next RTCP compound packet to protect and send.
@@ -273,7 +269,7 @@ public final class RTPSession {
     public func pollTimeout() -> Instant? {
         let nacks = config.nack ? receive.values.compactMap { $0.nack.nextPoll(rtt: rtt) }.min() : nil
         let keyframes = keyframePacers.values.compactMap { $0.nextDeadline(rtt: rtt) }.min()
-        return [nextReportAt, nacks, keyframes].compactMap { $0 }.min()
+        return [reports.nextReportAt, nacks, keyframes].compactMap { $0 }.min()
     }
 
     /// Reception statistics of a remote SSRC.
