@@ -58,7 +58,8 @@ public struct E2EEKey: Sendable, Equatable {
 /// router must forward without being able to read it.
 ///
 /// An encrypted frame is `clear prefix || header || ciphertext || tag`:
-/// - clear prefix: the bytes receivers and the router read before decryption (`clearPrefixLength`): the VP8 payload
+/// - clear prefix: the bytes receivers and the router read before decryption (the frame's format says how many:
+///   `RTPPayloadFormat.clearPrefixLength`): the VP8 payload
 ///   header (10 bytes of a keyframe, 3 of a delta frame: keyframe flag, version, size) or the Opus TOC byte; shorter
 ///   frames keep all their bytes as prefix. It is authenticated (GCM additional data) but not encrypted.
 /// - header (13 bytes): version `0x01`, then the 12-byte GCM IV; also authenticated.
@@ -130,12 +131,9 @@ public final class E2EEFrameTransform: FrameTransform, @unchecked Sendable {
     /// The counters so far.
     public var counters: Counters { lock.withLock { counts } }
 
-    /// Bytes kept in clear at the start of a frame of this kind (capped by the frame's length).
+    /// Bytes kept in clear at the start of a frame: its payload format's clear prefix (capped by the frame's length).
     public static func clearPrefixLength(_ info: EncodedFrameInfo) -> Int {
-        switch info.kind {
-        case .audio: 1
-        case .video: info.isKeyframe ? 10 : 3
-        }
+        info.format.clearPrefixLength(isKeyframe: info.isKeyframe)
     }
 
     public func transformOutgoing(_ frame: UnsafeRawBufferPointer, info: EncodedFrameInfo, into output: inout [UInt8]) throws {

@@ -7,11 +7,21 @@ public struct EncodedFrameInfo: Sendable, Equatable {
     public var ssrc: UInt32
     /// The frame's RTP timestamp.
     public var rtpTimestamp: UInt32
-    /// True for a VP8 keyframe (always false for audio).
+    /// True for a video keyframe (always false for audio).
     public var isKeyframe: Bool
+    /// The payload format the frame travels in: it says which leading bytes must stay readable
+    /// (`RTPPayloadFormat.clearPrefixLength`).
+    public var format: any RTPPayloadFormat
 
-    public init(kind: MediaKind, ssrc: UInt32, rtpTimestamp: UInt32, isKeyframe: Bool) {
+    /// `format` nil: the default of the kind (Opus, VP8).
+    public init(kind: MediaKind, ssrc: UInt32, rtpTimestamp: UInt32, isKeyframe: Bool, format: (any RTPPayloadFormat)? = nil) {
         self.kind = kind; self.ssrc = ssrc; self.rtpTimestamp = rtpTimestamp; self.isKeyframe = isKeyframe
+        self.format = format ?? (kind == .audio ? PayloadFormats.opus : PayloadFormats.vp8)
+    }
+
+    public static func == (a: EncodedFrameInfo, b: EncodedFrameInfo) -> Bool {
+        a.kind == b.kind && a.ssrc == b.ssrc && a.rtpTimestamp == b.rtpTimestamp && a.isKeyframe == b.isKeyframe
+            && a.format.name == b.format.name
     }
 }
 
@@ -19,9 +29,9 @@ public struct EncodedFrameInfo: Sendable, Equatable {
 /// side, and between the jitter buffer and the decoder on the receive side (the place end-to-end
 /// encryption plugs in).
 ///
-/// For VP8 a transform must leave the payload header intact (the first 10 bytes of a keyframe, the
-/// first 3 of a delta frame, as WebRTC's frame encryption does): the receiver reads the keyframe flag
-/// from it before the frame is transformed back.
+/// A transform must leave the format's clear prefix intact (`info.format.clearPrefixLength`; VP8: the first 10
+/// bytes of a keyframe, the first 3 of a delta frame, as WebRTC's frame encryption does): the receiver reads the
+/// keyframe flag from it before the frame is transformed back.
 public protocol FrameTransform: Sendable {
     /// True when the transform changes nothing; the pipelines then skip it (no copy).
     var isIdentity: Bool { get }

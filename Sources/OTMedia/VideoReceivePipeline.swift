@@ -291,7 +291,8 @@ public final class VideoReceivePipeline {
                 decoderInput = f.payload
                 produced = try decoder.decode(f.payload[...], timestampMicros: micros, into: &picture)
             } else {
-                let info = EncodedFrameInfo(kind: .video, ssrc: ssrc ?? 0, rtpTimestamp: f.timestamp, isKeyframe: f.isKeyframe)
+                let info = EncodedFrameInfo(kind: .video, ssrc: ssrc ?? 0, rtpTimestamp: f.timestamp, isKeyframe: f.isKeyframe,
+                                            format: config.format)
                 do {
                     try f.payload.withUnsafeBytes { try transform.transformIncoming($0, info: info, into: &transformed) }
                     transformFailing = false

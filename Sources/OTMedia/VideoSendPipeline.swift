@@ -131,7 +131,8 @@ public final class VideoSendPipeline {
                 stats.totalEncodedBytes += encoded.data.count
                 try packetize(encoded.data, encoded, timestamp: timestamp, now: now, emit)
             } else {
-                let info = EncodedFrameInfo(kind: .video, ssrc: config.ssrc, rtpTimestamp: timestamp, isKeyframe: encoded.isKeyframe)
+                let info = EncodedFrameInfo(kind: .video, ssrc: config.ssrc, rtpTimestamp: timestamp, isKeyframe: encoded.isKeyframe,
+                                            format: config.format)
                 try transform.transformOutgoing(encoded.data, info: info, into: &transformed)
                 stats.totalEncodedBytes += transformed.count
                 let data = transformed

@@ -1,5 +1,6 @@
 import OTBase
 @testable import OTMedia
+import OTWire
 import XCTest
 import Foundation
 
@@ -40,6 +41,28 @@ final class E2EEFrameTransformTests: XCTestCase {
         }
         XCTAssertEqual(sender.counters.framesEncrypted, 3)
         XCTAssertEqual(receiver.counters, E2EEFrameTransform.Counters(framesEncrypted: 0, framesDecrypted: 3, decryptionFailures: 0))
+    }
+
+    /// The clear prefix is the frame's payload format's: a format that needs 6 bytes readable gets 6.
+    func testTheClearPrefixIsTheFormats() throws {
+        struct SixByteHeaderFormat: RTPPayloadFormat {
+            var name: String { "X-SIX" }
+            var kind: MediaKind { .video }
+            var clockRate: UInt32 { 90_000 }
+            var rtcpFeedback: [String] { [] }
+            var preferredPayloadType: UInt8 { 120 }
+            func isKeyframeStart(_ payload: ArraySlice<UInt8>) -> Bool { false }
+            func frameID(_ payload: ArraySlice<UInt8>) -> UInt16? { nil }
+            func clearPrefixLength(isKeyframe: Bool) -> Int { 6 }
+            func makePacketizer(maxPayloadSize: Int) -> OpusPacketizer { OpusPacketizer(maxPayloadSize: maxPayloadSize) }
+            func makeDepacketizer(reorderWindow: Int) -> OpusDepacketizer { OpusDepacketizer() }
+        }
+        let info = EncodedFrameInfo(kind: .video, ssrc: 1, rtpTimestamp: 0, isKeyframe: false, format: SixByteHeaderFormat())
+        let frame = (0..<100).map { UInt8($0) }
+        let sealed = try encrypt(try transform(), frame, info)
+        XCTAssertEqual(Array(sealed[..<6]), Array(frame[..<6]))
+        XCTAssertEqual(sealed[6], E2EEFrameTransform.version)
+        XCTAssertEqual(try decrypt(try transform(), sealed, info), frame)
     }
 
     func testFramesShorterThanTheClearPrefixAndEmptyFramesRoundTrip() throws {
