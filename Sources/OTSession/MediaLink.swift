@@ -67,7 +67,7 @@ final class MediaLink: @unchecked Sendable {
         b.addCandidatePair(id: id, local: pair.local, remote: pair.remote, nominated: pair.nominated,
                            bytesSent: s.bytesSent, bytesReceived: s.bytesReceived, currentRoundTripTime: s.roundTripTime,
                            availableOutgoingBitrate: availableOutgoingBitrate,
-                           localRelayProtocol: relay.map { $0 == .tcp ? "tcp" : "udp" })
+                           localRelayProtocol: relay.map { switch $0 { case .udp: "udp"; case .tcp: "tcp"; case .tls: "tls" } })
     }
 
     /// The `mediaCandidate` message for one of our trickled candidates (`""`: the end of them), naming the m-section

@@ -7,7 +7,9 @@ import OTWire
 
 /// Settings of a `Session` (as OTSessionSettings).
 public struct SessionSettings: Sendable {
-    /// The session server: `ws://host:port[/path]` or `http://host:port` (path `/v2/signaling`).
+    /// The session server: `ws://` or `wss://` `host:port[/path]`, or `http://` / `https://` `host:port` (path
+    /// `/v2/signaling`). The host may be a name (resolved off the IO thread, again on every reconnection). With TLS
+    /// the server's certificate is verified against the system store or `tlsCAFile`, and its host name checked.
     public var serverURL: String
     /// No connection created/destroyed events for other clients.
     public var connectionEventsSuppressed: Bool
@@ -21,13 +23,32 @@ public struct SessionSettings: Sendable {
     /// OTSession's `apiQueue`), e.g. `.main`; a concurrent queue is used serially. Nil: a serial queue of the session's
     /// own. Frames and audio still come on each subscriber's media thread.
     public var apiQueue: DispatchQueue?
+    /// A PEM file of the CA certificates to trust for `wss://`/`https://` servers and `turns:` TURN servers, instead
+    /// of the system store (nil). A certificate they do not vouch for fails connecting with 9200.
+    public var tlsCAFile: String?
+    /// An HTTP proxy (`http://[user:password@]host:port`, as OTSessionSettings' proxyURL): signaling and TURN over
+    /// TCP or TLS go through its CONNECT tunnels. Nil: direct.
+    public var proxyURL: String?
 
     /// The server URL's default is the embedded server's (`ws://127.0.0.1:8080`), as the C ABI's.
     public init(serverURL: String = SessionSettings.defaultServerURL, connectionEventsSuppressed: Bool = false,
                 iceConfig: SessionICEConfig = SessionICEConfig(), connectTimeout: Duration = .seconds(15),
-                pingInterval: Duration = .seconds(10), apiQueue: DispatchQueue? = nil) {
+                pingInterval: Duration = .seconds(10), apiQueue: DispatchQueue? = nil, tlsCAFile: String? = nil, proxyURL: String? = nil) {
         self.serverURL = serverURL; self.connectionEventsSuppressed = connectionEventsSuppressed; self.iceConfig = iceConfig
         self.connectTimeout = connectTimeout; self.pingInterval = pingInterval; self.apiQueue = apiQueue
+        self.tlsCAFile = tlsCAFile; self.proxyURL = proxyURL
+    }
+
+    /// Checks the URLs (server, proxy); throws `.invalidParameter` naming what is wrong.
+    public func validate() throws {
+        _ = try ServerEndpoint.parse(serverURL)
+        if let p = proxyURL { _ = try ProxyEndpoint.parse(p) }
+    }
+
+    /// How signaling and TURN over TCP/TLS reach their servers: the TLS trust (nil: the system store) and the
+    /// proxy. Reads the CA file (throws `.invalidParameter` when it cannot).
+    func makeTransport() throws -> WebSocketTransport {
+        WebSocketTransport(tls: try tlsCAFile.map { try TLSClientContext(caFile: $0) }, proxy: try proxyURL.map { try ProxyEndpoint.parse($0) })
     }
 
     public static let defaultServerURL = "ws://127.0.0.1:8080"
@@ -105,6 +126,8 @@ public final class Session: @unchecked Sendable {
     private var machine: SignalingClient
     private var socket: WebSocketClient?
     private var endpoint: ServerEndpoint?
+    /// TLS trust and proxy, set up at `connect`.
+    private var transport = WebSocketTransport()
     private var generation = 0
     private var completions: [Int: @Sendable (Result<RequestReply, OTError>) -> Void] = [:]
     /// The status last reported with `statusChanged` (lock held).
@@ -177,14 +200,17 @@ public final class Session: @unchecked Sendable {
     /// reconnection); the status stays `.connected` meanwhile, as in OpenTok.
     public var isReconnecting: Bool { lock.withLock { machine.isReconnecting } }
 
-    /// Connects with a token. Throws 1015 when not disconnected, 1011 for an empty token or bad server URL;
-    /// later failures come as `session(_:didFailWithError:)` (1004 bad token, 1005 unknown session,
-    /// 1006 server unreachable, 1021 timeout, 1027 session full).
+    /// Connects with a token. Throws 1015 when not disconnected, 1011 for an empty token, a bad server or proxy URL
+    /// or an unreadable CA file; later failures come as `session(_:didFailWithError:)` (1004 bad token, 1005 unknown
+    /// session, 1006 server unreachable or its name unknown, 1021 timeout, 1027 session full, 9200 the server's TLS
+    /// certificate not accepted).
     public func connect(token: String) throws {
         let endpoint = try ServerEndpoint.parse(settings.serverURL)
+        let transport = try settings.makeTransport()
         try lock.withLock {
             try machine.connect(token: token, now: MonotonicClock.now())
             self.endpoint = endpoint
+            self.transport = transport
             openSocket()
             apply([])
         }
@@ -403,7 +429,7 @@ public final class Session: @unchecked Sendable {
         guard let endpoint else { return }
         generation += 1
         let gen = generation
-        let ws = WebSocketClient(endpoint: endpoint, pingInterval: settings.pingInterval) { [weak self] ev in self?.socketEvent(ev, gen) }
+        let ws = WebSocketClient(endpoint: endpoint, transport: transport, pingInterval: settings.pingInterval) { [weak self] ev in self?.socketEvent(ev, gen) }
         socket = ws
         ws.start()
     }

@@ -42,7 +42,7 @@ public final class MediaTransport {
 
     /// The TCP connection from local `socket` to a TURN server closed (or could not be made): its client fails.
     public func turnConnectionClosed(socket: TransportAddress, now: Instant) {
-        for t in turns where t.socket == socket && t.client.config.transport == .tcp { t.client.connectionClosed(now: now) }
+        for t in turns where t.socket == socket && t.client.config.transport.isStream { t.client.connectionClosed(now: now) }
         pump(now: now)
     }
 

@@ -226,9 +226,12 @@ public final class MediaEndpoint: @unchecked Sendable {
     private let state = Mutex(State())
     /// The shared socket's address: every connection's single host candidate.
     public let address: TransportAddress
+    /// The address clients are told (1:1 NAT: the public address mapped to `address`, same port), or `address`.
+    public let advertisedAddress: TransportAddress
 
-    /// Binds the shared socket (port 0 picks one) and starts its IO thread.
-    public init(bind: TransportAddress = TransportAddress(ip: .v4(0x7F00_0001), port: 0)) throws {
+    /// Binds the shared socket (port 0 picks one) and starts its IO thread. With `advertise`, connections describe
+    /// their candidate with that IP (a 1:1 NAT's public address) and the bound port.
+    public init(bind: TransportAddress = TransportAddress(ip: .v4(0x7F00_0001), port: 0), advertise: IPAddress? = nil) throws {
         let box = WeakBox<MediaEndpoint>()
         udp = try UDPDriver(threadName: "otsession-media") { event in
             guard let e = box.value else { return }
@@ -240,6 +243,7 @@ public final class MediaEndpoint: @unchecked Sendable {
         }
         deadlines = ConnectionDeadlines(udp: udp)
         address = try udp.bind(bind)
+        advertisedAddress = TransportAddress(ip: advertise ?? address.ip, port: address.port)
         box.value = self
         udp.start()
     }
@@ -256,6 +260,7 @@ public final class MediaEndpoint: @unchecked Sendable {
     public func makePeerConnection(config: PeerConnectionConfig, handler: @escaping PeerConnectionDriver.Handler) throws -> PeerConnectionDriver {
         var c = config
         c.iceLite = true
+        if advertisedAddress != address { c.advertisedHostIP = advertisedAddress.ip }
         let d = try PeerConnectionDriver(config: c, endpoint: self, handler: handler)
         state.withLock { $0.byUfrag[d.localUfrag] = d }
         return d

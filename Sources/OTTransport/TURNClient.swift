@@ -15,12 +15,21 @@ public enum TURNEvent: Sendable, Equatable {
 /// It talks only to the server: `pollTransmit` messages go from our local socket/connection to `config.server`.
 /// Over TCP, `handleReceive` takes stream bytes in any chunking and frames them itself.
 public final class TURNClient {
-    public enum ServerTransport: Sendable { case udp, tcp }
+    /// How the client reaches its server: UDP, TCP, or TLS over TCP (`turns:`; the driver adds the TLS layer, the
+    /// client sees the same byte stream as over TCP).
+    public enum ServerTransport: Sendable {
+        case udp, tcp, tls
+        /// A byte stream (TCP or TLS): messages are framed from it and requests are not retransmitted.
+        public var isStream: Bool { self != .udp }
+    }
 
     public struct Config: Sendable {
         public var server: TransportAddress
         /// How we reach the server.
         public var transport: ServerTransport = .udp
+        /// The server's host name as its URL gave it (a TLS connection checks the certificate against it; a proxy's
+        /// CONNECT names it). Nil: the address.
+        public var serverName: String?
         public var username: String
         public var password: String
         /// Requested allocation lifetime.
@@ -119,7 +128,7 @@ public final class TURNClient {
         }
         let bytes = m.encode(integrityKey: integrity, fingerprint: true)
         // Over TCP the one transmission is final: the transaction times out instead of being resent.
-        let tcp = config.transport == .tcp
+        let tcp = config.transport.isStream
         transactions[m.transactionID] = Transaction(purpose: purpose, bytes: bytes, transmissions: tcp ? config.maxTransmissions : 1,
                                                     rto: config.initialRTO, retransmitAt: now + (tcp ? config.tcpTransactionTimeout : config.initialRTO))
         transmits.push(bytes)
@@ -148,7 +157,7 @@ public final class TURNClient {
         if let c = channels[peer], c.bound {
             var w = ByteWriter(capacity: data.count + 8)
             w.u16(c.number); w.u16(UInt16(data.count)); w.append(data)
-            if config.transport == .tcp { w.zeros((4 - data.count % 4) % 4) }  // RFC 8656 §12.5: padded over TCP
+            if config.transport.isStream { w.zeros((4 - data.count % 4) % 4) }  // RFC 8656 §12.5: padded over TCP
             transmits.push(w.bytes)
             return
         }
@@ -176,7 +185,7 @@ public final class TURNClient {
     /// Handles a datagram (UDP) or stream bytes (TCP) from the TURN server. Returns false if it is not TURN traffic.
     @discardableResult
     public func handleReceive(_ bytes: [UInt8], now: Instant) -> Bool {
-        guard config.transport == .tcp else { return handleMessage(bytes, now: now) }
+        guard config.transport.isStream else { return handleMessage(bytes, now: now) }
         streamBuffer += bytes
         var offset = 0
         while streamBuffer.count - offset >= 4 {
