@@ -128,6 +128,15 @@ public final class Session: @unchecked Sendable {
     private var endpoint: ServerEndpoint?
     /// TLS trust and proxy, set up at `connect`.
     private var transport = WebSocketTransport()
+    /// The session server's ICE servers (from the latest `connected`), and the addresses of the ICE servers' host
+    /// names and of the proxy, resolved anew for each socket (at connect and on every reconnection).
+    private var providedICE: [IceServer] = []
+    private var iceAddresses: [String: [IPAddress]] = [:]
+    private var iceFailures: [String] = []
+    private var mediaProxy: StreamRoute.Proxy?
+    /// Executor only: socket events held while those names are resolved, and the socket they were resolved for.
+    private var held: [(WebSocketClient.Event, Int)]?
+    private var resolvedGeneration = -1
     private var generation = 0
     private var completions: [Int: @Sendable (Result<RequestReply, OTError>) -> Void] = [:]
     /// The status last reported with `statusChanged` (lock held).
@@ -447,21 +456,86 @@ public final class Session: @unchecked Sendable {
         executor.async { [self] in handleSocketEvent(ev, gen) }
     }
 
+    /// Executor: a socket event. The first `connected` of each socket waits until the ICE servers' names (the
+    /// session server's and the custom ones) and the proxy's are resolved, so that media connections made from
+    /// `sessionDidConnect` on have their servers; events behind it wait too, in order.
     private func handleSocketEvent(_ ev: WebSocketClient.Event, _ gen: Int) {
+        if held != nil { held?.append((ev, gen)); return }
+        var message: ServerMessage?
+        if case .text(let t) = ev {
+            do { message = try SignalingCodec.decodeServer(t) } catch {
+                Log.warn("session", "bad message from server: \(error)")
+                return
+            }
+        }
+        if case .connected(let info)? = message, resolvedGeneration != gen, lock.withLock({ gen == generation }) {
+            resolvedGeneration = gen
+            let connected = message
+            if resolveNames(for: info, then: { [self] in
+                receive(ev, connected, gen)
+                let queued = held ?? []
+                held = nil
+                for (e, g) in queued { handleSocketEvent(e, g) }
+            }) {
+                held = []
+                return
+            }
+        }
+        receive(ev, message, gen)
+    }
+
+    /// Executor: records the ICE servers of `info`; when names need resolving starts that and returns true (`then`
+    /// runs on the executor once they are), else returns false.
+    private func resolveNames(for info: ConnectedInfo, then: @escaping @Sendable () -> Void) -> Bool {
+        let provided = (info.iceServers ?? []).map { IceServer(urls: $0.urls, username: $0.username, credential: $0.credential) }
+        let ice = settings.iceConfig
+        var names = ice.hostNames
+        if ice.includeServers == .all { names.formUnion(SessionICEConfig.hostNames(provided)) }
+        let proxy = lock.withLock { () -> ProxyEndpoint? in
+            providedICE = provided
+            return transport.proxy
+        }
+        @Sendable func proxyRoute(_ addresses: [String: [IPAddress]]) -> StreamRoute.Proxy? {
+            guard let p = proxy, let ip = IPAddress(p.host) ?? addresses[p.host.lowercased()]?.first else { return nil }
+            return StreamRoute.Proxy(address: TransportAddress(ip: ip, port: p.port), credentials: p.credentials)
+        }
+        if let p = proxy, IPAddress(p.host) == nil { names.insert(p.host.lowercased()) }
+        guard !names.isEmpty else {
+            lock.withLock { iceAddresses = [:]; iceFailures = []; mediaProxy = proxyRoute([:]) }
+            return false
+        }
+        HostResolver.resolveAll(names) { [weak self] addresses, failures in
+            guard let self else { return }
+            for f in failures { Log.warn("session", "ICE/proxy server: \(f)") }
+            lock.withLock { iceAddresses = addresses; iceFailures = failures; mediaProxy = proxyRoute(addresses) }
+            executor.async { then(); self.rearm() }
+        }
+        return true
+    }
+
+    private func receive(_ ev: WebSocketClient.Event, _ message: ServerMessage?, _ gen: Int) {
         lock.withLock {
             guard gen == generation else { return }
             let now = MonotonicClock.now()
             switch ev {
             case .open:
                 apply(machine.transportOpened(now: now))
-            case .text(let t):
-                do { apply(machine.receive(try SignalingCodec.decodeServer(t), now: now)) } catch {
-                    Log.warn("session", "bad message from server: \(error)")
-                }
+            case .text:
+                if let message { apply(machine.receive(message, now: now)) }
             case .closed(let err):
                 socket = nil
                 apply(machine.transportClosed(error: err, now: now))
             }
+        }
+    }
+
+    /// What a publisher's or subscriber's media connection uses: the ICE servers (the session server's unless
+    /// `includeServers` is `.custom`, then the custom ones; names resolved) and the route of TURN over TCP/TLS.
+    func mediaServers() -> (servers: ResolvedICEServers, route: StreamRoute) {
+        lock.withLock {
+            var r = settings.iceConfig.servers(adding: providedICE, addresses: iceAddresses)
+            r.failures = iceFailures
+            return (r, StreamRoute(tls: transport.tls, proxy: mediaProxy))
         }
     }
 

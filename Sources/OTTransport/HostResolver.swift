@@ -24,6 +24,33 @@ public enum HostResolver {
         queue.async { completion(resolveNow(host, port: port, kind: kind)) }
     }
 
+    /// Resolves several names at once (in parallel, on worker threads) and calls `completion` on a worker thread with
+    /// the addresses found by name (lowercased) and a message for each name that failed or took longer than `timeout`.
+    public static func resolveAll(_ hosts: Set<String>, timeout: Duration = .seconds(5),
+                                  completion: @escaping @Sendable ([String: [IPAddress]], [String]) -> Void) {
+        let found = Mutex<([String: [IPAddress]], [String: String])>(([:], [:]))
+        let group = DispatchGroup()
+        for h in hosts {
+            group.enter()
+            resolve(h, port: 0, kind: .datagram) { r in
+                found.withLock {
+                    switch r {
+                    case .success(let a): $0.0[h.lowercased()] = a.map(\.ip)
+                    case .failure(let e): $0.1[h.lowercased()] = e.message
+                    }
+                }
+                group.leave()
+            }
+        }
+        queue.async {
+            _ = group.wait(timeout: .now() + .microseconds(Int(timeout.microseconds)))
+            let (addresses, errors) = found.withLock { $0 }
+            var failures = hosts.map { $0.lowercased() }.filter { addresses[$0] == nil }.map { errors[$0] ?? "cannot resolve \($0): no answer within \(timeout)" }
+            failures.sort()
+            completion(addresses, failures)
+        }
+    }
+
     /// How many lookups of `host` went to the system resolver in this process (literals are not looked up).
     public static func lookups(of host: String) -> Int { counts.withLock { $0[host.lowercased(), default: 0] } }
 

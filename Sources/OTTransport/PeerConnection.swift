@@ -212,12 +212,12 @@ public final class PeerConnection {
         else { pendingTURN.append((TURNClient(config: turn), socket)) }
     }
 
-    /// The TCP connection from `socket` to a TURN server closed or could not be made: that server's relayed
-    /// candidate is gone (under the relay-only policy, losing the last one fails the connection).
-    public func turnConnectionClosed(socket: TransportAddress, now: Instant) {
+    /// The TCP (or TLS) connection from `socket` to a TURN server closed or could not be made (`reason`, when
+    /// known): that server's relayed candidate is gone (under the relay-only policy, losing the last one fails the connection).
+    public func turnConnectionClosed(socket: TransportAddress, now: Instant, reason: OTError? = nil) {
         lastNow = now
-        if let transport { transport.turnConnectionClosed(socket: socket, now: now); pump(now: now); return }
-        for t in pendingTURN where t.socket == socket && t.client.config.transport.isStream { t.client.connectionClosed(now: now) }
+        if let transport { transport.turnConnectionClosed(socket: socket, now: now, reason: reason); pump(now: now); return }
+        for t in pendingTURN where t.socket == socket && t.client.config.transport.isStream { t.client.connectionClosed(now: now, reason: reason) }
         for t in pendingTURN {
             while let e = t.client.pollEvent() { if case .failed(let err) = e { turnFailed(err) } }
         }

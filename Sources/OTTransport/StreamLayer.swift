@@ -1,4 +1,5 @@
 import OTBase
+import OTWire
 
 /// A sans-IO layer of a byte stream, between the network side (below) and the application side (above): TLS
 /// (`TLSStream`), an HTTP CONNECT tunnel (`HTTPConnectTunnel`). Bytes from the network go in with `receive`; what the
@@ -100,4 +101,19 @@ public final class StreamStack {
             }
         }
     }
+}
+
+/// How a client's TCP connections to servers (TURN over TCP or TLS) are made: the TLS trust and an HTTP CONNECT
+/// proxy (its address resolved).
+public struct StreamRoute: Sendable {
+    public struct Proxy: Sendable, Equatable {
+        public var address: TransportAddress
+        /// `user:password` for Proxy-Authorization: Basic.
+        public var credentials: String?
+        public init(address: TransportAddress, credentials: String? = nil) { self.address = address; self.credentials = credentials }
+    }
+    /// What TLS connections trust (nil: the system store).
+    public var tls: TLSClientContext?
+    public var proxy: Proxy?
+    public init(tls: TLSClientContext? = nil, proxy: Proxy? = nil) { self.tls = tls; self.proxy = proxy }
 }

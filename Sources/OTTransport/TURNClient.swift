@@ -94,11 +94,17 @@ public final class TURNClient {
         request(.allocate, now: now)
     }
 
-    /// Over TCP: the connection to the server closed (or could not be made). The allocation dies with it
-    /// (RFC 8656 §3.1), so the client fails: `.connectionFailed` before the allocation, `.connectionDropped` after.
-    public func connectionClosed(now: Instant) {
-        let why = relayedAddress == nil ? "could not be made or closed before the allocation" : "closed: the allocation is gone"
-        fail(OTError(relayedAddress == nil ? .connectionFailed : .connectionDropped, "TURN: the TCP connection to \(config.server) \(why)"))
+    /// Over TCP or TLS: the connection to the server closed (or could not be made; `reason` says why when known, e.g.
+    /// a TLS certificate refused, 9200). The allocation dies with it (RFC 8656 §3.1), so the client fails: with the
+    /// reason's code, else `.connectionFailed` before the allocation and `.connectionDropped` after.
+    public func connectionClosed(now: Instant, reason: OTError? = nil) {
+        let kind = config.transport == .tls ? "TLS" : "TCP"
+        if let reason {
+            fail(OTError(reason.code, "TURN: the \(kind) connection to \(config.serverName ?? "\(config.server)") failed: \(reason.message)"))
+        } else {
+            let why = relayedAddress == nil ? "could not be made or closed before the allocation" : "closed: the allocation is gone"
+            fail(OTError(relayedAddress == nil ? .connectionFailed : .connectionDropped, "TURN: the \(kind) connection to \(config.server) \(why)"))
+        }
         relayedAddress = nil
     }
 
