@@ -31,13 +31,40 @@ int otshim_ssl_ctx_dtls12_only(SSL_CTX *ctx) {
     return SSL_CTX_set_min_proto_version(ctx, DTLS1_2_VERSION) == 1 && SSL_CTX_set_max_proto_version(ctx, DTLS1_2_VERSION) == 1;
 }
 
-/* A fixed short real-time timer for endpoints driven by a virtual clock (see otshim_dtls_prepare). */
+/* DTLS retransmission timer (DTLS_set_timer_cb): OpenSSL asks for the timeout of a flight, passing 0 for a new
+   flight and the previous timeout for a retransmission. The SSL's ot_dtls_timer says what to answer: a fixed timeout
+   (drivers on a virtual clock keep OpenSSL's timer short and schedule retransmissions themselves), or an initial
+   timeout (from the measured round-trip time) doubled per retransmission up to a maximum, instead of OpenSSL's
+   fixed 1 s initial timeout. */
+struct ot_dtls_timer { unsigned int initial_us, max_us; int fixed; };
 static CRYPTO_ONCE ot_timer_once = CRYPTO_ONCE_STATIC_INIT;
 static int ot_timer_index = -1;
-static void ot_timer_init(void) { ot_timer_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL); }
+static void ot_timer_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp) {
+    (void)parent; (void)ad; (void)idx; (void)argl; (void)argp;
+    free(ptr);
+}
+static void ot_timer_init(void) { ot_timer_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, ot_timer_free); }
 static unsigned int ot_dtls_timer_cb(SSL *s, unsigned int timer_us) {
-    (void)timer_us;
-    return (unsigned int)(size_t)SSL_get_ex_data(s, ot_timer_index);
+    const struct ot_dtls_timer *t = ot_timer_index >= 0 ? SSL_get_ex_data(s, ot_timer_index) : NULL;
+    if (t == NULL) return timer_us == 0 ? 1000000u : (timer_us > 30000000u ? 60000000u : 2 * timer_us);
+    if (t->fixed || timer_us == 0) return t->initial_us;
+    return timer_us >= t->max_us / 2 ? t->max_us : 2 * timer_us;
+}
+
+int otshim_dtls_set_timer(SSL *ssl, unsigned int initial_us, unsigned int max_us, int fixed) {
+    if (initial_us == 0) return 0;
+    if (!CRYPTO_THREAD_run_once(&ot_timer_once, ot_timer_init) || ot_timer_index < 0) return 0;
+    struct ot_dtls_timer *t = SSL_get_ex_data(ssl, ot_timer_index);
+    if (t == NULL) {
+        t = malloc(sizeof *t);
+        if (t == NULL) return 0;
+        if (!SSL_set_ex_data(ssl, ot_timer_index, t)) { free(t); return 0; }
+        DTLS_set_timer_cb(ssl, ot_dtls_timer_cb);
+    }
+    t->initial_us = initial_us;
+    t->max_us = max_us < initial_us ? initial_us : max_us;
+    t->fixed = fixed != 0;
+    return 1;
 }
 
 static CRYPTO_ONCE ot_fp_once = CRYPTO_ONCE_STATIC_INIT;
@@ -66,13 +93,8 @@ static int ot_verify_cb(int preverify_ok, X509_STORE_CTX *store) {
     return 1;
 }
 
-int otshim_dtls_prepare(SSL *ssl, unsigned int fixed_timer_us) {
+int otshim_dtls_prepare(SSL *ssl) {
     if (!CRYPTO_THREAD_run_once(&ot_fp_once, ot_fp_init) || ot_fp_index < 0) return 0;
-    if (fixed_timer_us > 0) {
-        if (!CRYPTO_THREAD_run_once(&ot_timer_once, ot_timer_init) || ot_timer_index < 0) return 0;
-        if (!SSL_set_ex_data(ssl, ot_timer_index, (void *)(size_t)fixed_timer_us)) return 0;
-        DTLS_set_timer_cb(ssl, ot_dtls_timer_cb);
-    }
     SSL_set_verify(ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, ot_verify_cb);
     return 1;
 }

@@ -23,6 +23,12 @@ extension Duration {
     }
     /// Seconds as a Double.
     public var seconds: Double { Double(microseconds) / 1_000_000 }
+    /// This duration in whole microseconds (the resolution of `Instant`), rounded up: a deadline computed from it is
+    /// never before the duration has passed.
+    public var roundedUpToMicroseconds: Duration {
+        let whole = Duration.microseconds(microseconds)
+        return whole < self ? whole + .microseconds(1) : whole
+    }
 }
 
 /// Where drivers read the time: the real monotonic clock, or a virtual one in tests.

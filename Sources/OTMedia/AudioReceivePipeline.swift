@@ -45,11 +45,13 @@ public struct AudioReceiveStats: Sendable, Equatable {
     public var jitter = 0.0
     /// Samples per channel played out since playout began (decoded and concealed).
     public var totalSamplesReceived = 0
-    /// Samples per channel made up by PLC or decoded from FEC.
+    /// Samples per channel made up by packet-loss concealment (W3C: synthesized locally; audio decoded from the next
+    /// packet's FEC is not concealed, `fecSamples` counts it).
     public var concealedSamples = 0
+    public var fecSamples = 0
     /// Runs of concealment (a run starts when concealment follows decoded audio).
     public var concealmentEvents = 0
-    /// Frames made up by packet-loss concealment, and lost frames decoded through the next packet's FEC
+    /// Frames made up by packet-loss concealment for missing audio, and lost frames decoded through the next packet's FEC
     /// (libopus 1.3 cannot tell whether a packet carries FEC data; without it, it conceals).
     public var plcFrames = 0
     public var fecFrames = 0
@@ -166,11 +168,20 @@ public final class AudioReceivePipeline {
                let info = try? OpusPayload.packetInfo(next.payload[...]), info.mode != .celt,
                let n = try? decoder.recoverWithFEC(from: next.payload[...], samples: samples(duration), into: &pcm) {
                 counters.fecFrames += 1
-                noteConcealment(n)
+                counters.fecSamples += n
+                counters.totalSamplesReceived += n
+                concealing = false
                 return .fec
             }
             return conceal(samples(duration), reason: reason, into: &pcm)
         }
+    }
+
+    /// Extra playout delay kept while packets are being lost, so NACK retransmissions arrive in time
+    /// (`AudioJitterBuffer.repairAllowance`); set it from the path's round-trip time.
+    public var repairAllowance: Duration {
+        get { jitterBuffer.repairAllowance }
+        set { jitterBuffer.repairAllowance = newValue }
     }
 
     /// Forgets held packets and the playout position (a new SSRC, audio disabled and re-enabled); counters are kept.
@@ -210,6 +221,11 @@ public final class AudioReceivePipeline {
             pcm.removeAll(keepingCapacity: true)
             pcm.append(contentsOf: repeatElement(0, count: count * config.channels))
             n = count
+        }
+        if reason == .stretch {
+            // Delay added on purpose (nothing was lost): W3C insertedSamplesForDeceleration, not concealment.
+            counters.totalSamplesReceived += n
+            return .concealed(reason)
         }
         counters.plcFrames += 1
         noteConcealment(n)

@@ -145,6 +145,17 @@ public struct AudioJitterBuffer<Payload> {
     private var filteredLevel: Int64 = 0
     private var pullsSinceAdjust = 0
     private var consecutiveLate = 0
+    /// The highest sequence number seen, and when a gap in the numbering was last seen.
+    private var highestSeq: Int64?
+    private var lastLossAt: Instant?
+    /// Extra delay kept while packets are being lost (a gap in the numbering within the last 10 s, and the first 10 s of
+    /// a stream, before the path has shown what it does), so a retransmission
+    /// asked for by NACK can still arrive before its turn. The caller sets it from the path: one packet interval to
+    /// notice the gap, and a repair round trip or two. With an allowance set, packets that arrive out of order
+    /// (retransmissions; reordering, which shows as a gap first) do not feed the arrival-delay estimate: the allowance
+    /// covers them instead of the delay's tail, which repairs would otherwise stretch for seconds.
+    public var repairAllowance: Duration = .zero
+    static var lossMemory: Duration { .seconds(10) }
 
     /// The config's clock rate, delays, capacity and history are raised to sane minimums.
     public init(config: AudioJitterConfig = AudioJitterConfig()) {
@@ -179,7 +190,11 @@ public struct AudioJitterBuffer<Payload> {
             ts = tsUnwrapper.unwrap(packet.timestamp)
             seq = seqUnwrapper.unwrap(UInt32(packet.sequence))
         }
-        noteArrival(ts: ts, now: now)
+        let inOrder = highestSeq.map { seq > $0 } ?? true
+        // The allowance holds from the first packet until the path has shown no loss for a while.
+        if highestSeq == nil || highestSeq.map({ seq > $0 + 1 }) == true { lastLossAt = now }
+        if inOrder { highestSeq = seq }
+        noteArrival(ts: ts, now: now, inOrder: inOrder)
         if let next = nextTimestamp, ts < next {
             consecutiveLate += 1
             // Three late in a row and nothing held: the path got slower; restart at the new target.
@@ -273,6 +288,8 @@ public struct AudioJitterBuffer<Payload> {
         lastTransit = nil
         delays.removeAll(keepingCapacity: true)
         delayIndex = 0
+        highestSeq = nil
+        lastLossAt = nil
     }
 
     private mutating func conceal(_ duration: Int, _ reason: AudioConcealReason) -> AudioJitterOutput<Payload> {
@@ -292,23 +309,26 @@ public struct AudioJitterBuffer<Payload> {
 
     private func micros(ticks: Int64) -> Int64 { ticks * 1_000_000 / Int64(config.clockRate) }
 
-    private mutating func noteArrival(ts: Int64, now: Instant) {
+    private mutating func noteArrival(ts: Int64, now: Instant, inOrder: Bool) {
         let transit = now.micros - micros(ticks: ts)
         if let last = lastTransit {
             jitterMicros += (Double(abs(transit - last)) - jitterMicros) / 16
             stats.jitterMillis = jitterMicros / 1000
         }
         lastTransit = transit
-        if delays.count < config.historyPackets { delays.append(transit) } else {
-            delays[delayIndex] = transit
-            delayIndex = (delayIndex + 1) % config.historyPackets
+        if inOrder || repairAllowance == .zero {
+            if delays.count < config.historyPackets { delays.append(transit) } else {
+                delays[delayIndex] = transit
+                delayIndex = (delayIndex + 1) % config.historyPackets
+            }
         }
         sortedScratch.removeAll(keepingCapacity: true)
         sortedScratch.append(contentsOf: delays)
         sortedScratch.sort()
         guard let minimum = sortedScratch.first else { return }
         let rank = min(sortedScratch.count - 1, Int((Double(sortedScratch.count - 1) * config.percentile).rounded(.up)))
-        let wanted = sortedScratch[rank] - minimum + micros(ticks: Int64(lastDuration))
+        var wanted = sortedScratch[rank] - minimum + micros(ticks: Int64(lastDuration))
+        if let lost = lastLossAt, now - lost < Self.lossMemory { wanted += repairAllowance.microseconds }
         targetMicros = min(max(wanted, Int64(config.minDelayMillis) * 1000), Int64(config.maxDelayMillis) * 1000)
         stats.targetDelayMillis = Int(targetMicros / 1000)
     }

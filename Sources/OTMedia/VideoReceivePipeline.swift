@@ -134,7 +134,24 @@ public final class VideoReceivePipeline {
     }
 
     private static func makeDepacketizer(_ c: VideoReceiveConfig) -> VP8Depacketizer {
-        VP8Depacketizer(reorderWindow: c.reorderWindowPackets, capacity: max(512, 4 * c.reorderWindowPackets))
+        VP8Depacketizer(reorderWindow: c.reorderWindowPackets, capacity: max(512, 2 * c.reorderWindowPackets))
+    }
+
+    /// True until a keyframe makes the stream decodable (at start, and after a loss it gave up on).
+    public var isWaitingForKeyframe: Bool { depacketizer.isWaitingForKeyframe || jitterBuffer.waitingForKeyframe }
+
+    /// The transport gave up repairing these packets (NACK retries used up): when the stream needs one of them, the
+    /// frames after it cannot be decoded, so stop waiting and ask for a keyframe now. While a keyframe is awaited, one
+    /// left incomplete by the loss is asked for again (what is held stays: the next complete keyframe replaces it).
+    public func packetsUnrecoverable(_ sequences: [UInt16], now: Instant) -> [VideoReceiveEvent] {
+        var events: [VideoReceiveEvent] = []
+        guard ssrc != nil, sequences.contains(where: { depacketizer.needs($0) }) else { return events }
+        if depacketizer.isWaitingForKeyframe {
+            requestKeyframe(now: now, &events)
+        } else {
+            giveUp(now: now, &events)
+        }
+        return events
     }
 
     /// Sets the round-trip time measured by RTCP, which paces NACK retries.

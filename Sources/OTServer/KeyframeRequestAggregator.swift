@@ -7,13 +7,14 @@ import OTBase
 /// passed the router (that keyframe serves it). Once that keyframe has passed, a subscriber's repair request waits for
 /// one trailing request at the window's end (which opens the next window), so a burst of requests costs the publisher
 /// at most one keyframe per window plus one; a new receiver's first-keyframe request (a subscriber just connected, or
-/// video resumed) goes at once, since it can only be served by a keyframe still to come. At the window's end a
-/// request is also sent when a receiver still waits for its first keyframe (the one asked for was lost), so nobody
-/// is starved.
+/// video resumed) goes at once, since it can only be served by a keyframe still to come. Every request sent opens a
+/// window whose end is checked (`windowEnded`): a request goes again then while a receiver still waits for its first
+/// keyframe (the request or the keyframe was lost), window after window, so nobody is starved.
 struct KeyframeRequestAggregator {
     enum Kind { case firstKeyframe, repair }
     enum Decision: Equatable {
-        /// Send a keyframe request to the publisher now.
+        /// Send a keyframe request to the publisher now, and call `windowEnded` when the window it opens ends
+        /// (`now + interval`).
         case send
         /// Folded into a request already sent or already due.
         case folded
@@ -64,6 +65,7 @@ struct KeyframeRequestAggregator {
         lastSent = now
         keyframeSinceSent = false
         trailing = false
+        checkPending = true
         return .send
     }
 }

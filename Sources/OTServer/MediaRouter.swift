@@ -25,6 +25,11 @@ public struct RoutedStreamCounters: Sendable, Equatable {
     /// Packets not forwarded because the subscriber turned that kind off, waits for a keyframe, or its video is
     /// dropped for quality.
     public var packetsHeld = 0
+    /// Of those, video packets held because the subscriber waits for a keyframe to start (the first-keyframe gate).
+    public var packetsHeldForKeyframe = 0
+    /// Video packets sent to a subscriber from the stream's history when its gate opened at a keyframe whose first
+    /// packet arrived after later ones (repaired by NACK).
+    public var packetsReplayed = 0
     /// Whether the publisher allows video to be dropped for quality (`audioFallbackEnabled`).
     public var audioFallbackEnabled = true
     /// Audio fallback: warnings raised and lifted, video dropped and restored (totals over all subscribers),
@@ -44,8 +49,9 @@ public struct RoutedStreamCounters: Sendable, Equatable {
 /// are answered from their connection's cache; keyframe requests to a publisher are aggregated per `pliInterval`
 /// (`KeyframeRequestAggregator`: the first goes at once, later ones fold into it or into one sent at the window's end).
 ///
-/// Audio fallback: every `qualityInterval` the router samples each subscriber's downlink (NACKed share of the
-/// packets it forwarded, receiver reports' loss and jitter, RTT) into a `QualityFallbackMonitor`; sustained poor
+/// Audio fallback: every `qualityInterval` the router samples each subscriber's downlink (loss after repair and jitter
+/// from its receiver reports, loss on the wire from its transport-wide feedback, RTT) into a `QualityFallbackMonitor`;
+/// sustained loss beyond what repair carries (`QualityFallbackConfig.repairableLoss`) or poor
 /// quality warns the subscriber, then stops forwarding the stream's video to it (audio continues and keeps the
 /// link judged); after `recoverAfter` of good quality video resumes from a keyframe. Decisions reach the subscriber
 /// through the quality handler (`mediaQuality` messages). Streams whose publisher disabled audio fallback, and
@@ -116,6 +122,12 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         var counters = RoutedStreamCounters()
         var audioFallbackEnabled = true
         var keyframes: KeyframeRequestAggregator
+        /// The publisher's latest video packets (plain RTP), and the highest sequence number among them: when a
+        /// keyframe's first packet arrives late (repaired by NACK), what came after it is replayed from here.
+        var videoHistory = NACKResponder(capacity: 256)
+        var videoHighest: UInt16?
+        /// The RTX SSRC the router declares to subscribers for this stream's video (retransmissions to them).
+        let videoRTXSSRC = UInt32.random(in: 1 ... .max)
         /// Fires when `keyframes` asks for a check at a window's end; cancelled when the stream goes.
         var keyframeTimer: (any DispatchSourceTimer)?
         /// The publisher's link dropped while the stream had subscribers, and no new one is up yet (they were told).
@@ -219,7 +231,11 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
 
     private func publish(_ offer: MediaOfferRequest, _ completion: @escaping @Sendable (Result<String, OTError>) -> Void) throws {
         let peer = Peer(id: offer.peerId, sessionId: offer.sessionId, connectionId: offer.connectionId, streamId: offer.streamId, direction: .publish)
-        let driver = try endpoint.makePeerConnection(config: PeerConnectionConfig()) { [weak self, weak peer] e in if let peer { self?.publisherEvent(e, peer) } }
+        // The uplink repairs by NACK and RTX, without FEC: FEC packets would leave holes in the sequence numbers the router
+        // forwards (each subscriber's downlink gets FEC of its own, for its own loss).
+        var config = PeerConnectionConfig()
+        config.videoFEC = false
+        let driver = try endpoint.makePeerConnection(config: config) { [weak self, weak peer] e in if let peer { self?.publisherEvent(e, peer) } }
         peer.driver = driver
         let answer: String
         do { answer = try driver.createAnswer(toOffer: offer.sdp) } catch { driver.close(); throw error }
@@ -251,20 +267,22 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
 
     private func subscribe(_ offer: MediaOfferRequest, _ completion: @escaping @Sendable (Result<String, OTError>) -> Void) throws {
         // What the publisher sends (its SSRCs, when known), or wait for its offer.
-        let source = state.withLock { s -> (audio: UInt32??, video: UInt32??)? in
+        let source = state.withLock { s -> (audio: UInt32??, video: UInt32??, videoRTX: UInt32)? in
             guard let stream = s.streams[offer.streamId], stream.publisher != nil else {
                 let stream = s.streams[offer.streamId] ?? Stream(id: offer.streamId, sessionId: offer.sessionId, pliInterval: pliInterval)
                 s.streams[offer.streamId] = stream
                 stream.pending.append((offer, completion))
                 return nil
             }
-            return (stream.audioPT.map { _ in stream.audioSSRC }, stream.videoPT.map { _ in stream.videoSSRC })
+            return (stream.audioPT.map { _ in stream.audioSSRC }, stream.videoPT.map { _ in stream.videoSSRC }, stream.videoRTXSSRC)
         }
         guard let source else { return }
         let cname = "router-\(offer.streamId.prefix(8))"
         // A kind the publisher sends is announced with its SSRC, or without one until its packets tell it.
+        // Video retransmissions go on an RTX stream of the router's (RFC 4588), declared with a known video SSRC.
         func track(_ ssrc: UInt32??, _ kind: String) -> SDPLocalTrack? {
-            ssrc.map { SDPLocalTrack(ssrc: $0 ?? 0, streamID: offer.streamId, trackID: "\(offer.streamId)-\(kind)", cname: cname, announcesSSRC: $0 != nil) }
+            ssrc.map { SDPLocalTrack(ssrc: $0 ?? 0, rtxSSRC: kind == "video" && $0 != nil ? source.videoRTX : nil, streamID: offer.streamId,
+                                     trackID: "\(offer.streamId)-\(kind)", cname: cname, announcesSSRC: $0 != nil) }
         }
         var config = PeerConnectionConfig()
         config.audioTrack = track(source.audio, "audio")
@@ -393,6 +411,11 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         switch e {
         case .rtp(let packet):
             forward(packet, from: publisher)
+        case .packetsUnrecoverable(let ssrc, _):
+            // Lost on the uplink for good: the subscribers cannot have them either; ask for a keyframe now rather than
+            // when each of them gives up.
+            let streamId = state.withLock { s in s.streams[publisher.streamId].flatMap { $0.publisher === publisher && $0.videoSSRC == ssrc ? $0.id : nil } }
+            if let streamId { queue.async { [self] in requestKeyframe(streamId: streamId, .repair) } }
         case .connected, .failed:
             // A failed link leaves the subscribers without media until the publisher republishes; its new link's
             // `connected` ends that.
@@ -421,8 +444,8 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                 let isVideo = s.streams[subscriber.streamId]?.videoSSRC == b.ssrc
                 subscriber.sampler.report(b, clockRate: isVideo ? 90_000 : 48_000)
             }
-        case .nackRequested(_, let sequences):
-            state.withLock { _ in if subscriber.quality != nil { subscriber.sampler.nacked(sequences.count) } }
+        case .transportFeedback(let fb):
+            state.withLock { _ in if subscriber.quality != nil { subscriber.sampler.transportFeedback(fb) } }
         case .roundTripTime(let d):
             state.withLock { _ in subscriber.sampler.roundTripTime = d }
         default: break
@@ -485,7 +508,9 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
 
     /// Runs on the shared socket's IO thread: writes each subscriber's copy of the packet (its sequence number, its
     /// payload type, and the header extensions it negotiated, under its ids) into that subscriber's reused buffer,
-    /// then sends the copies (outside the state lock: sending may deliver events that take it).
+    /// then sends the copies (outside the state lock: sending may deliver events that take it). Video packets are
+    /// kept in the stream's history: a subscriber whose first-keyframe gate opens at a keyframe start that came late
+    /// (repaired by NACK) also gets what followed it, replayed from there.
     private func forward(_ packet: [UInt8], from publisher: Peer) {
         guard packet.count >= 12 else { return }
         let ssrc = UInt32(packet[8]) << 24 | UInt32(packet[9]) << 16 | UInt32(packet[10]) << 8 | UInt32(packet[11])
@@ -493,6 +518,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         let pt = packet[1] & 0x7F
         let now = MonotonicClock.now()
         forwarding.withLock { targets in
+            var replays: [(PeerConnectionDriver, [UInt8])] = []
             let stream: Stream? = state.withLock { s in
                 guard let stream = s.streams[publisher.streamId], stream.publisher === publisher else { return nil }
                 stream.counters.packetsIn += 1
@@ -500,6 +526,10 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                 if ssrc != stream.videoSSRC && ssrc != stream.audioSSRC { Self.learnSSRC(ssrc, pt, packet, stream) }
                 let isVideo = ssrc == stream.videoSSRC
                 guard isVideo || ssrc == stream.audioSSRC else { return stream }
+                if isVideo {
+                    stream.videoHistory.store(sequence: seq, packet: packet)
+                    if let h = stream.videoHighest, Int16(bitPattern: seq &- h) <= 0 {} else { stream.videoHighest = seq }
+                }
                 var startsKeyframe: Bool?
                 if isVideo && stream.keyframes.awaitingKeyframe {
                     startsKeyframe = Self.startsVP8Keyframe(packet)
@@ -507,31 +537,34 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                 }
                 for sub in stream.subscribers {
                     guard let driver = sub.driver, isVideo ? sub.forwardingVideo : sub.audio else { stream.counters.packetsHeld += 1; continue }
+                    var opened = false
                     if isVideo && sub.waitingForKeyframe {
                         if startsKeyframe == nil { startsKeyframe = Self.startsVP8Keyframe(packet) }
-                        guard startsKeyframe == true else { stream.counters.packetsHeld += 1; continue }
+                        guard startsKeyframe == true else {
+                            stream.counters.packetsHeld += 1
+                            stream.counters.packetsHeldForKeyframe += 1
+                            continue
+                        }
                         sub.waitingForKeyframe = false
+                        opened = true
                     }
-                    var rewritten = seq
-                    if var r = sub.rewriters[ssrc] {
-                        guard let mapped = r.map(seq) else { stream.counters.packetsHeld += 1; continue }
-                        sub.rewriters[ssrc] = r
-                        rewritten = mapped
-                    } else {
-                        sub.rewriters[ssrc] = SequenceRewriter(first: seq)
-                    }
-                    if let extensions = isVideo ? sub.videoExtensions : sub.audioExtensions {
-                        guard extensions.rewrite(packet, into: &sub.out, now: now) else { continue }
-                    } else {
-                        sub.out.removeAll(keepingCapacity: true)
-                        sub.out.append(contentsOf: packet)
-                    }
-                    sub.out[2] = UInt8(rewritten >> 8); sub.out[3] = UInt8(rewritten & 0xFF)
-                    if let subPT = isVideo ? sub.videoPT : sub.audioPT, subPT != pt, pt == (isVideo ? stream.videoPT : stream.audioPT) {
-                        sub.out[1] = packet[1] & 0x80 | subPT
+                    guard Self.copy(packet, seq: seq, ssrc: ssrc, pt: pt, isVideo: isVideo, for: sub, stream, now: now, into: &sub.out) else {
+                        stream.counters.packetsHeld += 1
+                        continue
                     }
                     targets.append((driver, sub))
-                    if sub.quality != nil { sub.sampler.sent(1) }
+                    // The gate opened at a keyframe start that came after later packets: replay those, in order.
+                    guard opened, let highest = stream.videoHighest else { continue }
+                    var next = seq &+ 1
+                    while Int16(bitPattern: next &- highest) <= 0 {
+                        var buffer: [UInt8] = []
+                        if let old = stream.videoHistory.lookup(next),
+                           Self.copy(old, seq: next, ssrc: ssrc, pt: pt, isVideo: true, for: sub, stream, now: now, into: &buffer) {
+                            replays.append((driver, buffer))
+                            stream.counters.packetsReplayed += 1
+                        }
+                        next &+= 1
+                    }
                 }
                 return stream
             }
@@ -540,6 +573,11 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             for (driver, sub) in targets {
                 let n = sub.out.count
                 if driver.sendRTP(&sub.out) { packets += 1; bytes += n }
+            }
+            for (driver, p) in replays {
+                var p = p
+                let n = p.count
+                if driver.sendRTP(&p) { packets += 1; bytes += n }
             }
             targets.removeAll(keepingCapacity: true)
             if packets > 0 { state.withLock { _ in stream.counters.packetsOut += packets; stream.counters.bytesOut += bytes } }
@@ -560,6 +598,32 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         if isVideo && stream.videoSSRC == nil { stream.videoSSRC = ssrc }
     }
 
+    /// Under the lock: writes one subscriber's copy of a publisher's packet into `out` (its sequence number, its payload
+    /// type, its header extensions); false when its rewriter drops the packet (paused, or older than where forwarding
+    /// started or resumed) or its extensions cannot be rewritten.
+    private static func copy(_ packet: [UInt8], seq: UInt16, ssrc: UInt32, pt: UInt8, isVideo: Bool, for sub: Peer, _ stream: Stream,
+                             now: Instant, into out: inout [UInt8]) -> Bool {
+        var rewritten = seq
+        if var r = sub.rewriters[ssrc] {
+            guard let mapped = r.map(seq) else { return false }
+            sub.rewriters[ssrc] = r
+            rewritten = mapped
+        } else {
+            sub.rewriters[ssrc] = SequenceRewriter(first: seq)
+        }
+        if let extensions = isVideo ? sub.videoExtensions : sub.audioExtensions {
+            guard extensions.rewrite(packet, into: &out, now: now) else { return false }
+        } else {
+            out.removeAll(keepingCapacity: true)
+            out.append(contentsOf: packet)
+        }
+        out[2] = UInt8(rewritten >> 8); out[3] = UInt8(rewritten & 0xFF)
+        if let subPT = isVideo ? sub.videoPT : sub.audioPT, subPT != pt, pt == (isVideo ? stream.videoPT : stream.audioPT) {
+            out[1] = packet[1] & 0x80 | subPT
+        }
+        return true
+    }
+
     /// A stream's audio-fallback counters and, per judged subscriber peer, its state and last sample.
     private static func fallbackJSON(_ c: RoutedStreamCounters, _ peers: [(String, QualityFallbackMonitor.State, LinkQualitySample?)]) -> JSONValue {
         var subs: [String: JSONValue] = [:]
@@ -567,6 +631,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             var o: [String: JSONValue] = ["state": .string(st.rawValue)]
             if let sample {
                 o["loss"] = .double((sample.loss * 1000).rounded() / 1000)
+                if let raw = sample.rawLoss { o["rawLoss"] = .double((raw * 1000).rounded() / 1000) }
                 if let r = sample.roundTripTime { o["rttMs"] = .double(Double(r.microseconds / 100) / 10) }
                 if let j = sample.jitter { o["jitterMs"] = .double(Double(j.microseconds / 100) / 10) }
             }
@@ -592,6 +657,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             switch stream.keyframes.request(kind, now: now) {
             case .send:
                 stream.counters.keyframeRequestsSent += 1
+                armKeyframeTimer(stream, at: now + pliInterval, now: now)
                 return (pub, ssrc)
             case .folded:
                 stream.counters.keyframeRequestsAggregated += 1
@@ -604,7 +670,8 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         if let (d, ssrc) = send { d.requestKeyframe(ssrc: ssrc) }
     }
 
-    /// On `queue`, at the end of an aggregation window that folded requests.
+    /// On `queue`, at the end of an aggregation window (a request was sent: while a subscriber still waits for its
+    /// first keyframe, or repair requests were folded, another goes).
     private func keyframeWindowEnded(_ stream: Stream) {
         let now = MonotonicClock.now()
         let send = state.withLock { s -> (PeerConnectionDriver, UInt32)? in
@@ -613,6 +680,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             switch stream.keyframes.windowEnded(now: now, receiversWaiting: waiting) {
             case .send:
                 stream.counters.keyframeRequestsSent += 1
+                armKeyframeTimer(stream, at: now + pliInterval, now: now)
                 return (pub, ssrc)
             case .checkAt(let t):
                 armKeyframeTimer(stream, at: t, now: now)
@@ -654,6 +722,10 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     public func publisherStats(streamId: String) -> PeerConnectionStats? {
         state.withLock { $0.streams[streamId]?.publisher?.driver }?.stats
     }
+    /// Transport counters of a stream's downlinks (its subscribers' connections): NACKs answered, retransmissions.
+    public func subscriberStats(streamId: String) -> [PeerConnectionStats] {
+        state.withLock { $0.streams[streamId]?.subscribers.compactMap(\.driver) ?? [] }.map(\.stats)
+    }
     /// Peer connections the router holds.
     public var peerCount: Int { state.withLock { $0.peers.count } }
     /// Streams the router keeps: with a publisher, subscribers, or subscribe offers waiting for the publisher.
@@ -677,6 +749,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                 "bytesOut": .int(Int64(c.bytesOut)), "subscribers": .int(Int64(c.subscribers)),
                 "keyframeRequestsSent": .int(Int64(c.keyframeRequestsSent)),
                 "keyframeRequestsAggregated": .int(Int64(c.keyframeRequestsAggregated)), "packetsHeld": .int(Int64(c.packetsHeld)),
+                "packetsHeldForKeyframe": .int(Int64(c.packetsHeldForKeyframe)), "packetsReplayed": .int(Int64(c.packetsReplayed)),
                 "audioFallback": Self.fallbackJSON(c, fallback),
             ]
             sessions[sid] = t
@@ -699,7 +772,8 @@ struct SequenceRewriter {
     private var resumeFrom: UInt16?
 
     init() {}
-    init(first: UInt16) { lastOut = first }
+    /// Forwarding starts at `first`: older packets (late ones, retransmissions) are dropped.
+    init(first: UInt16) { lastOut = first; resumeFrom = first }
 
     mutating func pause() { paused = true }
     mutating func resume() {
@@ -716,7 +790,11 @@ struct SequenceRewriter {
             if let last = lastOut { offset = last &+ 1 &- seq }
             resumeFrom = seq
         }
-        if let from = resumeFrom, Int16(bitPattern: seq &- from) < 0 { return nil }
+        if let from = resumeFrom {
+            let d = Int16(bitPattern: seq &- from)
+            if d < 0 { return nil }
+            if d > 8192 { resumeFrom = nil }  // well past it: stop comparing before the sequence space wraps
+        }
         let out = seq &+ offset
         if let last = lastOut { if Int16(bitPattern: out &- last) > 0 { lastOut = out } } else { lastOut = out }
         return out

@@ -208,7 +208,11 @@ public final class SignalingRouter {
 
     /// A message arrived from a socket.
     public func receive(socket: Int, _ msg: ClientMessage, now: Instant, nowMillis: Int64) -> [Output] {
-        if case .connect(let req) = msg { return connect(socket: socket, req, now: now, nowMillis: nowMillis) }
+        switch msg {
+        case .connect(let req): return connect(socket: socket, req, now: now, nowMillis: nowMillis)
+        case .ping(let id): return [.send([socket], .reply(id: id, code: nil, message: nil, stream: nil, issueId: nil))]
+        default: break
+        }
         guard let (sid, cid) = sockets[socket], let room = rooms[sid], let m = room.members[cid] else {
             return [.send([socket], .error(code: OTErrorCode.notConnected.rawValue, message: "send connect first")), .close(socket)]
         }
@@ -217,7 +221,7 @@ public final class SignalingRouter {
             out.append(.send([socket], .reply(id: id, code: err?.code.rawValue, message: err?.message, stream: stream, issueId: issueId)))
         }
         switch msg {
-        case .connect: break
+        case .connect, .ping: break
         case .disconnect:
             sockets[socket] = nil
             m.socket = nil

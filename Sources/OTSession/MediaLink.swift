@@ -63,6 +63,20 @@ final class MediaLink: @unchecked Sendable {
     /// The ICE pair media uses (our candidate as the peer sees it) and the connection's counters.
     var selectedCandidatePair: ICESelectedPair? { driver.selectedCandidatePair }
     var stats: PeerConnectionStats { driver.stats }
+    /// The round-trip time the connection works with (RTCP-measured, or ICE/DTLS's until then).
+    var roundTripTime: Duration { driver.withPeerConnection { pc, _ in pc.rtpSession.rtt } }
+    /// Packets lost from a remote SSRC's numbering (RFC 3550 cumulative loss, after retransmissions and FEC repaired
+    /// what they could; the transport sees every packet of the SSRC, FEC packets included).
+    func packetsLost(ssrc: UInt32) -> Int? {
+        driver.withPeerConnection { pc, _ in pc.rtpSession.statistics(ssrc: ssrc).map { Int(max(0, $0.cumulativeLost)) } }
+    }
+    /// NACK counters of a remote SSRC (what we asked to have resent), and retransmission counters of one of ours.
+    func nackCounters(ssrc: UInt32) -> (nacked: Int, recovered: Int, givenUp: Int, outstanding: Int)? {
+        driver.withPeerConnection { pc, _ in pc.rtpSession.nackCounters(ssrc: ssrc) }
+    }
+    func retransmissionCounters(ssrc: UInt32) -> (packets: Int, bytes: Int, misses: Int)? {
+        driver.withPeerConnection { pc, _ in pc.rtpSession.retransmissionCounters(ssrc: ssrc) }
+    }
 
     /// Adds the selected pair to a stats report (`candidate-pair`, `local-candidate`, `remote-candidate`).
     func addCandidatePair(to b: inout RTCStatsReportBuilder, id: String, availableOutgoingBitrate: Int? = nil) {

@@ -100,6 +100,10 @@ public struct PublisherStats: Sendable, Equatable {
     /// The worst round-trip time and loss fraction (0…1) any receiver reports, when known.
     public var roundTripTimeMillis: Double?
     public var fractionLost = 0.0
+    /// RTP bytes (whole packets, before SRTP) sent on all of the publisher's connections: media, and repair
+    /// (packets resent in answer to NACKs, and FEC packets).
+    public var rtpBytesSent = 0
+    public var repairBytesSent = 0
     public init() {}
 }
 

@@ -60,6 +60,8 @@ final class PublisherEngine: @unchecked Sendable {
     let queue: DispatchQueue
     let settings: PublisherSettings
     let videoSSRC = UInt32.random(in: 1...UInt32.max)
+    /// Video retransmissions go on this RTX stream where the receiver negotiated RTX (RFC 4588).
+    let videoRTXSSRC = UInt32.random(in: 1...UInt32.max)
     let audioSSRC = UInt32.random(in: 1...UInt32.max)
     let hasVideo: Bool
     let videoWidth: Int
@@ -90,6 +92,8 @@ final class PublisherEngine: @unchecked Sendable {
     private var statsTimer: (any DispatchSourceTimer)?
     private var pliCount = 0
     private var nackCount = 0
+    /// The loss (percent) the Opus encoder was last told.
+    private var audioLossPercent = 0
     private let backlog = Lock()
     private var framesQueued = 0
     /// The current peer connection to the media router, if any (tests).
@@ -149,6 +153,8 @@ final class PublisherEngine: @unchecked Sendable {
         if let audioDevice {
             var opus = OpusEncoderConfig(sampleRate: audioDevice.captureSettings.sampleRate, channels: audioDevice.captureSettings.channels)
             opus.bitrateBps = settings.audioBitrateBps
+            // In-band FEC (we offer and answer useinbandfec=1): libopus codes it once told of loss (`updateAudioFEC`).
+            opus.fec = true
             audio = try AudioSendPipeline(config: AudioSendConfig(ssrc: audioSSRC, opus: opus, extensionIds: Self.extensionIds),
                                           transform: transform, transportSequence: TransportSequenceCounter())
             let sink = PublisherAudioSink(engine: self)
@@ -223,7 +229,8 @@ final class PublisherEngine: @unchecked Sendable {
         let sid = stream?.id ?? "ot"
         var c = PeerConnectionConfig(
             audioTrack: audio != nil ? SDPLocalTrack(ssrc: audioSSRC, streamID: sid, trackID: "audio-\(audioSSRC)", cname: "ot-\(sid)") : nil,
-            videoTrack: video != nil ? SDPLocalTrack(ssrc: videoSSRC, streamID: sid, trackID: "video-\(videoSSRC)", cname: "ot-\(sid)") : nil)
+            videoTrack: video != nil ? SDPLocalTrack(ssrc: videoSSRC, rtxSSRC: videoRTXSSRC, streamID: sid, trackID: "video-\(videoSSRC)",
+                                                     cname: "ot-\(sid)") : nil)
         if video != nil {
             c.bandwidthEstimation = BandwidthEstimatorConfig(startBitrateBps: settings.startBitrateKbps * 1000,
                                                              minBitrateBps: settings.minBitrateKbps * 1000,
@@ -369,11 +376,13 @@ final class PublisherEngine: @unchecked Sendable {
                 adaptBitrate(p, loss: report.fractionLost)
             } else if b.ssrc == audioSSRC {
                 p.audioReport = report
+                updateAudioFEC()
             }
         case .bandwidthEstimate(let e):
             p.estimate = e
             retarget(p)
-        case .iceStateChanged, .rtp, .transportFeedback, .bye:
+            updateAudioFEC()
+        case .iceStateChanged, .rtp, .transportFeedback, .bye, .packetsUnrecoverable:
             break
         }
     }
@@ -392,6 +401,18 @@ final class PublisherEngine: @unchecked Sendable {
             targetKbps = target
             do { try video.setTargetBitrate(kbps: target) } catch { Log.warn("publisher", "bitrate change refused: \(error)") }
         }
+    }
+
+    /// Tells the Opus encoder the loss its receivers see, so its in-band FEC is sized for it (libopus codes none at 0 %):
+    /// the worst over the audio connections of the loss on the wire (transport-wide feedback, before retransmission)
+    /// or, without it, of their receiver reports. Changes of less than 2 points are ignored.
+    private func updateAudioFEC() {
+        guard let audio else { return }
+        let loss = audioTargets.map { max($0.estimate?.fractionLost ?? 0, $0.audioReport?.fractionLost ?? 0) }.max() ?? 0
+        let percent = min(50, Int((loss * 100).rounded()))
+        guard abs(percent - audioLossPercent) >= 2 || (percent == 0) != (audioLossPercent == 0) else { return }
+        audioLossPercent = percent
+        do { try audio.setFEC(true, expectedLossPercent: percent) } catch { Log.warn("publisher", "Opus FEC change refused: \(error)") }
     }
 
     private func rebuildTargets() {
@@ -479,6 +500,11 @@ final class PublisherEngine: @unchecked Sendable {
         s.videoBitrateBps = videoRate.bitsPerSecond(at: MonotonicClock.now())
         s.pliCount = pliCount
         s.nackCount = nackCount
+        for p in peers.values {
+            let c = p.link.stats
+            s.rtpBytesSent += c.bytesSent - c.fecBytesSent
+            s.repairBytesSent += c.retransmittedBytesSent + c.fecBytesSent
+        }
         s.roundTripTimeMillis = peers.values.compactMap { $0.rtt.map { Double($0.microseconds) / 1000 } }.max()
         s.fractionLost = peers.values.map(\.fractionLost).max() ?? 0
         return s
@@ -487,7 +513,16 @@ final class PublisherEngine: @unchecked Sendable {
     func rtcStatsReport() -> String {
         var b = RTCStatsReportBuilder()
         let worst = peers.values.max { $0.fractionLost < $1.fractionLost }
-        if let v = video?.stats {
+        if var v = video?.stats {
+            // Retransmissions are the connections' (answered from each one's RTP session).
+            for p in peers.values {
+                guard let r = p.link.retransmissionCounters(ssrc: videoSSRC) else { continue }
+                v.retransmittedPacketsSent += r.packets
+                v.retransmittedBytesSent += r.bytes
+                v.nackMisses += r.misses
+            }
+            v.nackCount = nackCount
+            v.pliCount = pliCount
             b.addOutbound(v, framesPerSecond: nil, remote: worst?.videoReport)
         }
         if let a = audio?.stats { b.addOutbound(a, remote: worst?.audioReport) }

@@ -52,6 +52,8 @@ final class SubscriberEngine: @unchecked Sendable {
     private var pcm: [Int16] = []
     private var ticks = 0
     private var frameMeter = RateMeter()
+    /// Since when the video decoder waits for a keyframe (nil while it decodes).
+    private var keyframeWaitSince: Instant?
     private var rtt: Duration?
 
     // Audio fallback. Routed sessions: the media router judges the downlink and tells us (`mediaQuality`).
@@ -63,7 +65,7 @@ final class SubscriberEngine: @unchecked Sendable {
     private var e2ee: E2EEFrameTransform?
     private var lastDecryption = E2EEFrameTransform.Counters()
     private var mismatchReported = false
-    private var lastCounts = (received: 0, lost: 0)
+    private var lastCounts = (received: 0, lost: 0, wireReceived: 0, wireLost: 0)
     private var quality: QualityFallbackMonitor
 
     private static let nextMixerId = Lock()
@@ -104,7 +106,10 @@ final class SubscriberEngine: @unchecked Sendable {
         wantsAudio = a
         wantsVideo = v
         videoOn = publisherVideo && wantsVideo
-        video = try VideoReceivePipeline(config: VideoReceiveConfig(payloadType: nil, nackEnabled: false), transform: transform)
+        // The connection's RTP session NACKs gaps and says when it gives a packet up (`.packetsUnrecoverable`): the
+        // depacketizer's own count of packets past a hole is only a backstop, so it is long.
+        video = try VideoReceivePipeline(config: VideoReceiveConfig(payloadType: nil, reorderWindowPackets: 256, nackEnabled: false),
+                                         transform: transform)
         audio = try AudioReceivePipeline(config: AudioReceiveConfig(payloadType: nil, sampleRate: playoutSettings.sampleRate,
                                                                     channels: playoutSettings.channels, useFEC: true),
                                          transform: transform)
@@ -227,6 +232,7 @@ final class SubscriberEngine: @unchecked Sendable {
         case .connected:
             guard !connected else { return }
             connected = true
+            updateRepairAllowance()
             onLink?(.connected(peerId: pid))
         case .failed(let err):
             connected = false
@@ -236,6 +242,10 @@ final class SubscriberEngine: @unchecked Sendable {
         case .roundTripTime(let d):
             rtt = d
             video?.setRoundTripTime(d)
+        case .packetsUnrecoverable(let ssrc, let sequences):
+            guard videoOn, let video, ssrc == videoSSRC else { return }
+            let now = MonotonicClock.now()
+            handle(video.packetsUnrecoverable(sequences, now: now), now: now)
         case .keyframeRequested, .nackRequested, .receiverReport, .transportFeedback, .bandwidthEstimate, .bye, .iceStateChanged:
             break
         }
@@ -279,6 +289,7 @@ final class SubscriberEngine: @unchecked Sendable {
         guard running else { return }
         let now = MonotonicClock.now()
         if let video, let d = video.nextDeadline, d <= now { handle(video.poll(now: now), now: now) }
+        askForKeyframeWhileWaiting(now: now)
         if connected, let audio {
             var due = nextAudioPull ?? now
             if now - due > .milliseconds(200) { due = now }  // stalled (e.g. suspended): do not burst
@@ -298,6 +309,30 @@ final class SubscriberEngine: @unchecked Sendable {
         if ticks % 100 == 0 { everySecond() }
     }
 
+    /// While the decoder waits for a keyframe (at start, or after a loss that could not be repaired), keep asking for
+    /// one: a request, or the keyframe it brought, may be lost too. The first waits `keyframeWait` for the keyframe the
+    /// sender sends anyway (a new connection, or the pipeline's own request); the connection's pacer spaces the rest.
+    private func askForKeyframeWhileWaiting(now: Instant) {
+        guard connected, videoOn, let video, video.isWaitingForKeyframe,
+              let ssrc = videoSSRC ?? link?.negotiated?.media.first(where: { $0.kind == "video" })?.remoteSSRCs.first else {
+            keyframeWaitSince = nil
+            return
+        }
+        let since = keyframeWaitSince ?? now
+        keyframeWaitSince = since
+        if now - since >= Self.keyframeWait { link?.requestKeyframe(ssrc: ssrc) }
+    }
+
+    static let keyframeWait: Duration = .milliseconds(200)
+
+    /// Audio keeps enough delay, while packets are lost, for a NACKed packet to come back: a packet interval (the gap
+    /// shows at the next packet), then the NACK's round trip and one retry (`NACKGenerator.retryInterval`).
+    private func updateRepairAllowance() {
+        guard let audio, let rtt = link?.roundTripTime else { return }
+        let retry = NACKGenerator().retryInterval(rtt: rtt)
+        audio.repairAllowance = .milliseconds(20) + retry + retry
+    }
+
     /// End-to-end encrypted streams: reports `encryptionSecretMismatch` once when frames arrive that cannot be
     /// decrypted and none can (another secret); again after frames decrypted in between (the secrets changed).
     private func checkDecryption() {
@@ -315,15 +350,21 @@ final class SubscriberEngine: @unchecked Sendable {
     }
 
     private func everySecond() {
+        updateRepairAllowance()
         let st = currentStats()
         subscriber?.deliver { $0.subscriber($1, statsUpdated: st) }
         guard localFallback, connected else { return }
+        // Loss that stayed after repair (the pipelines' counts), and loss on the wire (transport-wide numbering).
         let received = st.videoPacketsReceived + st.audioPacketsReceived
         let lost = st.videoPacketsLost + st.audioPacketsLost
+        let wire = link?.stats
+        let wireReceived = wire?.transportPacketsReceived ?? 0, wireLost = wire?.transportPacketsLost ?? 0
         let dr = max(0, received - lastCounts.received), dl = max(0, lost - lastCounts.lost)
-        lastCounts = (received, lost)
+        let wr = max(0, wireReceived - lastCounts.wireReceived), wl = max(0, wireLost - lastCounts.wireLost)
+        lastCounts = (received, lost, wireReceived, wireLost)
         guard dr + dl > 0 else { return }
-        switch quality.observe(LinkQualitySample(loss: Double(dl) / Double(dr + dl)), now: MonotonicClock.now()) {
+        let sample = LinkQualitySample(loss: Double(dl) / Double(dr + dl), rawLoss: wr + wl > 0 ? Double(wl) / Double(wr + wl) : nil)
+        switch quality.observe(sample, now: MonotonicClock.now()) {
         case .warn: subscriber?.deliver { $0.subscriberVideoDisableWarning($1) }
         case .liftWarning: subscriber?.deliver { $0.subscriberVideoDisableWarningLifted($1) }
         case .disableVideo: setQuality(off: true)
@@ -379,7 +420,9 @@ final class SubscriberEngine: @unchecked Sendable {
         var s = SubscriberStats()
         s.timestampMillis = wallClockMillis()
         if let v = video?.stats {
-            s.videoPacketsReceived = v.packetsReceived; s.videoBytesReceived = v.bytesReceived; s.videoPacketsLost = v.packetsLost
+            s.videoPacketsReceived = v.packetsReceived; s.videoBytesReceived = v.bytesReceived
+            // Loss from the connection, which numbers FEC packets too (the pipeline sees media only).
+            s.videoPacketsLost = videoSSRC.flatMap { link?.packetsLost(ssrc: $0) } ?? v.packetsLost
             s.framesDecoded = v.framesDecoded; s.framesDropped = v.framesDropped
             s.freezeCount = v.freezeCount; s.totalFreezesDurationSeconds = v.totalFreezesDuration
             s.videoJitter = v.jitter; s.frameWidth = v.frameWidth; s.frameHeight = v.frameHeight
@@ -397,7 +440,12 @@ final class SubscriberEngine: @unchecked Sendable {
 
     func rtcStatsReport() -> String {
         var b = RTCStatsReportBuilder()
-        if let v = video?.stats { b.addInbound(v, framesPerSecond: frameMeter.framesPerSecond(at: MonotonicClock.now())) }
+        if var v = video?.stats {
+            // The connection's RTP session NACKs (the pipeline's own NACK is off).
+            if let n = videoSSRC.flatMap({ link?.nackCounters(ssrc: $0) }) { v.nackCount = n.nacked; v.packetsRepaired = n.recovered }
+            if let lost = videoSSRC.flatMap({ link?.packetsLost(ssrc: $0) }) { v.packetsLost = lost }
+            b.addInbound(v, framesPerSecond: frameMeter.framesPerSecond(at: MonotonicClock.now()))
+        }
         if let a = audio?.stats { b.addInbound(a) }
         link?.addCandidatePair(to: &b, id: String((peerId ?? "").prefix(8)))
         return b.json()

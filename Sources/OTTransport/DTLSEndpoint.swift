@@ -74,7 +74,8 @@ public final class DTLSEndpoint {
 
     /// Which clock drives retransmissions.
     public enum TimerMode: Sendable {
-        /// The caller's `now` is the real monotonic clock: OpenSSL's timer (1 s, doubling) is used as is.
+        /// The caller's `now` is the real monotonic clock: OpenSSL's timer runs, armed with `initialRTO` for a new flight
+        /// and doubled per retransmission up to `maxRTO` (through `DTLS_set_timer_cb`; OpenSSL's own is 1 s).
         case wallClock
         /// The caller's `now` is virtual (tests): this endpoint schedules retransmissions at `initialRTO`, doubling,
         /// on the virtual clock, and arms OpenSSL's timer with `realTimer` of real time so it is due by then
@@ -86,9 +87,15 @@ public final class DTLSEndpoint {
     public private(set) var isConnected = false
     public private(set) var isFailed = false
     public private(set) var keyingMaterial: SRTPKeyingMaterial?
-    /// Initial retransmission timeout (RFC 6347: 1 s), doubled per retransmission up to `maxRTO`.
-    public var initialRTO: Duration = .seconds(1)
-    public var maxRTO: Duration = .seconds(8)
+    /// Initial retransmission timeout of a flight, doubled per retransmission up to `maxRTO`. RFC 6347 suggests 1 s;
+    /// like libwebrtc we start from the path's round-trip time when one is known (`setRoundTripTime`), and from
+    /// `defaultInitialRTO` before. Takes effect from the next flight.
+    public var initialRTO: Duration = DTLSEndpoint.defaultInitialRTO { didSet { applyTimer() } }
+    public var maxRTO: Duration = .seconds(8) { didSet { applyTimer() } }
+    /// The initial timeout while the round-trip time is unknown (an ICE-lite side has not measured it).
+    public static let defaultInitialRTO: Duration = .milliseconds(100)
+    /// The round-trip time measured between one of our flights (not retransmitted) and the peer's answer.
+    public private(set) var roundTripTime: Duration?
     /// Retransmissions of one flight before the handshake fails.
     public var maxRetransmissions = 8
 
@@ -106,6 +113,8 @@ public final class DTLSEndpoint {
     private var transmits = FIFO<[UInt8]>()
     private var events = FIFO<DTLSEvent>()
     private var readBuffer = [UInt8](repeating: 0, count: 2048)
+    /// When our latest flight went out, while it waits for the peer's answer (nil once retransmitted: Karn's rule).
+    private var flightSentAt: Instant?
     private var closed = false
     private let mtu: Int
 
@@ -141,9 +150,7 @@ public final class DTLSEndpoint {
         SSL_set_bio(ssl, r, w)
         _ = SSL_set_options(ssl, UInt64(1) << 12)  // SSL_OP_NO_QUERY_MTU (a macro Swift cannot import)
         _ = otshim_ssl_set_mtu(ssl, mtu)
-        var realTimerUS: UInt32 = 0
-        if case .virtualClock(let real) = timerMode { realTimerUS = UInt32(clamping: max(real.microseconds, 16_000)) }
-        guard otshim_dtls_prepare(ssl, realTimerUS) == 1 else {
+        guard otshim_dtls_prepare(ssl) == 1, Self.setTimer(ssl, timerMode, initial: Self.defaultInitialRTO, max: .seconds(8)) else {
             SSL_free(ssl); SSL_CTX_free(ctx)
             throw OTError(.internalError, "DTLS: setup failed")
         }
@@ -155,6 +162,30 @@ public final class DTLSEndpoint {
         SSL_free(ssl)  // frees both BIOs
         SSL_CTX_free(ctx)
     }
+
+    /// The initial retransmission timeout for a path of round-trip time `rtt`: twice it, within 50 ms … 3 s (libwebrtc's rule).
+    public static func initialTimeout(forRoundTripTime rtt: Duration) -> Duration {
+        min(max(rtt * 2, .milliseconds(50)), .seconds(3))
+    }
+
+    /// Starts the next flights' retransmission timers from this round-trip time (`initialTimeout(forRoundTripTime:)`).
+    public func setRoundTripTime(_ rtt: Duration) {
+        guard rtt >= .zero else { return }
+        initialRTO = Self.initialTimeout(forRoundTripTime: rtt)
+    }
+
+    private static func setTimer(_ ssl: OpaquePointer, _ mode: TimerMode, initial: Duration, max: Duration) -> Bool {
+        switch mode {
+        case .wallClock:
+            let i = UInt32(clamping: Swift.max(initial.microseconds, 1000)), m = UInt32(clamping: Swift.max(max.microseconds, 1000))
+            return otshim_dtls_set_timer(ssl, i, m, 0) == 1
+        case .virtualClock(let real):
+            let r = UInt32(clamping: Swift.max(real.microseconds, 16_000))
+            return otshim_dtls_set_timer(ssl, r, r, 1) == 1
+        }
+    }
+
+    private func applyTimer() { _ = Self.setTimer(ssl, timerMode, initial: initialRTO, max: maxRTO) }
 
     /// Sets the fingerprint the peer's certificate must match (sha-256 only).
     public func setRemoteFingerprint(_ fp: SDPFingerprint) {
@@ -173,6 +204,12 @@ public final class DTLSEndpoint {
     public func handleReceive(_ datagram: [UInt8], now: Instant) {
         guard !isFailed, !datagram.isEmpty else { return }
         started = true
+        if let sent = flightSentAt, !isConnected {
+            let rtt = now - sent
+            roundTripTime = rtt
+            flightSentAt = nil
+            initialRTO = Self.initialTimeout(forRoundTripTime: rtt)
+        }
         _ = datagram.withUnsafeBufferPointer { BIO_write(rbio, $0.baseAddress, Int32($0.count)) }
         drive(now: now)
     }
@@ -218,6 +255,7 @@ public final class DTLSEndpoint {
         _ = collectOutput()
         if r > 0 {  // a flight went out again (on the wall clock, OpenSSL's timer may not quite be due yet)
             retransmissions += 1
+            flightSentAt = nil
             rto = min(rto * 2, maxRTO)
         }
         scheduleTimer(now: now, newFlight: false)
@@ -269,6 +307,7 @@ public final class DTLSEndpoint {
                 if !flight.isEmpty {
                     rto = initialRTO
                     retransmissions = 0
+                    flightSentAt = now
                 }
                 scheduleTimer(now: now, newFlight: !flight.isEmpty)
             }

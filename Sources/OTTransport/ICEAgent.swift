@@ -66,8 +66,13 @@ public struct ICEConfig: Sendable {
     public var seed: UInt64
     /// Pacing between new checks (Ta).
     public var pacing: Duration = .milliseconds(50)
-    /// First retransmission timeout of a check; doubles up to `maxRTO`.
+    /// First retransmission timeout of a request to a STUN server; doubles up to `maxRTO`.
     public var initialRTO: Duration = .milliseconds(250)
+    /// First retransmission timeout of a connectivity check while no round-trip time has been measured; once one is,
+    /// a check's is SRTT + 4·RTTVAR (RFC 6298, Karn's rule: only from checks sent once), at least `minRTO`, and never
+    /// below `pacing` × the pairs waiting or in progress (RFC 8445 §14.3), so retransmissions stay paced.
+    public var initialCheckRTO: Duration = .milliseconds(100)
+    public var minRTO: Duration = .milliseconds(50)
     public var maxRTO: Duration = .milliseconds(1600)
     /// Transmissions of one check before its pair fails (Rc).
     public var maxTransmissions = 7
@@ -118,6 +123,8 @@ public final class ICEAgent {
         var transmissions: Int
         var rto: Duration
         var retransmitAt: Instant
+        /// When it was first sent (for RTT samples of requests sent once).
+        var sentAt: Instant
         var consent: Bool
         var useCandidate: Bool
         var role: ICERole
@@ -152,6 +159,9 @@ public final class ICEAgent {
     /// stop until a pair is selected again (after an ICE restart, whose checks give the new pair consent).
     public private(set) var consentExpired = false
     private var remoteCandidatesComplete = false
+    /// Smoothed round-trip time of connectivity checks (RFC 6298), nil until one answered check was sent only once.
+    public private(set) var roundTripTime: Duration?
+    private var rttVariation: Duration = .zero
     private var rng: SeededRandom
     private var transmits = FIFO<ICETransmit>()
     private var events = FIFO<ICEEvent>()
@@ -217,7 +227,7 @@ public final class ICEAgent {
         let id = STUNTransactionID.random(using: &rng)
         let bytes = STUNMessage(method: .binding, messageClass: .request, transactionID: id).encode()
         transactions[id] = Transaction(pair: -1, bytes: bytes, source: base, destination: server, transmissions: 1,
-                                       rto: config.initialRTO, retransmitAt: now + config.initialRTO, consent: false,
+                                       rto: config.initialRTO, retransmitAt: now + config.initialRTO, sentAt: now, consent: false,
                                        useCandidate: false, role: config.role, gatherBase: base)
         transmits.push(ICETransmit(source: base, destination: server, bytes: bytes))
     }
@@ -440,6 +450,27 @@ public final class ICEAgent {
         }
     }
 
+    /// RFC 6298 §2: SRTT and RTTVAR from a sample.
+    private func sampleRoundTripTime(_ r: Duration) {
+        guard r >= .zero else { return }
+        guard let srtt = roundTripTime else {
+            roundTripTime = r
+            rttVariation = r / 2
+            return
+        }
+        let diff = srtt > r ? srtt - r : r - srtt
+        rttVariation = (rttVariation * 3 + diff) / 4
+        roundTripTime = (srtt * 7 + r) / 8
+    }
+
+    /// The retransmission timeout of a new connectivity check (see `ICEConfig.initialCheckRTO`).
+    private var checkRTO: Duration {
+        var rto = config.initialCheckRTO
+        if let srtt = roundTripTime { rto = min(max(srtt + max(rttVariation * 4, .milliseconds(1)), config.minRTO), config.maxRTO) }
+        let active = pairs.lazy.filter { $0.state == .waiting || $0.state == .inProgress }.count
+        return max(rto, config.pacing * active)
+    }
+
     private func switchRole(to r: ICERole) {
         guard config.role != r else { return }
         config.role = r
@@ -458,6 +489,7 @@ public final class ICEAgent {
         }
         guard let pwd = remotePwd, msg.verifyIntegrity(key: Array(pwd.utf8)) else { return }
         transactions[msg.transactionID] = nil
+        if t.transmissions == 1, from == t.destination { sampleRoundTripTime(now - t.sentAt) }
         let p = t.pair
         guard p < pairs.count else { return }
         if t.consent {
@@ -655,9 +687,9 @@ public final class ICEAgent {
         m.attributes.append(config.role == .controlling ? .iceControlling(config.tieBreaker) : .iceControlled(config.tieBreaker))
         if useCandidate { m.attributes.append(.useCandidate) }
         let bytes = m.encode(integrityKey: Array(rp.utf8))
-        let rto = consent ? config.consentInterval : config.initialRTO
+        let rto = consent ? config.consentInterval : checkRTO
         transactions[id] = Transaction(pair: p, bytes: bytes, source: lc.address, destination: rc.address, transmissions: 1,
-                                       rto: rto, retransmitAt: now + rto, consent: consent, useCandidate: useCandidate,
+                                       rto: rto, retransmitAt: now + rto, sentAt: now, consent: consent, useCandidate: useCandidate,
                                        role: config.role, gatherBase: nil)
         transmits.push(ICETransmit(source: lc.address, destination: rc.address, bytes: bytes))
     }

@@ -24,6 +24,7 @@ public final class MediaTransport {
     private var transmits = FIFO<ICETransmit>()
     private var events = FIFO<MediaTransportEvent>()
     private var dtlsStarted = false
+    private var dtlsTimerRTT: Duration?
 
     public init(ice: ICEAgent, dtls: DTLSEndpoint) {
         self.ice = ice
@@ -140,6 +141,12 @@ public final class MediaTransport {
         }
         while let t = ice.pollTransmit() { transmits.push(t) }
         while let e = ice.pollEvent() { events.push(.ice(e)) }
+        // DTLS flights retransmit after a timeout from the round-trip time ICE measured (an ICE-lite agent measures
+        // none: DTLS then starts from its default and its own flights' round trips).
+        if let rtt = ice.roundTripTime, rtt != dtlsTimerRTT, !dtls.isConnected {
+            dtlsTimerRTT = rtt
+            dtls.setRoundTripTime(rtt)
+        }
         if !dtlsStarted, ice.selectedPair != nil {
             dtlsStarted = true
             dtls.start(now: now)

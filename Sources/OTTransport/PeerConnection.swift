@@ -27,6 +27,8 @@ public struct PeerConnectionConfig: Sendable {
     public var srtpProfiles: [SRTPProfile] = SRTPProfile.preferred
     /// Answer NACKs from the retransmission cache and send NACKs for gaps.
     public var nack = true
+    /// Offer/answer video FEC (ULPFEC inside RED), sent when the measured loss calls for it.
+    public var videoFEC = true
     /// Overrides of the ICE timers (consent, pacing); role, lite and credentials are set by the connection.
     public var ice: (@Sendable (inout ICEConfig) -> Void)?
     /// Run a send-side bandwidth estimator on transport-wide feedback for what we send (nil: none). Stamping
@@ -63,6 +65,9 @@ public enum PeerConnectionEvent: Sendable, Equatable {
     case keyframeRequested(ssrc: UInt32)
     /// The peer NACKed packets of one of our SSRCs; those still cached were already resent.
     case nackRequested(ssrc: UInt32, sequences: [UInt16])
+    /// Our NACKs of these packets of a remote SSRC were given up (retries used up, or too old): they will not be
+    /// repaired, so a decoder waiting for them should stop and ask for a keyframe.
+    case packetsUnrecoverable(ssrc: UInt32, sequences: [UInt16])
     /// A new round-trip time measured from the peer's report blocks.
     case roundTripTime(Duration)
     /// The peer's report about one of our SSRCs (loss, jitter).
@@ -83,8 +88,28 @@ public struct PeerConnectionStats: Sendable, Equatable {
     public var bytesReceived = 0
     public var rtcpSent = 0
     public var rtcpReceived = 0
-    /// Packets resent in answer to NACKs.
+    /// Packets resent in answer to NACKs, and their bytes (RTP before SRTP, as `bytesSent`).
     public var retransmissionsSent = 0
+    public var retransmittedBytesSent = 0
+    /// NACKed sequence numbers we no longer (or never) had to resend.
+    public var retransmissionMisses = 0
+    /// Sequence numbers we NACKed (retries counted), packets that arrived after being NACKed, and missing packets
+    /// given up on.
+    public var nackedSequences = 0
+    public var nackRepaired = 0
+    public var nackGivenUp = 0
+    /// FEC packets sent (ULPFEC inside RED) and their bytes (RTP before SRTP); media packets the peer's FEC rebuilt here.
+    public var fecPacketsSent = 0
+    public var fecBytesSent = 0
+    public var fecPacketsRecovered = 0
+    /// RTP packets received that carry a transport-wide sequence number, and the numbers missing between the first and
+    /// the highest received: the loss on the wire, before retransmissions repaired it.
+    public var transportPacketsReceived = 0
+    public var transportPacketsLost = 0
+    /// Retransmissions that arrived on an RTX stream (RFC 4588), unwrapped into the packets they resend, and RTX
+    /// packets of no known stream or too short to name their original.
+    public var rtxPacketsReceived = 0
+    public var rtxPacketsDiscarded = 0
     public var nacksReceived = 0
     public var keyframeRequestsReceived = 0
     /// SRTP packets dropped as replays (a retransmission of a packet that had arrived): not errors.
@@ -127,7 +152,20 @@ public final class PeerConnection {
     public private(set) var localPwd: String
     /// An ICE restart offer of ours waits for its answer.
     public private(set) var isRestartingICE = false
-    public private(set) var stats = PeerConnectionStats()
+    /// Counters (the RTP session's repair counters included).
+    public var stats: PeerConnectionStats {
+        var s = counters
+        let r = rtpSession.repair
+        s.retransmissionMisses = r.retransmissionMisses
+        s.nackedSequences = r.nackedSequences
+        s.nackRepaired = r.nackRepaired
+        s.nackGivenUp = r.nackGivenUp
+        if let first = transportFirst, let highest = transportHighest {
+            s.transportPacketsLost = max(0, Int(highest - first + 1) - s.transportPacketsReceived)
+        }
+        return s
+    }
+    private var counters = PeerConnectionStats()
     /// What both sides agreed, once the remote description is set.
     public private(set) var negotiated: SDPNegotiated?
     /// Our latest description (offer or answer); its `transportSection` is the m-section our trickled candidates
@@ -147,6 +185,15 @@ public final class PeerConnection {
     private var localOffer: SessionDescription?
     private var srtp: SRTPContext?
     private var clockRates: [UInt8: UInt32] = [:]
+    private var rtxReceiver: RTXReceiver?
+    /// Video FEC: per SSRC of ours, and for what the peer sends; the loss measured for it.
+    private var fecSenders: [UInt32: ULPFECSender] = [:]
+    private var fecReceiver: ULPFECReceiver?
+    private var fecLoss = TransportFeedbackLoss()
+    private var fecLossSince: Instant?
+    private var smoothedLoss: Double?
+    /// RTX payload type -> media SSRC, for a section whose RTX SSRC was not declared.
+    private var rtxBySection: [UInt8: UInt32] = [:]
     private var events = FIFO<PeerConnectionEvent>()
     private var transmits = FIFO<ICETransmit>()
     private let tieBreaker: UInt64
@@ -162,6 +209,10 @@ public final class PeerConnection {
     private var transportSequence: UInt16 = 1
     private var transportCC = TransportCCRecorder()
     private var transportCCMediaSSRC: UInt32 = 0
+    /// The transport-wide numbering of what we receive: its first and highest (unwrapped) value.
+    private var transportUnwrapper = SequenceUnwrapper()
+    private var transportFirst: Int64?
+    private var transportHighest: Int64?
     private var feedbackDue: Instant?
     private var estimator: SendSideBandwidthEstimator?
     private var retransmitBudget = 0.0
@@ -276,6 +327,7 @@ public final class PeerConnection {
         p.video = config.video
         p.audioTrack = config.audioTrack
         p.videoTrack = config.videoTrack
+        p.videoFEC = config.videoFEC
         return p
     }
 
@@ -412,6 +464,8 @@ public final class PeerConnection {
             clockRates[m.codec.payloadType] = m.codec.clockRate
             if let rtx = m.rtxPayloadType { clockRates[rtx] = m.codec.clockRate }
         }
+        configureRTX(neg)
+        configureFEC(neg)
         agent.setRemoteCredentials(ufrag: neg.remoteIceUfrag, pwd: neg.remoteIcePwd)
         agent.remoteIsLite = neg.remoteIceLite
         let dtls = try DTLSEndpoint(role: neg.localIsDTLSClient ? .client : .server, certificate: certificate,
@@ -426,6 +480,72 @@ public final class PeerConnection {
         pendingTURN = []
         t.flush(now: now)
         pump(now: now)
+    }
+
+    /// RTX (RFC 4588) where both sides negotiated it: our retransmissions of a track with an RTX SSRC go on its RTX
+    /// stream; the peer's RTX packets are unwrapped into the packets they resend.
+    private func configureRTX(_ neg: SDPNegotiated) {
+        var ssrcs: [UInt32: UInt32] = [:], types: [UInt8: UInt8] = [:]
+        for m in neg.media {
+            guard let rtxPT = m.rtxPayloadType else { continue }
+            types[rtxPT] = m.codec.payloadType
+            for (media, rtx) in m.remoteRTXSSRCs { ssrcs[rtx] = media }
+            // An RTX stream the peer did not declare: its packets belong to the section's only media SSRC.
+            if m.remoteRTXSSRCs.isEmpty, m.remoteSSRCs.count == 1 { rtxBySection[rtxPT] = m.remoteSSRCs[0] }
+            let track = m.kind == "video" ? config.videoTrack : m.kind == "audio" ? config.audioTrack : nil
+            if let track, let rtxSSRC = track.rtxSSRC, m.direction == .sendrecv || m.direction == .sendonly {
+                rtpSession.enableRTX(ssrc: track.ssrc, rtx: RTXSender(rtxSSRC: rtxSSRC, payloadTypes: [m.codec.payloadType: rtxPT],
+                                                                     initialSequence: .random(in: 0 ... .max)))
+            }
+        }
+        rtxReceiver = types.isEmpty ? nil : RTXReceiver(ssrcs: ssrcs, payloadTypes: types)
+    }
+
+    /// Video FEC (ULPFEC inside RED) where both sides negotiated it: our video track's packets go through an
+    /// `ULPFECSender` whose protection follows the loss the peer's transport-wide feedback shows; the peer's RED and FEC
+    /// packets go through an `ULPFECReceiver`.
+    private func configureFEC(_ neg: SDPNegotiated) {
+        for m in neg.media {
+            guard let red = m.redPayloadType, let ulpfec = m.ulpfecPayloadType else { continue }
+            clockRates[red] = m.codec.clockRate
+            clockRates[ulpfec] = m.codec.clockRate
+            if m.direction == .sendrecv || m.direction == .recvonly { fecReceiver = ULPFECReceiver(redPayloadType: red, ulpfecPayloadType: ulpfec) }
+            let track = m.kind == "video" ? config.videoTrack : nil
+            if let track, m.direction == .sendrecv || m.direction == .sendonly {
+                fecSenders[track.ssrc] = ULPFECSender(mediaPayloadType: m.codec.payloadType, redPayloadType: red, ulpfecPayloadType: ulpfec)
+            }
+        }
+    }
+
+    /// Once a second of transport-wide feedback: FEC protection for the loss it showed (half the new figure, half the
+    /// old, so one bad second does not swing it) and the round-trip time.
+    private func updateFECProtection(_ fb: TransportCCFeedback, now: Instant) {
+        guard !fecSenders.isEmpty else { return }
+        fecLoss.add(fb)
+        let since = fecLossSince ?? now
+        fecLossSince = since
+        guard now - since >= .seconds(1), let loss = fecLoss.take() else { return }
+        fecLossSince = now
+        smoothedLoss = smoothedLoss.map { ($0 + loss) / 2 } ?? loss
+        let protection = ULPFECSender.protection(forLoss: smoothedLoss ?? 0, roundTripTime: rtpSession.rtt)
+        for ssrc in Array(fecSenders.keys) { fecSenders[ssrc]?.protection = protection }
+    }
+
+    /// The packet an RTX packet resends (plain RTP, allocated), or nil when `p` is not RTX of a negotiated stream.
+    private func unwrapRTX(_ p: [UInt8], ssrc: UInt32, payloadType: UInt8) -> [UInt8]? {
+        guard let receiver = rtxReceiver, receiver.payloadTypes[payloadType] != nil else { return nil }
+        guard let packet = try? RTPPacket(parsing: p) else { return nil }
+        if receiver.ssrcs[ssrc] == nil, let media = rtxBySection[payloadType] {
+            // An undeclared RTX SSRC: the section's media SSRC.
+            guard packet.payload.count >= 2 else { return nil }
+            let s = packet.payload.startIndex
+            let osn = UInt16(packet.payload[s]) << 8 | UInt16(packet.payload[s + 1])
+            return RTPPacket(marker: packet.marker, payloadType: receiver.payloadTypes[payloadType] ?? payloadType, sequenceNumber: osn,
+                             timestamp: packet.timestamp, ssrc: media, csrcs: packet.csrcs, extensions: packet.extensions,
+                             payload: packet.payload.dropFirst(2)).serialized()
+        }
+        guard let original = try? receiver.unwrap(packet) else { return nil }
+        return original.serialized()
     }
 
     /// Adds a trickled remote candidate (kept until the remote description is set).
@@ -449,30 +569,54 @@ public final class PeerConnection {
     /// connection is not up yet or the packet is not RTP (counted, dropped).
     @discardableResult
     public func sendRTP(_ packet: inout [UInt8], now: Instant) -> Bool {
-        guard let srtp, let transport else { stats.sendsBeforeConnected += 1; return false }
-        guard let h = Self.header(packet) else { stats.malformedSends += 1; return false }
+        guard let srtp, let transport else { counters.sendsBeforeConnected += 1; return false }
+        guard let h = Self.header(packet) else { counters.malformedSends += 1; return false }
         // Without consent nothing is sent, cached, numbered or counted as sent.
         guard !transport.ice.consentExpired else {
             transport.countDroppedWithoutConsent()
-            stats.sendsDroppedWithoutConsent = transport.sendsDroppedWithoutConsent
+            counters.sendsDroppedWithoutConsent = transport.sendsDroppedWithoutConsent
             return false
         }
-        // This connection's transport-wide number, over whatever the packet carried (a router forwards packets
-        // numbered for the publisher's uplink).
-        let twccSequence = stampTransportSequence(&packet)
-        rtpSession.sent(ssrc: h.ssrc, sequence: h.seq, rtpTimestamp: h.ts, clockRate: clockRates[h.pt] ?? 90000,
-                        payloadBytes: max(0, packet.count - 12), packet: packet, now: now)
-        stats.packetsSent += 1
-        stats.bytesSent += packet.count
-        do { try srtp.protectRTP(&packet) } catch { stats.srtpErrors += 1; return false }
-        if let seq = twccSequence { estimator?.packetSent(sequence: seq, size: packet.count, at: now) }
-        transport.sendMedia(packet)
+        // Video FEC where negotiated: the packet goes as RED (renumbered past the FEC packets), FEC packets after a frame.
+        var fec: [[UInt8]] = []
+        var stamped: UInt16?? = nil
+        if !fecSenders.isEmpty, var f = fecSenders[h.ssrc] {
+            // Numbered before FEC covers it, so the packet FEC can rebuild is the one on the wire, number and all.
+            stamped = .some(stampTransportSequence(&packet))
+            fec = f.process(&packet)
+            fecSenders[h.ssrc] = f
+        }
+        guard transmit(&packet, srtp: srtp, transport: transport, now: now, stamped: stamped) else { return false }
+        for var p in fec where transmit(&p, srtp: srtp, transport: transport, now: now) {
+            counters.fecPacketsSent += 1
+            counters.fecBytesSent += p.count
+        }
         drainTransport()
         return true
     }
 
+    /// Numbers (transport-wide; `stamped`: already numbered, with that number), records (for NACK), protects and queues
+    /// one RTP packet of ours.
+    private func transmit(_ packet: inout [UInt8], srtp: SRTPContext, transport: MediaTransport, now: Instant,
+                          stamped: UInt16?? = nil) -> Bool {
+        guard let h = Self.header(packet) else { counters.malformedSends += 1; return false }
+        // This connection's transport-wide number, over whatever the packet carried (a router forwards packets
+        // numbered for the publisher's uplink).
+        let twccSequence = stamped ?? stampTransportSequence(&packet)
+        rtpSession.sent(ssrc: h.ssrc, sequence: h.seq, rtpTimestamp: h.ts, clockRate: clockRates[h.pt] ?? 90000,
+                        payloadBytes: max(0, packet.count - 12), packet: packet, now: now)
+        counters.packetsSent += 1
+        counters.bytesSent += packet.count
+        do { try srtp.protectRTP(&packet) } catch { counters.srtpErrors += 1; return false }
+        if let seq = twccSequence { estimator?.packetSent(sequence: seq, size: packet.count, at: now) }
+        transport.sendMedia(packet)
+        return true
+    }
+
     /// With an estimator, NACK answers may use at most `retransmissionShare` of the estimate (a token bucket holding
-    /// 250 ms of it): under congestion, resending everything that was dropped would only fill the queue further.
+    /// 250 ms of it): under congestion, resending everything that was dropped would only fill the queue further. As in
+    /// libwebrtc the share is the whole estimate: random loss of 20–30 % needs retransmissions of 25–45 % of the media
+    /// rate (more with retransmissions lost too), and the loss rule already holds the media rate down.
     private func retransmissionAllowed(bytes: Int, now: Instant) -> Bool {
         guard let target = estimator?.targetBitrateBps else { return true }
         let rate = Double(target) * Self.retransmissionShare / 8
@@ -484,7 +628,7 @@ public final class PeerConnection {
         return true
     }
 
-    static let retransmissionShare = 0.2
+    static let retransmissionShare = 1.0
 
     /// Writes this connection's next transport-wide sequence number into a plain RTP packet that carries the
     /// negotiated extension; returns it (nil: no extension).
@@ -501,8 +645,8 @@ public final class PeerConnection {
     public func sendRTCP(_ packet: [UInt8]) -> Bool {
         guard let srtp, let transport else { return false }
         var p = packet
-        do { try srtp.protectRTCP(&p) } catch { stats.srtpErrors += 1; return false }
-        stats.rtcpSent += 1
+        do { try srtp.protectRTCP(&p) } catch { counters.srtpErrors += 1; return false }
+        counters.rtcpSent += 1
         transport.sendMedia(p)
         drainTransport()
         return true
@@ -510,7 +654,7 @@ public final class PeerConnection {
 
     /// Asks the peer for a keyframe of its SSRC (PLI, or FIR when `useFIR`).
     public func requestKeyframe(ssrc: UInt32, useFIR: Bool = false, now: Instant) {
-        rtpSession.requestKeyframe(ssrc: ssrc, useFIR: useFIR)
+        rtpSession.requestKeyframe(ssrc: ssrc, useFIR: useFIR, now: now)
         pump(now: now)
     }
 
@@ -582,7 +726,7 @@ public final class PeerConnection {
         guard srtp != nil, let fb = transportCC.feedback(senderSSRC: rtpSession.config.localSSRCs.first ?? 0,
                                                           mediaSSRC: transportCCMediaSSRC) else { return }
         rtpSession.sendTransportFeedback(fb)
-        stats.transportFeedbackSent += 1
+        counters.transportFeedbackSent += 1
     }
 
     public func pollTransmit() -> ICETransmit? { transmits.pop() }
@@ -613,7 +757,7 @@ public final class PeerConnection {
     private func drainTransport() {
         guard let transport else { return }
         while let t = transport.pollTransmit() { transmits.push(t) }
-        stats.sendsDroppedWithoutConsent = transport.sendsDroppedWithoutConsent
+        counters.sendsDroppedWithoutConsent = transport.sendsDroppedWithoutConsent
     }
 
     private func pump(now: Instant) {
@@ -630,7 +774,7 @@ public final class PeerConnection {
         }
         if let srtp {
             while let r = rtpSession.pollRetransmission() {
-                guard retransmissionAllowed(bytes: r.count, now: now) else { stats.retransmissionsSkipped += 1; continue }
+                guard retransmissionAllowed(bytes: r.count, now: now) else { counters.retransmissionsSkipped += 1; continue }
                 var p = r
                 // A retransmission is a new packet on the transport: it gets its own transport-wide number, so the
                 // estimator counts it in what the link carries.
@@ -638,25 +782,28 @@ public final class PeerConnection {
                 if (try? srtp.protectRTP(&p)) != nil {
                     if let seq = twcc { estimator?.packetSent(sequence: seq, size: p.count, at: now) }
                     transport.sendMedia(p)
-                    stats.retransmissionsSent += 1
-                } else { stats.srtpErrors += 1 }
+                    counters.retransmissionsSent += 1
+                    counters.retransmittedBytesSent += r.count
+                } else { counters.srtpErrors += 1 }
             }
             while let r = rtpSession.pollRTCP() {
                 var p = r
-                if (try? srtp.protectRTCP(&p)) != nil { transport.sendMedia(p); stats.rtcpSent += 1 } else { stats.srtpErrors += 1 }
+                if (try? srtp.protectRTCP(&p)) != nil { transport.sendMedia(p); counters.rtcpSent += 1 } else { counters.srtpErrors += 1 }
             }
         }
         while let e = rtpSession.pollEvent() {
             switch e {
-            case .keyframeRequested(let s): stats.keyframeRequestsReceived += 1; events.push(.keyframeRequested(ssrc: s))
+            case .keyframeRequested(let s): counters.keyframeRequestsReceived += 1; events.push(.keyframeRequested(ssrc: s))
             case .roundTripTime(let d):
-                stats.roundTripTime = d
+                counters.roundTripTime = d
                 estimator?.updateRoundTripTime(d)
                 events.push(.roundTripTime(d))
             case .receiverReport(let b): events.push(.receiverReport(b))
             case .bye(let s): events.push(.bye(ssrc: s))
+            case .packetsUnrecoverable(let s, let seqs): events.push(.packetsUnrecoverable(ssrc: s, sequences: seqs))
             case .transportFeedback(let f):
-                stats.transportFeedbackReceived += 1
+                counters.transportFeedbackReceived += 1
+                updateFECProtection(f, now: now)
                 events.push(.transportFeedback(f))
                 if estimator != nil { estimate(f, now: now) }
             }
@@ -667,8 +814,8 @@ public final class PeerConnection {
 
     private func estimate(_ f: TransportCCFeedback, now: Instant) {
         guard let e = estimator?.handleFeedback(f, now: now) else { return }
-        stats.availableOutgoingBitrate = e.targetBitrateBps
-        stats.bandwidthUsage = e.usage
+        counters.availableOutgoingBitrate = e.targetBitrateBps
+        counters.bandwidthUsage = e.usage
         let changed = bandwidthEstimate.map { $0.targetBitrateBps != e.targetBitrateBps || $0.usage != e.usage } ?? true
         bandwidthEstimate = e
         if changed { events.push(.bandwidthEstimate(e)) }
@@ -694,6 +841,8 @@ public final class PeerConnection {
             do {
                 srtp = try SRTPContext(profile: km.profile, keys: SRTPKeys(local: km.localKey + km.localSalt, remote: km.remoteKey + km.remoteSalt))
             } catch { return fail(OTError(.internalError, "SRTP: \(error)")) }
+            // NACK retries and waits start from the path's round-trip time before RTCP has measured one.
+            if let rtt = transport.ice.roundTripTime ?? transport.dtls.roundTripTime { rtpSession.setInitialRoundTripTime(rtt) }
             if let pair = transport.ice.selectedPair {
                 isConnected = true
                 events.push(.connected(local: pair.local, remote: pair.remote))
@@ -714,32 +863,60 @@ public final class PeerConnection {
     private func receiveRTP(_ bytes: [UInt8], now: Instant) {
         guard let srtp else { return }
         var p = bytes
-        do { try srtp.unprotectRTP(&p) } catch SRTPError.replayed { stats.replaysDropped += 1; return } catch { stats.srtpErrors += 1; return }
-        guard let h = Self.header(p) else { stats.srtpErrors += 1; return }
-        stats.packetsReceived += 1
-        stats.bytesReceived += p.count
-        rtpSession.received(ssrc: h.ssrc, sequence: h.seq, rtpTimestamp: h.ts, clockRate: clockRates[h.pt] ?? 90000, now: now)
+        do { try srtp.unprotectRTP(&p) } catch SRTPError.replayed { counters.replaysDropped += 1; return } catch { counters.srtpErrors += 1; return }
+        guard let h = Self.header(p) else { counters.srtpErrors += 1; return }
+        counters.packetsReceived += 1
+        counters.bytesReceived += p.count
         if let id = transportCCId, let at = TransportWideSequenceNumber.valueOffset(in: p, id: id) {
-            transportCC.record(sequence: UInt16(p[at]) << 8 | UInt16(p[at + 1]), arrival: now)
+            let tseq = UInt16(p[at]) << 8 | UInt16(p[at + 1])
+            transportCC.record(sequence: tseq, arrival: now)
+            let ext = transportUnwrapper.unwrap(tseq)
+            counters.transportPacketsReceived += 1
+            if transportFirst == nil { transportFirst = ext }
+            if ext > (transportHighest ?? .min) { transportHighest = ext }
             if transportCCMediaSSRC == 0 { transportCCMediaSSRC = h.ssrc }
             if feedbackDue == nil { feedbackDue = now + config.transportFeedbackInterval }
         }
-        events.push(.rtp(p))
+        var packet = p, header = h
+        if let receiver = rtxReceiver, receiver.payloadTypes[h.pt] != nil {
+            // A retransmission on the RTX stream: it repairs the original stream (its own numbering is not NACKed).
+            guard let original = unwrapRTX(p, ssrc: h.ssrc, payloadType: h.pt), let o = Self.header(original) else {
+                counters.rtxPacketsDiscarded += 1
+                return
+            }
+            counters.rtxPacketsReceived += 1
+            packet = original
+            header = o
+        }
+        rtpSession.received(ssrc: header.ssrc, sequence: header.seq, rtpTimestamp: header.ts, clockRate: clockRates[header.pt] ?? 90000, now: now)
+        guard fecReceiver != nil, header.pt == fecReceiver?.redPayloadType else {
+            events.push(.rtp(packet))
+            return
+        }
+        // RED: the media it carries goes on; an FEC packet may rebuild a media packet that went missing.
+        let outs = fecReceiver?.receive(packet) ?? []
+        for (media, rebuilt) in outs {
+            if rebuilt, let m = Self.header(media) {
+                counters.fecPacketsRecovered += 1
+                rtpSession.received(ssrc: m.ssrc, sequence: m.seq, rtpTimestamp: m.ts, clockRate: clockRates[m.pt] ?? 90000, now: now)
+            }
+            events.push(.rtp(media))
+        }
     }
 
     private func receiveRTCP(_ bytes: [UInt8], now: Instant) {
         guard let srtp else { return }
         var p = bytes
-        do { try srtp.unprotectRTCP(&p) } catch SRTPError.replayed { stats.replaysDropped += 1; return } catch { stats.srtpErrors += 1; return }
-        stats.rtcpReceived += 1
+        do { try srtp.unprotectRTCP(&p) } catch SRTPError.replayed { counters.replaysDropped += 1; return } catch { counters.srtpErrors += 1; return }
+        counters.rtcpReceived += 1
         do {
             try rtpSession.handleRTCP(p, now: now)
             // NACKs were answered by the session from its cache; report them too (a pipeline may count them).
             for case .nack(_, let media, let lost) in try RTCP.parse(p) {
-                stats.nacksReceived += 1
+                counters.nacksReceived += 1
                 events.push(.nackRequested(ssrc: media, sequences: lost))
             }
-        } catch { stats.rtcpErrors += 1 }
+        } catch { counters.rtcpErrors += 1 }
     }
 
     /// SSRC, sequence number, timestamp and payload type of an RTP header, without copying.

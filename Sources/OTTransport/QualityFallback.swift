@@ -3,20 +3,27 @@ import OTWire
 
 /// One judgement of a media link over an interval: how much was lost, and the delays measured.
 public struct LinkQualitySample: Sendable, Equatable {
-    /// Fraction (0…1) of the packets of the interval that were lost.
+    /// Fraction (0…1) of the packets of the interval that stayed lost (after retransmissions repaired what they could).
     public var loss: Double
+    /// Fraction (0…1) of the packets on the wire that were lost, repaired or not (nil when not measured): what repair
+    /// has to carry.
+    public var rawLoss: Double?
     public var roundTripTime: Duration?
     /// Interarrival jitter (RFC 3550 §6.4.1).
     public var jitter: Duration?
-    public init(loss: Double, roundTripTime: Duration? = nil, jitter: Duration? = nil) {
-        self.loss = loss; self.roundTripTime = roundTripTime; self.jitter = jitter
+    public init(loss: Double, rawLoss: Double? = nil, roundTripTime: Duration? = nil, jitter: Duration? = nil) {
+        self.loss = loss; self.rawLoss = rawLoss; self.roundTripTime = roundTripTime; self.jitter = jitter
     }
 }
 
 /// Thresholds and hold times of the audio fallback (`QualityFallbackMonitor`).
 public struct QualityFallbackConfig: Sendable, Equatable {
-    /// A sample is poor above this loss fraction, good below half of it.
+    /// A sample is poor above this loss fraction (loss that stayed after repair), good below half of it.
     public var lossThreshold: Double
+    /// A sample is poor when more than this fraction of the packets on the wire is lost, repaired or not: beyond what
+    /// repair can carry (retransmissions then cost over a third of the media rate, and are lost as often), and good
+    /// below 60 % of it. Loss below it is left to NACK, RTX and FEC, and video stays.
+    public var repairableLoss: Double
     /// A sample is poor above this round-trip time, good below 70% of it (nil: RTT is not judged).
     public var rttThreshold: Duration?
     /// A sample is poor above this jitter, good below 70% of it (nil: jitter is not judged).
@@ -28,9 +35,11 @@ public struct QualityFallbackConfig: Sendable, Equatable {
     /// Good conditions this long after video was dropped bring it back.
     public var recoverAfter: Duration
 
-    public init(lossThreshold: Double = 0.15, rttThreshold: Duration? = .milliseconds(1500), jitterThreshold: Duration? = .milliseconds(250),
+    public init(lossThreshold: Double = 0.15, repairableLoss: Double = 0.25, rttThreshold: Duration? = .milliseconds(1500),
+                jitterThreshold: Duration? = .milliseconds(250),
                 warnAfter: Duration = .seconds(2), disableAfter: Duration = .seconds(5), recoverAfter: Duration = .seconds(5)) {
-        self.lossThreshold = lossThreshold; self.rttThreshold = rttThreshold; self.jitterThreshold = jitterThreshold
+        self.lossThreshold = lossThreshold; self.repairableLoss = repairableLoss
+        self.rttThreshold = rttThreshold; self.jitterThreshold = jitterThreshold
         self.warnAfter = warnAfter; self.disableAfter = max(disableAfter, warnAfter); self.recoverAfter = recoverAfter
     }
 }
@@ -63,12 +72,15 @@ public struct QualityFallbackMonitor: Sendable, Equatable {
     public func judge(_ s: LinkQualitySample) -> Judgement {
         let c = config
         let loss = s.loss.isFinite ? s.loss : 1
+        let raw = s.rawLoss.map { $0.isFinite ? $0 : 1 }
         let rtt = s.roundTripTime.map(\.seconds), jitter = s.jitter.map(\.seconds)
         let rttLimit = c.rttThreshold.map(\.seconds), jitterLimit = c.jitterThreshold.map(\.seconds)
         if loss > c.lossThreshold { return .poor }
+        if let raw, raw > c.repairableLoss { return .poor }
         if let rtt, let rttLimit, rtt > rttLimit { return .poor }
         if let jitter, let jitterLimit, jitter > jitterLimit { return .poor }
         if loss >= c.lossThreshold / 2 { return .fair }
+        if let raw, raw >= c.repairableLoss * 0.6 { return .fair }
         if let rtt, let rttLimit, rtt >= rttLimit * 0.7 { return .fair }
         if let jitter, let jitterLimit, jitter >= jitterLimit * 0.7 { return .fair }
         return .good
@@ -110,15 +122,13 @@ public struct QualityFallbackMonitor: Sendable, Equatable {
     }
 }
 
-/// Collects what a sender learns about one receiver's downlink between two samples: packets it sent, sequence
-/// numbers the receiver NACKed, its RTCP receiver report blocks (loss, jitter) and the RTT. The loss estimate is
-/// the larger of the NACKed share of the packets sent (loss before retransmissions repaired it) and the reports'
-/// fraction lost (loss that stayed).
+/// Collects what a sender learns about one receiver's downlink between two samples: the receiver's RTCP receiver
+/// report blocks (loss that stayed after retransmissions, and jitter), its transport-wide feedback (every packet on the
+/// wire, retransmissions included: the loss repair has to carry) and the RTT.
 public struct LinkQualitySampler: Sendable, Equatable {
-    private var sent = 0
-    private var nacked = 0
     private var reportedLost = 0.0
     private var reportedExpected = 0.0
+    private var wire = TransportFeedbackLoss()
     private var jitterSeconds: Double?
     /// Highest extended sequence per SSRC from the previous report, to size each report's interval.
     private var highest: [UInt32: UInt32] = [:]
@@ -126,11 +136,6 @@ public struct LinkQualitySampler: Sendable, Equatable {
     public var roundTripTime: Duration?
 
     public init() {}
-
-    /// Packets sent to the receiver.
-    public mutating func sent(_ packets: Int) { sent += packets }
-    /// Sequence numbers the receiver asked for again (NACK).
-    public mutating func nacked(_ count: Int) { nacked += count }
 
     /// A receiver report block about one of the SSRCs sent; `clockRate` converts its jitter.
     public mutating func report(_ b: RTCPReportBlock, clockRate: Int) {
@@ -147,16 +152,44 @@ public struct LinkQualitySampler: Sendable, Equatable {
         jitterSeconds = max(jitterSeconds ?? 0, j)
     }
 
+    /// Transport-wide feedback from the receiver: each packet it covers for the first time counts as received or lost.
+    public mutating func transportFeedback(_ fb: TransportCCFeedback) { wire.add(fb) }
+
     /// Forgets what a report said about an SSRC no longer sent (so a later resume does not count the pause).
     public mutating func forget(ssrc: UInt32) { highest[ssrc] = nil }
 
-    /// The sample of the interval since the previous call (nil when nothing was sent or reported), and a new interval.
+    /// The sample of the interval since the previous call (nil when nothing was reported), and a new interval.
     public mutating func sample() -> LinkQualitySample? {
-        defer { sent = 0; nacked = 0; reportedLost = 0; reportedExpected = 0; jitterSeconds = nil }
-        guard sent > 0 || reportedExpected > 0 else { return nil }
-        let nackLoss = sent > 0 ? min(1, Double(nacked) / Double(sent)) : 0
-        let rrLoss = reportedExpected > 0 ? reportedLost / reportedExpected : 0
-        return LinkQualitySample(loss: max(nackLoss, rrLoss), roundTripTime: roundTripTime,
+        defer { reportedLost = 0; reportedExpected = 0; jitterSeconds = nil }
+        let raw = wire.take()
+        guard reportedExpected > 0 || raw != nil else { return nil }
+        let loss = reportedExpected > 0 ? reportedLost / reportedExpected : 0
+        return LinkQualitySample(loss: loss, rawLoss: raw, roundTripTime: roundTripTime,
                                  jitter: jitterSeconds.map { .microseconds(Int64($0 * 1_000_000)) })
+    }
+}
+
+/// The loss on the wire a receiver's transport-wide feedback shows: each packet it covers counts once, as received or
+/// lost (a later feedback may cover it again after a late arrival), until `take()`.
+public struct TransportFeedbackLoss: Sendable, Equatable {
+    private var unwrapper = SequenceUnwrapper()
+    private var highest: Int64?
+    public private(set) var received = 0, lost = 0
+
+    public init() {}
+
+    public mutating func add(_ fb: TransportCCFeedback) {
+        for (i, d) in fb.deltas.enumerated() {
+            let ext = unwrapper.unwrap(fb.baseSequence &+ UInt16(truncatingIfNeeded: i))
+            if let h = highest, ext <= h { continue }
+            highest = ext
+            if d == nil { lost += 1 } else { received += 1 }
+        }
+    }
+
+    /// The lost share since the last call (nil when no packet was covered), and a new count.
+    public mutating func take() -> Double? {
+        defer { received = 0; lost = 0 }
+        return received + lost > 0 ? Double(lost) / Double(received + lost) : nil
     }
 }

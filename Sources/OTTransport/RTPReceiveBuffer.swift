@@ -1,7 +1,7 @@
 import OTBase
 
 /// Extends 16-bit RTP sequence numbers to a monotonic 64-bit count (RFC 3550 A.1 style).
-public struct SequenceUnwrapper: Sendable {
+public struct SequenceUnwrapper: Sendable, Equatable {
     private var last: Int64?
     public init() {}
     /// The extended value of `seq`, choosing the wrap that is closest to the previous value.

@@ -60,6 +60,19 @@ public struct RTPReceiveStatistics: Sendable {
     }
 }
 
+/// Repair counters of an `RTPSession`, summed over its SSRCs.
+public struct RTPRepairCounters: Sendable, Equatable {
+    /// Sequence numbers we NACKed (each retry counted), packets that arrived after being NACKed, and missing
+    /// packets given up on (too old, too many retries, or a gap too large to track).
+    public var nackedSequences = 0
+    public var nackRepaired = 0
+    public var nackGivenUp = 0
+    /// Sequence numbers the peer NACKed that were resent, and those no longer (or never) in the cache.
+    public var retransmissionsQueued = 0
+    public var retransmissionMisses = 0
+    public init() {}
+}
+
 /// What the RTP session reports.
 public enum RTPSessionEvent: Sendable, Equatable {
     /// The remote asked for a keyframe of one of our SSRCs (PLI or FIR).
@@ -71,6 +84,9 @@ public enum RTPSessionEvent: Sendable, Equatable {
     case bye(ssrc: UInt32)
     /// Transport-wide congestion control feedback from the remote.
     case transportFeedback(TransportCCFeedback)
+    /// NACK gave up on these packets of a remote SSRC (retries used up, or too old): they will not come; a receiver
+    /// waiting for them should stop (and ask for a keyframe).
+    case packetsUnrecoverable(ssrc: UInt32, sequences: [UInt16])
 }
 
 /// A sans-IO RTP session: counts what is sent and received, answers NACKs from a retransmission cache,
@@ -95,7 +111,8 @@ public final class RTPSession {
         var lastRTPTimestamp: UInt32 = 0
         var lastSentAt: Instant?
         var clockRate: UInt32 = 90000
-        var cache = RetransmissionCache()
+        var cache: NACKResponder
+        init(rtx: RTXSender?) { cache = NACKResponder(rtx: rtx) }
 
         mutating func record(rtpTimestamp: UInt32, clockRate: UInt32, payloadBytes: Int, now: Instant) {
             packets &+= 1
@@ -112,10 +129,17 @@ public final class RTPSession {
     }
 
     public let config: Config
-    /// Current RTT estimate (starts at 100 ms until measured).
+    /// Repair counters (NACKs sent and answered).
+    public private(set) var repair = RTPRepairCounters()
+    /// Current RTT estimate: 100 ms until measured, or what `setInitialRoundTripTime` gave until RTCP measures it.
     public private(set) var rtt: Duration = .milliseconds(100)
+    private var rttMeasured = false
     private var send: [UInt32: SendState] = [:]
     private var receive: [UInt32: ReceiveState] = [:]
+    /// RTX streams for our SSRCs (negotiated), applied to their send state.
+    private var rtx: [UInt32: RTXSender] = [:]
+    /// Keyframe requests per remote SSRC.
+    private var keyframePacers: [UInt32: KeyframeRequestPacer] = [:]
     private var sentSR: [(lsr: UInt32, at: Instant)] = []
     private var nextReportAt: Instant?
     private var rtcpOut = FIFO<[UInt8]>()
@@ -135,6 +159,18 @@ public final class RTPSession {
 
     private var senderSSRC: UInt32 { config.localSSRCs.first ?? 0 }
 
+    /// Retransmissions of `ssrc` go out on an RTX stream (RFC 4588, negotiated: `a=ssrc-group:FID`, `apt`).
+    public func enableRTX(ssrc: UInt32, rtx sender: RTXSender) {
+        rtx[ssrc] = sender
+        send[ssrc]?.cache.rtx = sender
+    }
+
+    /// A round-trip time measured elsewhere (ICE checks, the DTLS handshake), used until RTCP measures one.
+    public func setInitialRoundTripTime(_ d: Duration) {
+        guard !rttMeasured, d >= .zero else { return }
+        rtt = d
+    }
+
     func ntp(_ now: Instant) -> UInt64 {
         let us = UInt64(max(0, now.micros + ntpOffsetMicros))
         return (us / 1_000_000) << 32 | ((us % 1_000_000) << 32) / 1_000_000
@@ -146,7 +182,7 @@ public final class RTPSession {
     /// a retransmission is then the same SRTP packet again (a receiver that already has it drops it as a replay).
     public func sent(ssrc: UInt32, sequence: UInt16, rtpTimestamp: UInt32, clockRate: UInt32, payloadBytes: Int, packet: [UInt8], now: Instant) {
         // Mutated in place: a copy of the state would copy the retransmission cache on every packet.
-        send[ssrc, default: SendState()].record(rtpTimestamp: rtpTimestamp, clockRate: clockRate, payloadBytes: payloadBytes, now: now)
+        send[ssrc, default: SendState(rtx: rtx[ssrc])].record(rtpTimestamp: rtpTimestamp, clockRate: clockRate, payloadBytes: payloadBytes, now: now)
         if config.nack { send[ssrc]?.cache.store(sequence: sequence, packet: packet) }
     }
 
@@ -154,18 +190,37 @@ public final class RTPSession {
     public func received(ssrc: UInt32, sequence: UInt16, rtpTimestamp: UInt32, clockRate: UInt32, now: Instant) {
         receive[ssrc, default: ReceiveState(stats: RTPReceiveStatistics(ssrc: ssrc, clockRate: clockRate))]
             .stats.packet(sequence: sequence, rtpTimestamp: rtpTimestamp, now: now)
-        if config.nack { receive[ssrc]?.nack.received(sequence: sequence, now: now) }
-        if config.nack { flushNACKs(now: now) }
+        if config.nack {
+            // Only the counters are read around the update (a copy of the generator would copy its table).
+            let recovered = receive[ssrc]?.nack.recovered ?? 0, givenUp = receive[ssrc]?.nack.givenUp ?? 0
+            receive[ssrc]?.nack.received(sequence: sequence, now: now)
+            repair.nackRepaired += (receive[ssrc]?.nack.recovered ?? 0) - recovered
+            repair.nackGivenUp += (receive[ssrc]?.nack.givenUp ?? 0) - givenUp
+            flushNACKs(now: now)
+        }
     }
 
-    /// Queues a PLI for a remote SSRC (the decoder needs a keyframe).
-    public func requestKeyframe(ssrc: UInt32, useFIR: Bool = false) {
+    /// Asks for a keyframe of a remote SSRC (a PLI, or a FIR when `useFIR`), paced by a `KeyframeRequestPacer`: one
+    /// within two RTTs (at least 100 ms) of the last is held until then, and requests made meanwhile fold into it.
+    /// Call it as often as a decoder needs one (e.g. on every tick while it waits for its first keyframe).
+    public func requestKeyframe(ssrc: UInt32, useFIR: Bool = false, now: Instant) {
+        if keyframePacers[ssrc, default: KeyframeRequestPacer()].request(useFIR: useFIR, now: now, rtt: rtt) {
+            queueKeyframeRequest(ssrc: ssrc, useFIR: useFIR)
+        }
+    }
+
+    private func queueKeyframeRequest(ssrc: UInt32, useFIR: Bool) {
         if useFIR {
             firSequence &+= 1
             rtcpOut.push(RTCP.serialize([.fir(senderSSRC: senderSSRC, entries: [.init(ssrc: ssrc, sequence: firSequence)])]))
         } else {
             rtcpOut.push(RTCP.serialize([.pli(senderSSRC: senderSSRC, mediaSSRC: ssrc)]))
         }
+    }
+
+    /// Keyframe requests sent and folded (pacing), over all remote SSRCs.
+    public var keyframeRequestCounters: (sent: Int, folded: Int) {
+        keyframePacers.values.reduce((0, 0)) { ($0.0 + $1.sent, $0.1 + $1.folded) }
     }
 
     /// Queues transport-wide congestion control feedback built by the caller.
@@ -182,7 +237,14 @@ public final class RTPSession {
                 reportBlocks(reports, now: now)
             case .nack(_, let media, let lost):
                 let rtt = self.rtt
-                if let packets = send[media]?.cache.packets(for: lost, now: now, rtt: rtt) { retransmissions.push(contentsOf: packets) }
+                let missedBefore = send[media]?.cache.missed ?? 0
+                if let packets = send[media]?.cache.packets(for: lost, now: now, rtt: rtt) {
+                    retransmissions.push(contentsOf: packets)
+                    repair.retransmissionsQueued += packets.count
+                    repair.retransmissionMisses += (send[media]?.cache.missed ?? 0) - missedBefore
+                } else {
+                    repair.retransmissionMisses += lost.count
+                }
             case .pli(_, let media):
                 if send[media] != nil || config.localSSRCs.contains(media) { events.push(.keyframeRequested(ssrc: media)) }
             case .fir(_, let entries):
@@ -205,6 +267,7 @@ public final class RTPSession {
             let measured = now - sent.at - dlsr
             guard measured >= .zero else { continue }
             rtt = measured
+            rttMeasured = true
             events.push(.roundTripTime(measured))
         }
     }
@@ -212,7 +275,14 @@ public final class RTPSession {
     private func flushNACKs(now: Instant) {
         let rtt = self.rtt
         for ssrc in Array(receive.keys) {  // a copy of the keys, so mutating `receive` does not copy it
-            guard let lost = receive[ssrc]?.nack.poll(now: now, rtt: rtt), !lost.isEmpty else { continue }
+            let givenUpBefore = receive[ssrc]?.nack.givenUp ?? 0
+            let lost = receive[ssrc]?.nack.poll(now: now, rtt: rtt) ?? []
+            repair.nackGivenUp += (receive[ssrc]?.nack.givenUp ?? 0) - givenUpBefore
+            if let abandoned = receive[ssrc]?.nack.takeGivenUp(), !abandoned.isEmpty {
+                events.push(.packetsUnrecoverable(ssrc: ssrc, sequences: abandoned))
+            }
+            guard !lost.isEmpty else { continue }
+            repair.nackedSequences += lost.count
             // One FCI list per packet keeps each NACK small.
             rtcpOut.push(RTCP.serialize([.nack(senderSSRC: senderSSRC, mediaSSRC: ssrc, lost: lost)]))
         }
@@ -220,9 +290,12 @@ public final class RTPSession {
 
     // MARK: timers and output
 
-    /// Sends periodic reports and NACK retries that are due.
+    /// Sends periodic reports, NACK retries and held keyframe requests that are due.
     public func handleTimeout(now: Instant) {
         if config.nack { flushNACKs(now: now) }
+        for ssrc in Array(keyframePacers.keys) {
+            if let useFIR = keyframePacers[ssrc]?.poll(now: now, rtt: rtt) { queueKeyframeRequest(ssrc: ssrc, useFIR: useFIR) }
+        }
         guard let at = nextReportAt, at <= now else { return }
         var packets: [RTCPPacket] = []
         var blocks: [RTCPReportBlock] = []
@@ -257,14 +330,20 @@ public final class RTPSession {
     public func pollRetransmission() -> [UInt8]? { retransmissions.pop() }
     public func pollEvent() -> RTPSessionEvent? { events.pop() }
     public func pollTimeout() -> Instant? {
-        let nacks = receive.values.compactMap { $0.nack.nextPoll(rtt: rtt) }.min()
-        return [nextReportAt, nacks].compactMap { $0 }.min()
+        let nacks = config.nack ? receive.values.compactMap { $0.nack.nextPoll(rtt: rtt) }.min() : nil
+        let keyframes = keyframePacers.values.compactMap { $0.nextDeadline(rtt: rtt) }.min()
+        return [nextReportAt, nacks, keyframes].compactMap { $0 }.min()
     }
 
     /// Reception statistics of a remote SSRC.
     public func statistics(ssrc: UInt32) -> RTPReceiveStatistics? { receive[ssrc]?.stats }
-    /// NACK counters of a remote SSRC: (recovered, given up, outstanding).
-    public func nackCounters(ssrc: UInt32) -> (recovered: Int, givenUp: Int, outstanding: Int)? {
-        receive[ssrc].map { ($0.nack.recovered, $0.nack.givenUp, $0.nack.outstanding) }
+    /// NACK counters of a remote SSRC: (sequence numbers NACKed, recovered, given up, outstanding).
+    public func nackCounters(ssrc: UInt32) -> (nacked: Int, recovered: Int, givenUp: Int, outstanding: Int)? {
+        receive[ssrc].map { ($0.nack.nacked, $0.nack.recovered, $0.nack.givenUp, $0.nack.outstanding) }
+    }
+    /// Retransmission counters of one of our SSRCs: packets resent and their (unprotected) bytes, NACKed sequence
+    /// numbers no longer held.
+    public func retransmissionCounters(ssrc: UInt32) -> (packets: Int, bytes: Int, misses: Int)? {
+        send[ssrc].map { ($0.cache.resent, $0.cache.resentBytes, $0.cache.missed) }
     }
 }

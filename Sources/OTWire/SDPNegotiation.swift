@@ -33,6 +33,8 @@ public struct SDPLocalParameters: Sendable {
     /// Offer/answer a video section (VP8 + RTX); `track` nil means receive only.
     public var video: Bool = true
     public var videoTrack: SDPLocalTrack?
+    /// Offer/answer video forward error correction: ULPFEC (RFC 5109) inside RED (RFC 2198), as browsers do.
+    public var videoFEC: Bool = true
 
     public init(iceUfrag: String, icePwd: String, fingerprint: SDPFingerprint) {
         self.iceUfrag = iceUfrag; self.icePwd = icePwd; self.fingerprint = fingerprint
@@ -53,6 +55,9 @@ public struct SDPNegotiatedMedia: Equatable, Sendable {
     /// Remote (media SSRC, RTX SSRC) pairs from `a=ssrc-group:FID`.
     public var remoteRTXSSRCs: [UInt32: UInt32]
     public var direction: SDPDirection
+    /// RED and ULPFEC payload types (video), when both sides list both: FEC may be sent inside RED.
+    public var redPayloadType: UInt8? = nil
+    public var ulpfecPayloadType: UInt8? = nil
 }
 
 /// The transport parameters and media both sides agreed (JSEP subset: everything BUNDLEd on one transport).
@@ -74,7 +79,7 @@ extension SDPNegotiatedMedia {
     public var extensionIds: RTPHeaderExtensionIds { RTPHeaderExtensionIds(extmaps: extmaps) }
 }
 
-/// Builds offers and answers for Opus/VP8 over one BUNDLEd, rtcp-muxed DTLS-SRTP transport.
+/// Builds offers and answers for Opus/VP8 (with RTX, and ULPFEC inside RED) over one BUNDLEd, rtcp-muxed DTLS-SRTP transport.
 public enum SDPNegotiation {
     public static let midExtension = MidExtension.uri
     public static let transportCCExtension = TransportWideSequenceNumber.uri
@@ -106,9 +111,10 @@ public enum SDPNegotiation {
     static func audioCodecs() -> [SDPCodec] {
         [SDPCodec(payloadType: 111, name: "opus", clockRate: 48000, channels: 2, fmtp: "minptime=10;useinbandfec=1", rtcpFeedback: audioFeedback)]
     }
-    static func videoCodecs() -> [SDPCodec] {
+    static func videoCodecs(fec: Bool = true) -> [SDPCodec] {
         [SDPCodec(payloadType: 96, name: "VP8", clockRate: 90000, rtcpFeedback: videoFeedback),
          SDPCodec(payloadType: 97, name: "rtx", clockRate: 90000, fmtp: "apt=96")]
+            + (fec ? [SDPCodec(payloadType: 100, name: "red", clockRate: 90000), SDPCodec(payloadType: 101, name: "ulpfec", clockRate: 90000)] : [])
     }
 
     private static func transportAttributes(_ m: inout SDPMedia, _ local: SDPLocalParameters, setup: SDPSetupRole) {
@@ -147,7 +153,7 @@ public enum SDPNegotiation {
     public static func offer(_ local: SDPLocalParameters) -> SessionDescription {
         var sd = baseDescription(local)
         var mids: [String] = []
-        for (kind, enabled, codecs, track) in [("audio", local.audio, audioCodecs(), local.audioTrack), ("video", local.video, videoCodecs(), local.videoTrack)] where enabled {
+        for (kind, enabled, codecs, track) in [("audio", local.audio, audioCodecs(), local.audioTrack), ("video", local.video, videoCodecs(fec: local.videoFEC), local.videoTrack)] where enabled {
             var m = SDPMedia(kind: kind, formats: codecs.map { String($0.payloadType) })
             transportAttributes(&m, local, setup: .actpass)
             m.mid = String(mids.count)
@@ -196,9 +202,17 @@ public enum SDPNegotiation {
             default: dir = .inactive
             }
         }
-        return SDPNegotiatedMedia(kind: m.kind, mid: mid, codec: codec, rtxPayloadType: rtx, feedback: feedback,
-                                  extmaps: m.extmaps.filter { accepts($0, kind: m.kind) },
-                                  remoteSSRCs: m.ssrcList, remoteRTXSSRCs: fid, direction: dir)
+        var n = SDPNegotiatedMedia(kind: m.kind, mid: mid, codec: codec, rtxPayloadType: rtx, feedback: feedback,
+                                   extmaps: m.extmaps.filter { accepts($0, kind: m.kind) },
+                                   remoteSSRCs: m.ssrcList, remoteRTXSSRCs: fid, direction: dir)
+        // ULPFEC inside RED: only both together, at the codec's clock rate.
+        if localCodecs.contains(where: { $0.name == "red" }),
+           let red = m.codecs.first(where: { $0.name.lowercased() == "red" && $0.clockRate == codec.clockRate }),
+           let ulpfec = m.codecs.first(where: { $0.name.lowercased() == "ulpfec" && $0.clockRate == codec.clockRate }) {
+            n.redPayloadType = red.payloadType
+            n.ulpfecPayloadType = ulpfec.payloadType
+        }
+        return n
     }
 
     /// The remote candidates of the transport a description's `section` carries, and whether they are complete: the
@@ -224,7 +238,7 @@ public enum SDPNegotiation {
         func localMedia(_ kind: String) -> ([SDPCodec], SDPLocalTrack?)? {
             switch kind {
             case "audio" where local.audio: (audioCodecs(), local.audioTrack)
-            case "video" where local.video: (videoCodecs(), local.videoTrack)
+            case "video" where local.video: (videoCodecs(fec: local.videoFEC), local.videoTrack)
             default: nil
             }
         }
@@ -262,6 +276,9 @@ public enum SDPNegotiation {
                 transportAttributes(&am, local, setup: localSetup)
                 var codecs = [n.codec]
                 if let rtx = n.rtxPayloadType, let r = m.codec(rtx) { codecs.append(r) }
+                if let red = n.redPayloadType, let ulpfec = n.ulpfecPayloadType, let r = m.codec(red), let u = m.codec(ulpfec) {
+                    codecs += [r, u]
+                }
                 am.codecs = codecs
                 am.formats = codecs.map { String($0.payloadType) }
                 am.extmaps = n.extmaps
@@ -306,7 +323,7 @@ public enum SDPNegotiation {
             guard let om = offer.media.first(where: { $0.mid == m.mid && $0.mid != nil }) else {
                 throw OTError(.invalidParameter, "answer: mid \(m.mid ?? "(none)") is not in the offer")
             }
-            let codecs = om.kind == "audio" ? audioCodecs() : om.kind == "video" ? videoCodecs() : []
+            let codecs = om.kind == "audio" ? audioCodecs() : om.kind == "video" ? videoCodecs(fec: om.codec(named: "ulpfec") != nil) : []
             if let n = negotiateMedia(remote: m, localCodecs: codecs, remoteIsOffer: false, localTrack: nil) {
                 var n = n
                 n.direction = switch m.direction ?? .sendrecv {

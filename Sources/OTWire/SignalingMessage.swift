@@ -203,6 +203,8 @@ public enum ClientMessage: Sendable, Equatable {
     case mediaClose(peerId: String)
     /// What a subscriber wants to receive on its peer connection.
     case subscriberSettings(peerId: String, audio: Bool, video: Bool)
+    /// A liveness check for clients that cannot send WebSocket pings (browsers): answered by a plain `reply`.
+    case ping(id: Int)
 }
 
 /// Messages the server sends (docs/protocol.md).
@@ -304,6 +306,7 @@ extension ClientMessage: Codable {
                                    sdpMLineIndex: try c.opt("sdpMLineIndex"))
         case "mediaClose": self = .mediaClose(peerId: try c.req("peerId"))
         case "subscriberSettings": self = .subscriberSettings(peerId: try c.req("peerId"), audio: try c.req("audio"), video: try c.req("video"))
+        case "ping": self = .ping(id: try c.req("id"))
         default: throw UnknownMessageType(type: String(type.prefix(64)), id: try? c.opt("id"))
         }
     }
@@ -334,6 +337,8 @@ extension ClientMessage: Codable {
             try c.put("type", "reportIssue"); try c.put("id", id); try c.put("issueId", issueId); try c.put("description", d)
         case .disconnect:
             try c.put("type", "disconnect")
+        case .ping(let id):
+            try c.put("type", "ping"); try c.put("id", id)
         case .mediaOffer(let id, let peerId, let streamId, let direction, let sdp):
             try c.put("type", "mediaOffer"); try c.put("id", id); try c.put("peerId", peerId); try c.put("streamId", streamId)
             try c.put("direction", direction); try c.put("sdp", sdp)

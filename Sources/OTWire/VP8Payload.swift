@@ -250,6 +250,9 @@ public struct VP8Depacketizer: Sendable {
     private var highest: Int64?
     private var nextExpected: Int64?
     private var waitingForKeyframe = true
+    /// The picture ID of the last frame delivered: a frame with the next one follows it even across sequence numbers
+    /// that carried no VP8 (FEC packets in the same sequence space).
+    private var lastPictureId: UInt16?
     private var requested = false
     private var droppedSinceRequest = 0
     private var frameBuffer: [UInt8] = []
@@ -267,6 +270,19 @@ public struct VP8Depacketizer: Sendable {
 
     /// Whether delta frames are being dropped until a keyframe arrives.
     public var isWaitingForKeyframe: Bool { waitingForKeyframe }
+
+    /// Whether losing the packet with `sequence` for good leaves what comes next undecodable: while decoding, it is not
+    /// older than the next packet expected in order; while waiting for a keyframe, it belongs to (or follows) a keyframe
+    /// being assembled, which it leaves incomplete.
+    public func needs(_ sequence: UInt16) -> Bool {
+        guard let h = highest else { return false }
+        let ext = h + Int64(Int16(bitPattern: sequence &- UInt16(truncatingIfNeeded: h)))
+        if waitingForKeyframe {
+            return slots.contains { $0.seq >= 0 && $0.seq <= ext && $0.startsFrame && VP8FrameHeader.isKeyframe($0.data[...]) }
+        }
+        guard let n = nextExpected else { return true }
+        return ext >= n
+    }
 
     /// Feeds one RTP packet carrying VP8; `deliver` receives complete frames and keyframe requests.
     public mutating func insert(_ packet: RTPPacket, deliver: (Event) -> Void) {
@@ -353,7 +369,7 @@ public struct VP8Depacketizer: Sendable {
                 for i in slots.indices where slots[i].seq >= 0 && slots[i].seq < start { slots[i].seq = -1 }
                 waitingForKeyframe = false; requested = false; droppedSinceRequest = 0
                 emitFrame(start: start, end: end, keyframe: true, deliver)
-            } else if !waitingForKeyframe && nextExpected == start {
+            } else if !waitingForKeyframe && (nextExpected == start || followsLastFrame(slots[Int(start & mask)].pictureId, start: start)) {
                 emitFrame(start: start, end: end, keyframe: false, deliver)
             } else if waitingForKeyframe {
                 for s in start...end { release(s) }
@@ -369,10 +385,29 @@ public struct VP8Depacketizer: Sendable {
                 return  // an earlier frame is still incomplete
             }
             nextExpected = end + 1
-            // The following frame may already be complete.
-            guard let next = completeFrame(around: end + 1) else { return }
+            // The following frame may already be complete: right after this one, or after numbers that carried no VP8.
+            guard let next = completeFrame(around: end + 1) ?? nextPicture(after: end) else { return }
             (start, end) = next
         }
+    }
+
+    /// A complete frame held within `ULPFECPayload.maxProtected` numbers after `end` that is the next picture.
+    private func nextPicture(after end: Int64) -> (Int64, Int64)? {
+        guard let h = highest, h > end + 1 else { return nil }
+        var s = end + 2
+        while s <= min(h, end + Int64(ULPFECPayload.maxProtected)) {
+            if let p = slot(s), p.startsFrame, followsLastFrame(p.pictureId, start: s) { return completeFrame(around: s) }
+            s += 1
+        }
+        return nil
+    }
+
+    /// Whether a frame starting at `start` with picture ID `pid` is the next picture after the last delivered one,
+    /// with nothing VP8 of ours missing in between (only numbers that carried other payloads, e.g. FEC).
+    private func followsLastFrame(_ pid: UInt16?, start: Int64) -> Bool {
+        guard let pid, let last = lastPictureId, let n = nextExpected, start > n else { return false }
+        let modulus: UInt16 = last > 0x7F || pid > 0x7F ? 0x8000 : 0x80
+        return (pid &- last) % modulus == 1
     }
 
     private mutating func emitFrame(start: Int64, end: Int64, keyframe: Bool, _ deliver: (Event) -> Void) {
@@ -380,6 +415,7 @@ public struct VP8Depacketizer: Sendable {
         for s in start...end { frameBuffer.append(contentsOf: slots[Int(s & mask)].data) }
         let head = slots[Int(start & mask)]
         for s in start...end { release(s) }
+        lastPictureId = head.pictureId
         stats.framesDelivered += 1
         let data = frameBuffer[...]
         deliver(.frame(VP8ReceivedFrame(data: data, rtpTimestamp: head.timestamp, isKeyframe: keyframe,

@@ -24,14 +24,9 @@ func runLatencyBenchmark(_ args: [String]) throws {
         let mode = relayed ? "relayed" : "routed"
         let server = try BenchServer()
         defer { server.stop() }
-        let sid = try server.session(relayed: relayed)
-        let (a, _) = try server.connect(sid)
-        let (b, bDelegate) = try server.connect(sid)
-        defer { try? a.disconnect(); try? b.disconnect() }
-        let pubRec = StreamRecorder("publisher")
-        let publisher = try testPatternPublisher(pubRec, name: "cam", width: res[0], height: res[1], fps: fps, kbps: 800)
-        let stream = try publishAndWait(a, publisher, pubRec)
-        guard waitUntil(15, { bDelegate.streams[stream.id] != nil }) else { throw BenchError("\(mode): the subscriber did not see the stream") }
+        let pair = try PublishedPair(server, relayed: relayed, name: "cam", width: res[0], height: res[1], fps: fps, kbps: 800)
+        defer { pair.close() }
+        let (a, b, publisher, stream) = (pair.a, pair.b, pair.publisher, pair.stream)
 
         var firstFrames: [Double] = []
         for _ in 0..<rounds {

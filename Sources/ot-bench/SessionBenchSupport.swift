@@ -68,6 +68,7 @@ struct ProcessResources: CustomStringConvertible {
 final class BenchSessionDelegate: SessionDelegate, @unchecked Sendable {
     private let lock = NSLock()
     private var _connected = false, _disconnected = false, _failure: OTError?
+    private var _qualityEvents: [String] = []
     private var _streams: [String: StreamInfo] = [:]
     var connected: Bool { lock.withLock { _connected } }
     var disconnected: Bool { lock.withLock { _disconnected } }
@@ -89,8 +90,10 @@ final class StreamRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Se
     private var lastNumber: UInt32?
     private var _latency = LatencyStats(capacity: 200_000)
     private var _samples: [Int64] = []
-    private var _firstFrameAt: Double?, _lastFrameAt: Double?
+    private var _firstFrameAt: Double?, _lastFrameAt: Double?, _connectedAt: Double?
+    private var _renderTimes: [Double] = []
     private var _connected = false, _failure: OTError?
+    private var _qualityEvents: [String] = []
     private var _streamCreated = false, _streamDestroyed = false
     let name: String
     init(_ name: String) { self.name = name }
@@ -106,6 +109,11 @@ final class StreamRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Se
     var latencySamples: [Int64] { lock.withLock { _samples } }
     var firstFrameAt: Double? { lock.withLock { _firstFrameAt } }
     var lastFrameAt: Double? { lock.withLock { _lastFrameAt } }
+    /// `monotonicSeconds()` of every rendered frame, and of `subscriberDidConnect`.
+    var renderTimes: [Double] { lock.withLock { _renderTimes } }
+    var connectedAt: Double? { lock.withLock { _connectedAt } }
+    /// Audio-fallback events, in order: "warning", "lifted", "disabled", "enabled".
+    var qualityEvents: [String] { lock.withLock { _qualityEvents } }
     var connected: Bool { lock.withLock { _connected } }
     var failure: OTError? { lock.withLock { _failure } }
     var streamCreated: Bool { lock.withLock { _streamCreated } }
@@ -114,8 +122,19 @@ final class StreamRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Se
     func publisher(_ publisher: Publisher, streamCreated stream: StreamInfo) { lock.withLock { _streamCreated = true } }
     func publisher(_ publisher: Publisher, streamDestroyed stream: StreamInfo) { lock.withLock { _streamDestroyed = true } }
     func publisher(_ publisher: Publisher, didFailWithError error: OTError) { lock.withLock { _failure = error } }
-    func subscriberDidConnect(toStream subscriber: Subscriber) { lock.withLock { _connected = true } }
+    func subscriberDidConnect(toStream subscriber: Subscriber) {
+        let t = monotonicSeconds()
+        lock.withLock { _connected = true; _connectedAt = _connectedAt ?? t }
+    }
     func subscriber(_ subscriber: Subscriber, didFailWithError error: OTError) { lock.withLock { _failure = error } }
+    func subscriberVideoDisableWarning(_ subscriber: Subscriber) { lock.withLock { _qualityEvents.append("warning") } }
+    func subscriberVideoDisableWarningLifted(_ subscriber: Subscriber) { lock.withLock { _qualityEvents.append("lifted") } }
+    func subscriber(_ subscriber: Subscriber, videoDisabledWithReason reason: SubscriberVideoEventReason) {
+        if reason == .qualityChanged { lock.withLock { _qualityEvents.append("disabled") } }
+    }
+    func subscriber(_ subscriber: Subscriber, videoEnabledWithReason reason: SubscriberVideoEventReason) {
+        if reason == .qualityChanged { lock.withLock { _qualityEvents.append("enabled") } }
+    }
     func subscriber(_ subscriber: Subscriber, didReceiveVideoFrame frame: VideoFrame) {
         let stamp = TestPatternReader.read(frame)
         let now = MonotonicClock.now().micros
@@ -124,6 +143,7 @@ final class StreamRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Se
             _frames += 1
             if _firstFrameAt == nil { _firstFrameAt = t }
             _lastFrameAt = t
+            _renderTimes.append(t)
             guard let stamp else { _unstamped += 1; return }
             _latency.add(micros: now - stamp.timestampMicros)
             _samples.append(now - stamp.timestampMicros)
@@ -177,6 +197,35 @@ func publishAndWait(_ session: Session, _ publisher: Publisher, _ rec: StreamRec
         throw BenchError("\(rec.name): no streamCreated (\(rec.failure.map { "\($0)" } ?? "timed out"))")
     }
     return stream
+}
+
+/// Two clients of a new session on `server`: A publishes the test pattern and a tone, B has seen the stream. Keeps the
+/// delegates the sessions hold weakly; disconnect both with `close()`.
+final class PublishedPair {
+    let a: Session, b: Session
+    let publisher: Publisher
+    let stream: StreamInfo
+    private let delegates: (BenchSessionDelegate, BenchSessionDelegate, StreamRecorder)
+
+    init(_ server: BenchServer, relayed: Bool, name: String, width: Int, height: Int, fps: Int, kbps: Int) throws {
+        let sid = try server.session(relayed: relayed)
+        let (a, aDelegate) = try server.connect(sid)
+        let (b, bDelegate) = try server.connect(sid)
+        let pubRec = StreamRecorder("publisher")
+        do {
+            publisher = try testPatternPublisher(pubRec, name: name, width: width, height: height, fps: fps, kbps: kbps)
+            let stream = try publishAndWait(a, publisher, pubRec)
+            guard waitUntil(15, { bDelegate.streams[stream.id] != nil }) else { throw BenchError("the subscriber did not see the stream") }
+            self.stream = stream
+        } catch {
+            try? a.disconnect(); try? b.disconnect()
+            throw error
+        }
+        self.a = a; self.b = b
+        delegates = (aDelegate, bDelegate, pubRec)
+    }
+
+    func close() { try? a.disconnect(); try? b.disconnect() }
 }
 
 /// `x` rounded to a whole number.

@@ -2,6 +2,7 @@
 //   ot-bench codec [--quick]    codecs, payloads and SRTP against raw libvpx/libopus
 //   ot-bench pipeline [--quick] the publisher/subscriber media pipelines in one process
 //   ot-bench router [--quick] [--janus]  the media router's forwarding cost with N subscribers (and Janus's)
+//   ot-bench loss [--loss 5,10,20,30,burst] [--runs 3]  routed and relayed sessions under real packet loss (root)
 //   ot-bench cc [--quick]       bandwidth estimation vs the loss-only rule on emulated bottlenecks
 // Build for release: swift run -c release ot-bench <subcommand>
 import Glibc
@@ -13,6 +14,7 @@ let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)
     ("meeting", "N clients each publishing and subscribing to all others: fps, order, latency, freezes per pair", runMeetingBenchmark),
     ("cycles", "connect/publish/subscribe/disconnect cycles: fds, threads and RSS against the warm-up level", runCyclesBenchmark),
     ("latency", "capture-to-render latency routed and relayed, subscribe-to-first-frame time", runLatencyBenchmark),
+    ("loss", "sessions under nftables packet loss in network namespaces: first frame, frames rendered, freezes, concealment, repair", runLossBenchmark),
     ("cc", "send-side bandwidth estimation (GCC) vs loss-only on emulated bottlenecks: convergence, utilisation, queue delay", runCongestionBenchmark),
 ]
 

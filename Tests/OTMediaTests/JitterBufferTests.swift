@@ -14,9 +14,10 @@ private struct AudioScenario {
 
     /// Runs the scenario with a pull every 20 ms (offset 7 ms) until every packet has arrived and the
     /// buffer is empty; returns the played packet indexes, every output, and the buffer.
-    func run(config: AudioJitterConfig = AudioJitterConfig())
+    func run(config: AudioJitterConfig = AudioJitterConfig(), repairAllowance: Duration = .zero)
         -> (played: [Int], outputs: [AudioJitterOutput<Int>], buffer: AudioJitterBuffer<Int>) {
         var jb = AudioJitterBuffer<Int>(config: config)
+        jb.repairAllowance = repairAllowance
         var arrivals: [(t: Int64, i: Int)] = []
         for i in 0..<packets { if let t = arrival(i) { arrivals.append((t, i)) } }
         arrivals.sort { $0.t < $1.t || ($0.t == $1.t && $0.i < $1.i) }
@@ -82,6 +83,24 @@ final class JitterBufferTests: XCTestCase {
             j += (d - j) / 16
         }
         XCTAssertEqual(s.jitterMillis, j, accuracy: 0.01)
+    }
+
+    /// The wait for repairs: 20 % of packets are lost and come back by NACK 20 ms (the next packet shows the gap) plus
+    /// 10–40 ms later (retries included). With a repair allowance the buffer keeps that much delay while loss goes on,
+    /// and every packet plays; without one the repaired packets stretch the arrival-delay estimate, and the early ones
+    /// arrive after their turn.
+    func testAudioWaitsForRetransmissionsWithARepairAllowance() {
+        var rng = SeededRandom(seed: 31)
+        let repairDelay = (0..<1500).map { _ -> Int64? in
+            Double.random(in: 0..<1, using: &rng) < 0.2 ? 20 + Int64.random(in: 10...40, using: &rng) : nil
+        }
+        let scenario = AudioScenario(packets: 1500, arrival: { Int64($0) * 20 + 5 + (repairDelay[$0] ?? 0) })
+        let repaired = scenario.run(repairAllowance: .milliseconds(80))
+        XCTAssertEqual(repaired.played, Array(0..<1500), "every retransmission arrived in time to play")
+        XCTAssertEqual(repaired.buffer.stats.concealedLost + repaired.buffer.stats.concealedUnderrun, 0, "nothing concealed")
+        XCTAssertLessThanOrEqual(repaired.buffer.targetDelay, .milliseconds(110), "one packet, the jitter of first arrivals, the allowance")
+        let plain = scenario.run()
+        XCTAssertGreaterThan(plain.buffer.stats.late, 0, "without the allowance some repairs miss their turn")
     }
 
     func testAudioLossIsConcealedOncePerLostPacket() {

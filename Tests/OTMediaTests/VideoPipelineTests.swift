@@ -225,6 +225,69 @@ final class VideoPipelineTests: XCTestCase {
         }
     }
 
+    /// The wait for repairs, as sessions configure it (the connection NACKs and says when it gives a packet up): a
+    /// missing packet is waited for while later ones pile up (far beyond the old 64-packet give-up), frames resume in
+    /// order when it arrives, and only a give-up from the transport asks for a keyframe, at once.
+    func testWaitsForARepairUntilTheTransportGivesUpThenAsksForAKeyframe() throws {
+        let sender = try VideoSendPipeline(config: VideoSendConfig(ssrc: 0xBEEF, encoder: VP8EncoderConfig(width: 640, height: 480,
+                                                                   bitrateKbps: 2500, frameDropThreshold: 0), initialSequenceNumber: 1000))
+        let receiver = try VideoReceivePipeline(config: VideoReceiveConfig(reorderWindowPackets: 256, nackEnabled: false))
+        let source = try TestPatternSource(width: 640, height: 480)
+        let t0 = Instant(micros: 1_000_000)
+        var decoded: [UInt32] = [], keyframeRequests = 0
+        func handle(_ events: [VideoReceiveEvent]) {
+            for e in events {
+                switch e {
+                case .frame(let f): if let n = TestPatternReader.read(f.frame)?.frameNumber { decoded.append(n) }
+                case .requestKeyframe: keyframeRequests += 1
+                case .nack: XCTFail("the pipeline's own NACK is off")
+                }
+            }
+        }
+        func frame(_ k: Int) throws -> [RTPPacket] {
+            var out: [RTPPacket] = []
+            let at = t0 + .microseconds(Int64(k) * 33_333)
+            try sender.send(source.render(frameNumber: UInt32(k), timestampMicros: at.micros), now: at) { out.append(try RTPPacket(parsing: $0)) }
+            return out
+        }
+        func deliver(_ packets: [RTPPacket], at k: Int) {
+            let now = t0 + .microseconds(Int64(k) * 33_333 + 5_000)
+            for p in packets { handle(receiver.receive(p, now: now)) }
+            handle(receiver.poll(now: now))
+        }
+        for k in 0..<10 { deliver(try frame(k), at: k) }
+        XCTAssertEqual(decoded, Array(0..<10))
+        // Frame 10's first packet is lost; 3 s of frames after it arrive.
+        var f10 = try frame(10)
+        let missing = f10.removeFirst()
+        deliver(f10, at: 10)
+        var after = 0
+        for k in 11..<100 { let p = try frame(k); after += p.count; deliver(p, at: k) }
+        XCTAssertGreaterThan(after, 64, "more packets than the old reorder window")
+        XCTAssertEqual(decoded, Array(0..<10), "frame 10 and what follows wait for the repair")
+        XCTAssertEqual(keyframeRequests, 0, "no keyframe while a repair can still come")
+        XCTAssertFalse(receiver.isWaitingForKeyframe)
+        // The retransmission arrives: everything held decodes, in order.
+        handle(receiver.receive(missing, now: t0 + .seconds(4)))
+        XCTAssertEqual(decoded, Array(0..<100))
+        // Now a packet the transport gives up on: a keyframe is asked for at once, and nothing after the gap is shown.
+        var f100 = try frame(100)
+        let lost = f100.removeFirst()
+        deliver(f100, at: 100)
+        deliver(try frame(101), at: 101)
+        XCTAssertEqual(keyframeRequests, 0)
+        handle(receiver.packetsUnrecoverable([lost.sequenceNumber], now: t0 + .microseconds(102 * 33_333)))
+        XCTAssertEqual(keyframeRequests, 1)
+        XCTAssertTrue(receiver.isWaitingForKeyframe)
+        deliver(try frame(102), at: 102)
+        sender.requestKeyframe()
+        for k in 103..<107 { deliver(try frame(k), at: k) }
+        XCTAssertEqual(decoded, Array(0..<100) + Array(103..<107), "resumed at the keyframe")
+        XCTAssertFalse(receiver.isWaitingForKeyframe)
+        XCTAssertEqual(receiver.packetsUnrecoverable([lost.sequenceNumber], now: t0 + .seconds(5)).count, 0,
+                       "a packet from before the keyframe is not needed any more")
+    }
+
     func testAnOutageIsCountedAsAFreezeAndPlaybackResumes() throws {
         let link = try VideoLink(path: SeededLossyPath(seed: 8, lossProbability: 0))
         link.answerNACK = false

@@ -187,9 +187,10 @@ final class MediaRouterTests: RouterTestCase {
 
     func testKeyframeRequestsAreAggregatedPerPublisher() throws {
         let (pub, s1, s2) = try setUpRoute(pliInterval: .seconds(2))
+        // Raw PLIs, as a receiver without pacing (ours pace at the connection) would burst them.
         for _ in 0..<5 {
-            s1.driver.requestKeyframe(ssrc: Self.video)
-            s2.driver.requestKeyframe(ssrc: Self.video)
+            s1.driver.sendRTCP(RTCP.serialize([.pli(senderSSRC: 1, mediaSSRC: Self.video)]))
+            s2.driver.sendRTCP(RTCP.serialize([.pli(senderSSRC: 2, mediaSSRC: Self.video)]))
         }
         XCTAssertTrue(waitFor { (self.router.counters(streamId: "st1")?.keyframeRequestsAggregated ?? 0) >= 10 })
         let c = try XCTUnwrap(router.counters(streamId: "st1"))
@@ -199,13 +200,46 @@ final class MediaRouterTests: RouterTestCase {
         XCTAssertLessThan(pub.keyframeRequests, 12, "12 requests (2 connects + 10) did not all reach the publisher")
     }
 
+    /// The first-keyframe gate opens at the keyframe's first packet even when it arrives after later packets (lost on
+    /// the uplink, then repaired by NACK): what came after it is replayed from the stream's history, in order.
+    func testGateOpensAtAKeyframeWhoseFirstPacketArrivesLate() throws {
+        let (pub, s1, s2) = try setUpRoute()
+        send(pub, video: 1..<4)  // the rest of the keyframe (here: packets after it) arrives first...
+        XCTAssertTrue(waitFor { (self.router.counters(streamId: "st1")?.packetsHeldForKeyframe ?? 0) == 6 }, "held for both")
+        var first = vp8(seq: 0, keyframe: true)  // ...then its first packet
+        XCTAssertTrue(pub.driver.sendRTP(&first))
+        send(pub, video: 4..<6)
+        for s in [s1, s2] {
+            XCTAssertTrue(waitFor { s.received(ssrc: Self.video).count == 6 })
+            XCTAssertEqual(s.received(ssrc: Self.video).map(\.seq), [0, 1, 2, 3, 4, 5], "from the keyframe, in order")
+        }
+        XCTAssertEqual(router.counters(streamId: "st1")?.packetsReplayed, 6)
+    }
+
+    /// While a subscriber waits for its first keyframe, the router asks the publisher again at the end of each
+    /// aggregation window (a request or the keyframe may have been lost), and stops once the keyframe has passed.
+    func testFirstKeyframeIsRequestedAgainUntilItPasses() throws {
+        let (pub, s1, _) = try setUpRoute(pliInterval: .milliseconds(200))
+        XCTAssertTrue(waitFor { pub.keyframeRequests >= 4 }, "the request is repeated while nothing comes")
+        send(pub, video: 0..<3, keyframeEvery: 100)
+        XCTAssertTrue(waitFor { s1.received(ssrc: Self.video).count == 3 })
+        let atKeyframe = pub.keyframeRequests
+        usleep(800_000)  // four windows
+        XCTAssertLessThanOrEqual(pub.keyframeRequests, atKeyframe + 1, "no more requests once the keyframe went by")
+    }
+
     func testSubscriberNACKIsAnsweredFromTheRoutersCache() throws {
         let (pub, s1, _) = try setUpRoute()
         send(pub, video: 0..<10, keyframeEvery: 100)
         XCTAssertTrue(waitFor { s1.received(ssrc: Self.video).count == 10 })
         s1.driver.sendRTCP(RTCP.serialize([.nack(senderSSRC: 1, mediaSSRC: Self.video, lost: [3, 4])]))
         XCTAssertTrue(waitFor { (self.router.peerStats(peerId: "sub1")?.retransmissionsSent ?? 0) == 2 })
-        XCTAssertTrue(waitFor { s1.driver.stats.replaysDropped == 2 }, "the resent copies reached the subscriber")
+        // RTX was negotiated (the subscriber offered it, the router declared an RTX SSRC): the copies come on the RTX
+        // stream and are unwrapped into the packets they resend.
+        XCTAssertTrue(waitFor { s1.driver.stats.rtxPacketsReceived == 2 }, "the resent copies reached the subscriber")
+        XCTAssertTrue(waitFor { s1.received(ssrc: Self.video).count == 12 })
+        XCTAssertEqual(s1.received(ssrc: Self.video).map(\.seq).suffix(2), [3, 4])
+        XCTAssertEqual(s1.driver.stats.replaysDropped, 0)
         XCTAssertEqual(pub.driver.stats.nacksReceived, 0, "not passed upstream")
     }
 
@@ -345,10 +379,10 @@ extension MediaRouterTests {
 
     func testKeyframeAggregationSendsTheFirstRequestOfAWindowAtOnce() {
         var agg = KeyframeRequestAggregator(interval: .milliseconds(300))
-        XCTAssertEqual(agg.request(.repair, now: at(0)), .send, "no window open: straight to the publisher")
+        XCTAssertEqual(agg.request(.repair, now: at(0)), .send, "no window open: straight to the publisher (check at 300 ms)")
         XCTAssertTrue(agg.awaitingKeyframe)
         // While the requested keyframe has not passed, later requests are folded into it.
-        XCTAssertEqual(agg.request(.repair, now: at(10)), .checkAt(at(300)))
+        XCTAssertEqual(agg.request(.repair, now: at(10)), .folded)
         XCTAssertEqual(agg.request(.firstKeyframe, now: at(20)), .folded)
         agg.keyframeForwarded()
         XCTAssertFalse(agg.awaitingKeyframe)
@@ -366,14 +400,14 @@ extension MediaRouterTests {
             if let c = check, at(ms) >= c {
                 check = nil
                 switch agg.windowEnded(now: at(ms), receiversWaiting: false) {
-                case .send: sent.append(ms)
+                case .send: sent.append(ms); check = at(ms + 300)
                 case .checkAt(let t): check = t
                 case .folded: break
                 }
             }
             if let last = sent.last, ms == last + 40 { agg.keyframeForwarded() }
             switch agg.request(.repair, now: at(ms)) {
-            case .send: sent.append(ms)
+            case .send: sent.append(ms); check = at(ms + 300)
             case .checkAt(let t): check = t
             case .folded: break
             }
@@ -388,15 +422,18 @@ extension MediaRouterTests {
         // A subscriber that connects 100 ms later cannot use the keyframe that went by: its request is not held.
         XCTAssertEqual(agg.request(.firstKeyframe, now: at(100)), .send)
         // A second new receiver while that keyframe is on its way is folded into it...
-        XCTAssertEqual(agg.request(.firstKeyframe, now: at(110)), .checkAt(at(400)))
-        // ...and if it still waits at the window's end (the keyframe was lost), a request goes then.
+        XCTAssertEqual(agg.request(.firstKeyframe, now: at(110)), .folded)
+        // ...and if it still waits at the window's end (the keyframe was lost), a request goes then, and again at the
+        // end of each window after that while it waits.
         XCTAssertEqual(agg.windowEnded(now: at(400), receiversWaiting: true), .send)
+        XCTAssertEqual(agg.windowEnded(now: at(700), receiversWaiting: true), .send)
+        XCTAssertEqual(agg.windowEnded(now: at(1000), receiversWaiting: false), .folded)
     }
 
     func testKeyframeAggregationCheckMovesWithALaterWindow() {
         var agg = KeyframeRequestAggregator(interval: .milliseconds(300))
         XCTAssertEqual(agg.request(.repair, now: at(0)), .send)
-        XCTAssertEqual(agg.request(.repair, now: at(10)), .checkAt(at(300)))
+        XCTAssertEqual(agg.request(.repair, now: at(10)), .folded)
         agg.keyframeForwarded()
         XCTAssertEqual(agg.request(.firstKeyframe, now: at(200)), .send, "opens a window ending at 500 ms")
         XCTAssertEqual(agg.windowEnded(now: at(300), receiversWaiting: true), .checkAt(at(500)), "not before the new window ends")

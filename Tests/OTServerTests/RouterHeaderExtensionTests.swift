@@ -147,7 +147,9 @@ final class RouterHeaderExtensionTests: RouterTestCase {
         XCTAssertTrue(waitFor { self.received(early).filter { $0.ssrc == Self.video }.count >= 10 })
         // Once learnt, a new subscriber's answer names them.
         let lateAnswer = try negotiate(late, peer: "late", .subscribe, Munge())
-        XCTAssertEqual(lateAnswer.media.map(\.ssrcList), [[Self.audio], [Self.video]])
+        // (The video section's second SSRC is the router's RTX stream, paired by a=ssrc-group:FID.)
+        XCTAssertEqual(lateAnswer.media.map { $0.ssrcList.first }, [Self.audio, Self.video])
+        XCTAssertEqual(lateAnswer.media[1].ssrcGroups.first.map { $0.semantics + " \($0.ssrcs.first ?? 0)" }, "FID \(Self.video)")
         XCTAssertTrue(waitFor { late.connected })
     }
 

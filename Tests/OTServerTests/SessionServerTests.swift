@@ -190,7 +190,7 @@ final class SessionServerTests: XCTestCase {
         XCTAssertNoThrow(try server.createSession(apiKey: project.apiKey))
     }
 
-    func testUnknownMessageTypesGetAnErrorReplyAndTheConnectionStays() throws {
+    func testUnknownMessageTypesGetAnErrorReplyPingsAPlainOneAndTheConnectionStays() throws {
         let sid = try server.createSession(apiKey: project.apiKey)
         let fd = loopbackSocket(port: server.port)
         XCTAssertGreaterThanOrEqual(fd, 0)
@@ -227,6 +227,11 @@ final class SessionServerTests: XCTestCase {
         XCTAssertEqual(m["id"] as? Int, 3)
         XCTAssertEqual(m["code"] as? Int, 1011)
         XCTAssertEqual(m["message"] as? String, #"unknown message type "hello""#)
+        // A ping request (browsers' liveness check) gets a plain reply, before connect as after.
+        sendText(#"{"type":"ping","id":1}"#)
+        m = try next()
+        XCTAssertEqual([m["type"] as? String, m["id"].map { "\($0)" }], ["reply", "1"])
+        XCTAssertNil(m["code"])
         sendText(SignalingCodec.encode(ClientMessage.connect(ConnectRequest(id: 4, apiKey: project.apiKey, sessionId: sid, token: try server.token(sessionId: sid)))))
         XCTAssertEqual(try next()["type"] as? String, "connected")
         sendText(#"{"type":"futureRequest","id":5,"streamId":"s"}"#)
@@ -240,6 +245,10 @@ final class SessionServerTests: XCTestCase {
         XCTAssertNil(rest[0]["code"])
         XCTAssertEqual(rest[1]["data"] as? String, "still here")
         rest = []
+        sendText(SignalingCodec.encode(ClientMessage.ping(id: 7)))
+        m = try next()
+        XCTAssertEqual([m["type"] as? String, m["id"].map { "\($0)" }], ["reply", "7"])
+        XCTAssertNil(m["code"])
         // Malformed JSON still closes the socket with an error.
         sendText("{not json")
         XCTAssertEqual(try next()["type"] as? String, "error")

@@ -84,7 +84,9 @@ final class DTLSEndpointTests: XCTestCase {
         assertKeysMatch(s)
     }
 
-    func testLostFirstFlightIsRetransmittedOnTheVirtualClock() throws {
+    /// Timer choice: a lost flight is sent again after twice the round-trip time ICE measured (libwebrtc's rule), not
+    /// after RFC 6347's fixed 1 s.
+    func testLostFirstFlightIsRetransmittedAfterTwiceTheICERoundTrip() throws {
         var s = try setup(seed: 140)
         var dropped = 0
         s.pair.a.dropDTLS = { _ in
@@ -94,10 +96,44 @@ final class DTLSEndpointTests: XCTestCase {
         let a = s.pair.a
         XCTAssertTrue(s.pair.run(for: .seconds(5)) { a.connected })
         let started = s.pair.clock.now()
+        let iceRTT = try XCTUnwrap(a.agent.roundTripTime)
+        XCTAssertGreaterThanOrEqual(iceRTT, .milliseconds(30), "15 ms each way, plus jitter")
+        let rto = s.client.initialRTO
+        XCTAssertEqual(rto, iceRTT * 2)
         XCTAssertTrue(handshake(&s))
         XCTAssertEqual(dropped, 2)
-        // Two ClientHellos lost: the third goes out after 1 s + 2 s of virtual time.
-        XCTAssertGreaterThanOrEqual(s.pair.clock.now() - started, .seconds(3))
+        // Two ClientHellos lost: the third goes out after 2 + 4 RTTs of virtual time, then the handshake takes about 2 RTTs.
+        let took = s.pair.clock.now() - started
+        XCTAssertGreaterThanOrEqual(took, rto * 3)
+        XCTAssertLessThan(took, rto * 3 + .milliseconds(300))
+        XCTAssertLessThan(took, .seconds(1), "RFC 6347's 1 s + 2 s would be 3 s")
+    }
+
+    func testTimerChoiceFromTheRoundTripTime() {
+        XCTAssertEqual(DTLSEndpoint.initialTimeout(forRoundTripTime: .microseconds(200)), .milliseconds(50), "loopback: the floor")
+        XCTAssertEqual(DTLSEndpoint.initialTimeout(forRoundTripTime: .milliseconds(120)), .milliseconds(240))
+        XCTAssertEqual(DTLSEndpoint.initialTimeout(forRoundTripTime: .seconds(4)), .seconds(3), "the cap")
+    }
+
+    /// On the wall clock the timer is OpenSSL's own, armed through `DTLS_set_timer_cb`: it starts at the RTT-based
+    /// timeout and doubles per retransmission (OpenSSL's default would be 1 s, then 2 s).
+    func testWallClockTimerStartsFromTheRoundTripTimeAndDoubles() throws {
+        let client = try DTLSEndpoint(role: .client, certificate: try XCTUnwrap(Self.certA))
+        client.setRoundTripTime(.milliseconds(30))
+        XCTAssertEqual(client.initialRTO, .milliseconds(60))
+        let start = MonotonicClock.now()
+        client.start(now: start)
+        XCTAssertNotNil(client.pollTransmit(), "the ClientHello")
+        let first = try XCTUnwrap(client.pollTimeout()) - start
+        XCTAssertGreaterThanOrEqual(first, .zero)
+        XCTAssertLessThanOrEqual(first, .milliseconds(60))
+        // Nobody answers: wait for the timer, then the flight goes again with the timer doubled.
+        var now = MonotonicClock.now()
+        while let due = client.pollTimeout(), due > now { usleep(UInt32(max(1000, (due - now).microseconds))); now = MonotonicClock.now() }
+        client.handleTimeout(now: now)
+        XCTAssertNotNil(client.pollTransmit(), "the ClientHello again")
+        let second = try XCTUnwrap(client.pollTimeout()) - now
+        XCTAssertLessThanOrEqual(second, .milliseconds(120))
     }
 
     func testSmallMTUFragmentsFlights() throws {
@@ -126,7 +162,8 @@ final class DTLSEndpointTests: XCTestCase {
         }
         while client.pollTransmit() != nil { sent += 1 }
         XCTAssertEqual(sent, 4, "ClientHello and 3 retransmissions")
-        XCTAssertEqual(gaps, [.seconds(1), .seconds(2), .seconds(4), .seconds(8)])
+        // No round-trip time known: from `defaultInitialRTO` (100 ms), doubling.
+        XCTAssertEqual(gaps, [.milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800)])
         guard case .failed(let e)? = client.pollEvent() else { return XCTFail() }
         XCTAssertEqual(e.code, .connectionTimedOut)
     }

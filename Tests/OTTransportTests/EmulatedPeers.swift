@@ -39,7 +39,11 @@ final class EmulatedPeer {
     func drain(into net: inout NetworkEmulator, now: Instant) {
         while let t = agent.pollTransmit() { net.send(t.bytes, from: t.source, to: t.destination, now: now) }
         while let e = agent.pollEvent() { iceEvents.append(e) }
-        if agent.selectedPair != nil, let dtls, !dtlsStarted { dtlsStarted = true; dtls.start(now: now) }
+        if agent.selectedPair != nil, let dtls, !dtlsStarted {
+            dtlsStarted = true
+            if let rtt = agent.roundTripTime { dtls.setRoundTripTime(rtt) }  // as MediaTransport does
+            dtls.start(now: now)
+        }
         if let route = agent.selectedPair, let dtls {
             while let b = dtls.pollTransmit() { if !dropDTLS(b) { net.send(b, from: route.local.address, to: route.remote.address, now: now) } }
         }

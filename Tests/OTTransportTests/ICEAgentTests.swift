@@ -130,10 +130,39 @@ final class ICEAgentTests: XCTestCase {
         a.agent.setRemoteCredentials(ufrag: b.agent.config.localUfrag, pwd: b.agent.config.localPwd)
         for c in b.agent.localCandidates { a.agent.addRemoteCandidate(c) }
         XCTAssertTrue(pair.run(for: .seconds(5)) { a.connected && b.connected })
-        XCTAssertLessThan(pair.clock.now() - start, b.agent.config.initialRTO,
+        XCTAssertLessThan(pair.clock.now() - start, b.agent.config.initialCheckRTO,
                           "b connects on a triggered check, before its lost check's first retransmission")
         assertSamePair(pair)
         XCTAssertEqual(pair.net.dropped, 1, "nothing retransmitted into the loss")
+    }
+
+    /// RFC 5389 §7.2.1 / RFC 6298: checks retransmit after a timeout from the measured round-trip time (Karn's rule:
+    /// only checks sent once are measured), at least `minRTO`; before any measurement after `initialCheckRTO`.
+    func testCheckRetransmissionTimeoutFollowsTheMeasuredRoundTripTime() throws {
+        let a = makePeer("a", role: .controlling, ["10.0.0.1:5000"], seed: 80)
+        let b = makePeer("b", role: .controlled, ["10.0.0.2:6000"], seed: 81)
+        var pair = EmulatedPair(seed: 80, conditions: LinkConditions(delay: .milliseconds(8)), a: a, b: b)
+        signal(a, b, now: pair.clock.now())
+        XCTAssertNil(a.agent.roundTripTime)
+        XCTAssertTrue(pair.run(for: .seconds(2)) { a.connected && b.connected })
+        let rtt = try XCTUnwrap(a.agent.roundTripTime)
+        XCTAssertEqual(rtt, .milliseconds(16), "two one-way delays")
+        // A new remote candidate nobody answers on: its check's retransmissions are spaced from the RTT (at least 50 ms),
+        // not the 100 ms used before any measurement.
+        a.agent.addRemoteCandidate(SDPCandidate(foundation: "9", priority: 100, address: TransportAddress("10.0.0.9:7000")!, kind: .host))
+        var sends: [Instant] = []
+        let silent = TransportAddress("10.0.0.9:7000")!
+        for _ in 0..<400 {
+            let now = pair.clock.now()
+            a.agent.handleTimeout(now: now)
+            while let t = a.agent.pollTransmit() { if t.destination == silent { sends.append(now) } }
+            guard let next = a.agent.pollTimeout() else { break }
+            pair.clock.advance(to: max(next, now + .milliseconds(1)))
+            if sends.count >= 3 { break }
+        }
+        XCTAssertEqual(sends.count, 3)
+        XCTAssertEqual(sends[1] - sends[0], a.agent.config.minRTO)
+        XCTAssertEqual(sends[2] - sends[1], a.agent.config.minRTO * 2, "doubling")
     }
 
     func testWrongPasswordNeverConnectsAndFails() {

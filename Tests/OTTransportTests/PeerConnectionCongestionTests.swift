@@ -22,6 +22,9 @@ final class PeerConnectionCongestionTests: XCTestCase {
         let env = EmulatedPeerConnections(seed: 31, conditions: conditions)
         let now = env.clock.now()
         var sendConfig = peerConfig(audioSSRC: nil, videoSSRC: 0x51, seed: 31)
+        // Every packet counted below is one that was on the wire (FEC, which the queue's losses would switch on, rebuilds
+        // packets whose transport-wide value is not meaningful).
+        sendConfig.videoFEC = false
         sendConfig.bandwidthEstimation = BandwidthEstimatorConfig(startBitrateBps: 2_500_000, minBitrateBps: 100_000, maxBitrateBps: 4_000_000)
         let a = try PeerConnection(config: sendConfig, now: now)
         let b = try PeerConnection(config: peerConfig(audioSSRC: nil, videoSSRC: nil, seed: 32), now: now)

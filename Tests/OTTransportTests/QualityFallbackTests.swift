@@ -80,29 +80,41 @@ final class QualityFallbackTests: XCTestCase {
         XCTAssertEqual(m.observe(lossy, now: clock.now()), .disableVideo)
     }
 
-    func testSamplerEstimatesLossFromNACKsAndReports() {
+    func testSamplerTakesLossAfterRepairFromReportsAndLossOnTheWireFromTransportFeedback() {
         var s = LinkQualitySampler()
-        XCTAssertNil(s.sample(), "nothing sent, nothing reported")
-        s.sent(100)
-        s.nacked(30)
+        XCTAssertNil(s.sample(), "nothing reported")
         s.roundTripTime = .milliseconds(40)
         // First report of an SSRC only anchors its sequence numbers.
         s.report(RTCPReportBlock(ssrc: 1, fractionLost: 0, extendedHighestSequence: 1000, jitter: 900), clockRate: 90_000)
-        var sample = try? XCTUnwrap(s.sample())
-        XCTAssertEqual(sample?.loss ?? -1, 0.30, accuracy: 1e-9, "NACKed share of what was sent")
+        // 10 packets on the wire, 3 lost (one reported again by a later feedback: counted once).
+        s.transportFeedback(TransportCCFeedback(senderSSRC: 9, mediaSSRC: 1, baseSequence: 65534, referenceTime: 0, feedbackCount: 0,
+                                                deltas: [4, nil, 4, 4, nil, 4, 4]))
+        s.transportFeedback(TransportCCFeedback(senderSSRC: 9, mediaSSRC: 1, baseSequence: 3, referenceTime: 0, feedbackCount: 1,
+                                                deltas: [nil, 4, 4, 4, nil]))
+        var sample = s.sample()
+        XCTAssertEqual(sample?.loss, 0)
+        XCTAssertEqual(sample?.rawLoss ?? -1, 0.3, accuracy: 1e-9, "3 of 10 on the wire")
         XCTAssertEqual(sample?.roundTripTime, .milliseconds(40))
         XCTAssertEqual(sample?.jitter, .milliseconds(10), "900 ticks at 90 kHz")
-        // Loss the receiver still reports after retransmissions wins when larger.
-        s.sent(100)
-        s.nacked(5)
+        // Loss the receiver still reports after retransmissions.
         s.report(RTCPReportBlock(ssrc: 1, fractionLost: 64, extendedHighestSequence: 1100), clockRate: 90_000)
         sample = s.sample()
         XCTAssertEqual(sample?.loss ?? -1, 0.25, accuracy: 1e-9, "64/256 of 100 expected")
+        XCTAssertNil(sample?.rawLoss, "no feedback in this interval")
         // A paused SSRC's next report does not count the pause.
         s.forget(ssrc: 1)
         s.report(RTCPReportBlock(ssrc: 1, fractionLost: 255, extendedHighestSequence: 5000), clockRate: 90_000)
-        s.sent(50)
-        XCTAssertEqual(s.sample()?.loss, 0)
+        XCTAssertNil(s.sample())
+    }
+
+    /// Loss that repair carries (here 20 % on the wire, none left after it) keeps video; loss beyond
+    /// `repairableLoss` is poor even when repair still hides it.
+    func testLossOnTheWireIsJudgedAgainstWhatRepairCarries() {
+        let m = QualityFallbackMonitor()
+        XCTAssertEqual(m.judge(LinkQualitySample(loss: 0, rawLoss: 0.10)), .good)
+        XCTAssertEqual(m.judge(LinkQualitySample(loss: 0, rawLoss: 0.20)), .fair)
+        XCTAssertEqual(m.judge(LinkQualitySample(loss: 0.01, rawLoss: 0.30)), .poor)
+        XCTAssertEqual(m.judge(LinkQualitySample(loss: 0.2, rawLoss: 0.2)), .poor, "what stayed lost is judged too")
     }
 
     func testDisabledConfigurationIsClampedSoDisableNeverPrecedesWarning() {

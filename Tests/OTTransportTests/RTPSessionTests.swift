@@ -55,36 +55,6 @@ final class RTPReceiveBufferTests: XCTestCase {
 }
 
 final class NACKTests: XCTestCase {
-    func testGeneratorNacksOncePerRTTAndStops() {
-        var g = NACKGenerator()
-        g.maxRetries = 3
-        let t0 = Instant(micros: 1_000_000)
-        g.received(sequence: 1, now: t0)
-        g.received(sequence: 4, now: t0)
-        XCTAssertEqual(g.poll(now: t0, rtt: .milliseconds(50)), [2, 3])
-        XCTAssertEqual(g.poll(now: t0 + .milliseconds(10), rtt: .milliseconds(50)), [])
-        XCTAssertEqual(g.nextPoll(rtt: .milliseconds(50)), t0 + .milliseconds(50))
-        g.received(sequence: 2, now: t0 + .milliseconds(20))
-        XCTAssertEqual(g.recovered, 1)
-        XCTAssertEqual(g.poll(now: t0 + .milliseconds(60), rtt: .milliseconds(50)), [3])
-        XCTAssertEqual(g.poll(now: t0 + .milliseconds(120), rtt: .milliseconds(50)), [3])
-        XCTAssertEqual(g.poll(now: t0 + .milliseconds(180), rtt: .milliseconds(50)), [])  // 3 retries used
-        XCTAssertEqual(g.givenUp, 1)
-        XCTAssertEqual(g.outstanding, 0)
-    }
-
-    func testCacheAnswersAtMostOncePerRTT() {
-        var c = RetransmissionCache(capacity: 16)
-        for s: UInt16 in 0..<40 { c.store(sequence: s, packet: [UInt8(s)]) }
-        XCTAssertNil(c.lookup(5))  // overwritten
-        XCTAssertEqual(c.lookup(39), [39])
-        let t = Instant(micros: 0)
-        XCTAssertEqual(c.packets(for: [38, 39, 5], now: t, rtt: .milliseconds(100)), [[38], [39]])
-        XCTAssertEqual(c.missed, 1)
-        XCTAssertEqual(c.packets(for: [38], now: t + .milliseconds(50), rtt: .milliseconds(100)), [])
-        XCTAssertEqual(c.packets(for: [38], now: t + .milliseconds(150), rtt: .milliseconds(100)), [[38]])
-    }
-
     func testStatisticsFractionLost() {
         var s = RTPReceiveStatistics(ssrc: 9, clockRate: 90000)
         let t = Instant(micros: 0)
@@ -158,12 +128,20 @@ final class RTPSessionTests: XCTestCase {
         let s = RTPSession(config: .init(localSSRCs: [5], cname: "x"), now: .zero)
         let r = RTPSession(config: .init(localSSRCs: [6], cname: "y"), now: .zero)
         s.sent(ssrc: 5, sequence: 1, rtpTimestamp: 0, clockRate: 90000, payloadBytes: 10, packet: [1], now: .zero)
-        r.requestKeyframe(ssrc: 5)
-        r.requestKeyframe(ssrc: 5, useFIR: true)
+        r.requestKeyframe(ssrc: 5, now: .zero)
+        // A second request within the pacing interval is held until it ends (as a FIR, the stronger of the two).
+        r.requestKeyframe(ssrc: 5, useFIR: true, now: .zero + .milliseconds(10))
         while let p = r.pollRTCP() { try s.handleRTCP(p, now: .zero) }
         XCTAssertEqual(s.pollEvent(), .keyframeRequested(ssrc: 5))
-        XCTAssertEqual(s.pollEvent(), .keyframeRequested(ssrc: 5))
         XCTAssertNil(s.pollEvent())
+        let due = try XCTUnwrap(r.pollTimeout())
+        XCTAssertLessThanOrEqual(due, .zero + .milliseconds(200))
+        r.handleTimeout(now: due)
+        let held = try XCTUnwrap(r.pollRTCP())
+        guard case .fir(_, let entries) = try XCTUnwrap(RTCP.parse(held).first) else { return XCTFail("a FIR") }
+        XCTAssertEqual(entries.map(\.ssrc), [5])
+        try s.handleRTCP(held, now: due)
+        XCTAssertEqual(s.pollEvent(), .keyframeRequested(ssrc: 5))
         XCTAssertThrowsError(try s.handleRTCP([0x81, 200, 0, 50], now: .zero))
     }
 }

@@ -250,7 +250,10 @@ final class SDPTests: XCTestCase {
         XCTAssertEqual(parsed.media.map(\.mid), ["0", "1", "2"])
         XCTAssertEqual(parsed.bundleMids, ["0", "1"])
         XCTAssertEqual(parsed.media[0].formats, ["111"])       // RED, G.722, PCMU, PCMA, CN, DTMF left out
-        XCTAssertEqual(parsed.media[1].formats, ["96", "97"])  // VP8 + RTX; H.264, AV1, VP9, RED, ULPFEC left out
+        XCTAssertEqual(parsed.media[1].formats, ["96", "97", "118", "120"])  // VP8 + RTX, RED + ULPFEC; H.264, AV1, VP9 left out
+        XCTAssertEqual(neg.media[1].redPayloadType, 118)
+        XCTAssertEqual(neg.media[1].ulpfecPayloadType, 120)
+        XCTAssertNil(neg.media[0].redPayloadType, "audio RED (redundant Opus) is not video FEC")
         XCTAssertTrue(parsed.media[0].rtcpMux && parsed.media[1].rtcpMux)
         // Extensions: MID, transport-wide CC, abs-send-time (and audio level for audio), under the offer's ids.
         XCTAssertEqual(parsed.media[0].extmaps.map(\.id), [1, 2, 3, 4])
@@ -351,6 +354,30 @@ final class SDPTests: XCTestCase {
         XCTAssertFalse(text.contains("a=rid"))        // simulcast declined: the browser sends one encoding
         XCTAssertFalse(text.contains("a=simulcast"))
         XCTAssertFalse(text.contains("rtp-stream-id"))
+    }
+
+    /// Video FEC (ULPFEC inside RED) is offered and accepted as a pair; an offer with one of them, or a side that does
+    /// not do FEC, agrees on none.
+    func testREDAndULPFECAreNegotiatedTogether() throws {
+        var a = Self.local
+        a.videoTrack = SDPLocalTrack(ssrc: 5, streamID: "s", trackID: "v", cname: "a")
+        let offer = SDPNegotiation.offer(a)
+        XCTAssertEqual(offer.media[1].formats, ["96", "97", "100", "101"])
+        XCTAssertEqual(offer.media[1].codec(100)?.name, "red")
+        XCTAssertEqual(offer.media[1].codec(101)?.name, "ulpfec")
+        let (answer, neg) = try SDPNegotiation.answer(to: try SessionDescription.parse(offer.serialized()), local: Self.local)
+        XCTAssertEqual(neg.media[1].redPayloadType, 100)
+        XCTAssertEqual(neg.media[1].ulpfecPayloadType, 101)
+        XCTAssertEqual(try SDPNegotiation.accept(answer: try SessionDescription.parse(answer.serialized()), offer: offer).media[1].ulpfecPayloadType, 101)
+        var noFEC = Self.local
+        noFEC.videoFEC = false
+        let (plainAnswer, plain) = try SDPNegotiation.answer(to: offer, local: noFEC)
+        XCTAssertNil(plain.media[1].redPayloadType)
+        XCTAssertEqual(plainAnswer.media[1].formats, ["96", "97"])
+        XCTAssertNil(try SDPNegotiation.accept(answer: plainAnswer, offer: offer).media[1].redPayloadType)
+        var redOnly = offer
+        redOnly.media[1].codecs.removeAll { $0.name == "ulpfec" }
+        XCTAssertNil(try SDPNegotiation.answer(to: redOnly, local: Self.local).1.media[1].redPayloadType)
     }
 
     func testTrackWithoutAKnownSSRCIsAnnouncedByMsidOnly() throws {

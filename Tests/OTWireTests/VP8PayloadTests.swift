@@ -127,6 +127,64 @@ final class VP8PayloadTests: XCTestCase {
         XCTAssertEqual(requests, 0)
     }
 
+    /// FEC packets share the media's sequence numbers (ULPFEC inside RED) and never reach the depacketizer: the next
+    /// picture ID says a frame follows the last one across those numbers, so nothing waits and no keyframe is asked
+    /// for; a whole missing frame (a picture ID skipped) still waits.
+    func testFramesFollowByPictureIDAcrossNumbersThatCarriedFEC() {
+        var sender = FakeVP8Sender()
+        var d = VP8Depacketizer(reorderWindow: 16)
+        var got: [[UInt8]] = [], requests = 0
+        func insert(_ packets: [RTPPacket]) {
+            for p in packets {
+                d.insert(p) { e in
+                    switch e {
+                    case .frame(let fr): got.append(Array(fr.data))
+                    case .keyframeRequest: requests += 1
+                    }
+                }
+            }
+        }
+        var frames: [[UInt8]] = []
+        for i in 0..<30 {
+            let f = fakeVP8Frame(key: i == 0, size: 150 + 20 * (i % 4), fill: UInt8(i))
+            frames.append(f)
+            insert(sender.send(f))
+            sender.seq &+= UInt16(1 + i % 2)  // one or two FEC packets after each frame
+        }
+        XCTAssertEqual(got, frames)
+        XCTAssertEqual(requests, 0)
+        // A frame lost whole, FEC and all: its successor does not follow, and waits (here until the window gives up).
+        _ = sender.send(fakeVP8Frame(key: false, size: 120, fill: 99))
+        sender.seq &+= 1
+        for i in 0..<10 { insert(sender.send(fakeVP8Frame(key: false, size: 120, fill: UInt8(100 + i)))) }
+        XCTAssertEqual(got.count, 30)
+        XCTAssertEqual(requests, 1, "the loss is noticed")
+    }
+
+    /// The next picture may complete before the current one does (its last packet came late, repaired), with FEC
+    /// numbers between them: once the current one completes, the next one held is delivered too, and those after.
+    func testAPictureHeldAcrossFECNumbersIsDeliveredWhenTheOneBeforeCompletes() {
+        var sender = FakeVP8Sender()
+        var d = VP8Depacketizer(reorderWindow: 64)
+        var got: [[UInt8]] = []
+        func insert(_ packets: [RTPPacket]) {
+            for p in packets { d.insert(p) { if case .frame(let fr) = $0 { got.append(Array(fr.data)) } } }
+        }
+        let frames = (0..<6).map { fakeVP8Frame(key: $0 == 0, size: $0 == 2 ? 180 : 60, fill: UInt8($0)) }
+        insert(sender.send(frames[0]))
+        insert(sender.send(frames[1]))
+        let third = sender.send(frames[2])  // two packets; its last one comes late
+        XCTAssertEqual(third.count, 2)
+        insert([third[0]])
+        sender.seq &+= 1  // an FEC packet
+        insert(sender.send(frames[3]))
+        insert([third[1]])
+        insert(sender.send(frames[4]))
+        sender.seq &+= 2
+        insert(sender.send(frames[5]))
+        XCTAssertEqual(got, frames)
+    }
+
     func testReorderedPacketsWithinWindowStillAssemble() {
         var sender = FakeVP8Sender()
         var d = VP8Depacketizer(reorderWindow: 8)

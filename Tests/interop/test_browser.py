@@ -420,3 +420,25 @@ def test_end_to_end_encrypted_sessions_refuse_browser_media_clearly(chromium, se
     finally:
         page.close()
         native.close()
+
+
+def test_a_roster_too_large_for_one_message_reaches_the_page_whole(chromium, server):
+    """80 connections with 4 KB of data each make a roster over the 256 KiB a message may carry: the server sends it
+    in parts (`connected` with rosterFollows, then `roster` messages) and the page reports every connection."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from wsclient import SignalingClient
+    sid = server.create_session()
+    data = "\U0001F600" * 1000  # 1000 characters, 4 bytes each in UTF-8
+    others = []
+    try:
+        for _ in range(80):
+            c = SignalingClient(server.port)
+            others.append(c)
+            assert c.connect(server.api_key, sid, server.token(sid, "subscriber", data=data))["type"] == "connected"
+        with contextlib.closing(Page(chromium, f"http://127.0.0.1:{server.port}", media=False)) as page:
+            page.call("connect", server.api_key, sid, server.token(sid, "subscriber", data="browser"))
+            assert wait_until(lambda: page.js("H.eventsOf('connectionCreated').length") == 81)
+            assert page.js("H.session.connections.filter((c) => c.data.length === 2000).length") == 80  # UTF-16 units
+    finally:
+        for c in others:
+            c.close()

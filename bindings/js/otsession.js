@@ -909,6 +909,8 @@ export class Session extends Emitter {
   #reconnect = null;             // {giveUpAt, attempts, timer}
   #pingMs;
   #pingTimer = null;
+  /** A `connected` whose roster comes in parts, until the last `roster` part is in. */
+  #rosterParts = null;
   #lastHeard = 0;
   #connectTimer = null;
   #connectCallback = null;
@@ -982,8 +984,8 @@ export class Session extends Emitter {
   }
 
   /** Browsers can neither send WebSocket pings nor see the server's: after an interval without a message the page
-   * sends a `ping` request (a server that does not know the type still answers it: docs/protocol.md, "Unknown
-   * message types"), and a socket silent for three intervals counts as dropped. */
+   * sends a `ping` request (answered by a plain reply; docs/protocol.md), and a socket silent for three intervals
+   * counts as dropped. */
   #checkLiveness() {
     if (this.#state !== "connected" || this.#reconnect || !this.#ws || this.#ws.readyState !== WebSocket.OPEN) return;
     const silent = Date.now() - this.#lastHeard;
@@ -1052,7 +1054,20 @@ export class Session extends Emitter {
 
   #receive(m) {
     switch (m.type) {
-      case "connected": return this.#connected(m);
+      case "connected":
+        if (!m.rosterFollows) return this.#connected(m);
+        // A roster too large for one message: the rest follows in `roster` parts (docs/protocol.md).
+        this.#rosterParts = { ...m, connections: [...(m.connections || [])], streams: [...(m.streams || [])] };
+        return;
+      case "roster": {
+        const whole = this.#rosterParts;
+        if (!whole) return;
+        whole.connections.push(...(m.connections || []));
+        whole.streams.push(...(m.streams || []));
+        if (!m.last) return;
+        this.#rosterParts = null;
+        return this.#connected(whole);
+      }
       case "reply": {
         const r = this.#pending.get(m.id);
         if (!r) return;

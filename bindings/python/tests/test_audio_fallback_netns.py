@@ -5,35 +5,20 @@ The router's default rules apply: warning after 2 s of poor quality, video dropp
 import json
 import os
 import queue
-import shutil
 import subprocess
 import sys
 import threading
 import time
 
 import pytest
+from netns_support import netns_available, sh as _sh
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEER = os.path.join(HERE, "fallback_peer.py")
 QUALITY = 3  # VideoReason.QUALITY
 
 
-def _sh(*args, check=True):
-    return subprocess.run(list(args), check=check, capture_output=True, text=True, timeout=30)
-
-
-def _netns_available() -> bool:
-    if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("nft"):
-        return False
-    name = f"otfbprobe{os.getpid()}"
-    ok = _sh("ip", "netns", "add", name, check=False).returncode == 0
-    if ok:
-        ok = _sh("ip", "netns", "exec", name, "nft", "list", "ruleset", check=False).returncode == 0
-        _sh("ip", "netns", "del", name, check=False)
-    return ok
-
-
-pytestmark = pytest.mark.skipif(not _netns_available(), reason="needs root, ip and nft (network namespaces)")
+pytestmark = pytest.mark.skipif(not netns_available("otfb"), reason="needs root, ip and nft (network namespaces)")
 
 
 class Net:

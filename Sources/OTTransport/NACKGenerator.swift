@@ -1,0 +1,95 @@
+import OTBase
+
+/// Decides which lost sequence numbers of one SSRC to NACK and when (RFC 4585 generic NACK), sans-IO.
+///
+/// A gap is NACKed at once; a packet still missing is NACKed again every `retryInterval(rtt:)` (so a retransmission
+/// that was lost too is asked for again), up to `maxRetries` times. A packet is given up when its last NACK had its
+/// chance to be answered, when it has been missing for `maxAge`, or when a gap is too large to track; given-up
+/// sequence numbers are handed out by `takeGivenUp()`: a receiver stops waiting for them (and asks for a keyframe).
+public struct NACKGenerator: Sendable {
+    struct Entry { var firstMissing: Instant; var lastSent: Instant?; var retries: Int }
+
+    public var maxRetries = 10
+    /// The shortest wait between two NACKs of one packet: on a near-zero RTT (loopback, LAN) a retransmission still
+    /// takes a scheduling round or two on a busy host to come back.
+    public var minRetryInterval: Duration = .milliseconds(20)
+    public var maxAge: Duration = .seconds(1)
+    /// Gaps larger than this are not tracked (a restart or a long outage); the packets missing before one are given up.
+    public var maxGap = 500
+    private var unwrapper = SequenceUnwrapper()
+    private var highest: Int64?
+    private var missing: [Int64: Entry] = [:]
+    private var abandoned: [UInt16] = []
+    /// Counters: sequence numbers NACKed (retries counted), packets that arrived after being NACKed, and missing
+    /// packets given up.
+    public private(set) var nacked = 0, recovered = 0, givenUp = 0
+
+    public init() {}
+
+    /// The wait between two NACKs of a packet on a path of round-trip time `rtt`: a bit more than the RTT, at least
+    /// `minRetryInterval`.
+    /// (Whole microseconds, the resolution of `Instant`: a deadline computed from it is never early.)
+    public func retryInterval(rtt: Duration) -> Duration { max(minRetryInterval, (rtt + rtt / 4).roundedUpToMicroseconds) }
+
+    /// Records an arriving packet.
+    public mutating func received(sequence: UInt16, now: Instant) {
+        let ext = unwrapper.unwrap(sequence)
+        guard let h = highest else { highest = ext; return }
+        if ext > h {
+            if ext - h - 1 > Int64(maxGap) {
+                // The receiver sees the jump itself; what was tracked before it will not come either.
+                for e in missing.keys.sorted() { abandon(e) }
+                missing.removeAll()
+            } else {
+                var e = h + 1
+                while e < ext { missing[e] = Entry(firstMissing: now, lastSent: nil, retries: 0); e += 1 }
+            }
+            highest = ext
+        } else if let entry = missing.removeValue(forKey: ext), entry.retries > 0 {
+            recovered += 1
+        }
+    }
+
+    /// Sequence numbers to NACK now, given the current round-trip time estimate.
+    public mutating func poll(now: Instant, rtt: Duration) -> [UInt16] {
+        let interval = retryInterval(rtt: rtt)
+        var out: [Int64] = []
+        for ext in Array(missing.keys) {  // iterate a copy of the keys so the updates below do not copy `missing`
+            guard let e = missing[ext] else { continue }
+            let waited = e.lastSent.map { now - $0 }
+            // Too old, or every retry was made and the last one had its time to be answered: nothing will come.
+            if now - e.firstMissing >= maxAge || (e.retries >= maxRetries && (waited ?? interval) >= interval) {
+                missing[ext] = nil
+                abandon(ext)
+                continue
+            }
+            if e.retries >= maxRetries { continue }
+            if let waited, waited < interval { continue }
+            missing[ext]?.lastSent = now
+            missing[ext]?.retries += 1
+            out.append(ext)
+        }
+        nacked += out.count
+        return out.sorted().map { UInt16(truncatingIfNeeded: $0) }
+    }
+
+    /// Sequence numbers given up since the last call (oldest first; at most 1024 are kept between calls).
+    public mutating func takeGivenUp() -> [UInt16] {
+        defer { abandoned.removeAll(keepingCapacity: true) }
+        return abandoned
+    }
+
+    /// When `poll` may next NACK or give up something.
+    public func nextPoll(rtt: Duration) -> Instant? {
+        let interval = retryInterval(rtt: rtt)
+        return missing.values.map { e in min(e.firstMissing + maxAge, e.lastSent.map { $0 + interval } ?? e.firstMissing) }.min()
+    }
+
+    /// Sequence numbers currently considered lost.
+    public var outstanding: Int { missing.count }
+
+    private mutating func abandon(_ ext: Int64) {
+        givenUp += 1
+        if abandoned.count < 1024 { abandoned.append(UInt16(truncatingIfNeeded: ext)) }
+    }
+}
