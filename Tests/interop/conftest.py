@@ -20,6 +20,11 @@ def _binary(product="ot-server", env="OT_SERVER_BIN"):
 
 
 @pytest.fixture(scope="session")
+def ot_server_binary():
+    return _binary()
+
+
+@pytest.fixture(scope="session")
 def ot_demo():
     return _binary("ot-demo", "OT_DEMO_BIN")
 

@@ -24,7 +24,6 @@ import pytest
 from opentok import Client, MediaModes
 
 import otsession
-from conftest import _binary
 from testca import TestCA
 
 
@@ -69,8 +68,8 @@ class TLSServer:
 
 
 @pytest.fixture(scope="module")
-def binary():
-    return _binary()
+def binary(ot_server_binary):
+    return ot_server_binary
 
 
 @pytest.fixture
@@ -118,7 +117,7 @@ def test_official_sdk_over_https_and_a_wss_client(tls_server, ca, monkeypatch):
     client, outcome = connect(tls_server.key, sid, sdk.generate_token(sid), f"wss://localhost:{tls_server.port}", tls_ca_file=ca.ca_file)
     try:
         assert outcome == ("connected", None), outcome
-        sdk.signal(sid, {"type": "chat", "data": "over https"})
+        sdk.send_signal(sid, {"type": "chat", "data": "over https"})
         assert client.signals.get(timeout=10) == ("chat", "over https")
         assert sdk.list_streams(sid).count == 0
     finally:
