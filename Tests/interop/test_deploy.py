@@ -5,8 +5,10 @@ code; SIGHUP reloading the certificate under live sessions; signaling and TURN o
 started by the test, with coturn (use-auth-secret) credentials handed out by the server; headless Chromium loading
 the page over https (the CA in its NSS database, as a user's installed CA) and publishing and subscribing through
 wss://. The network-namespace cases (NATs, /etc/hosts names, 1:1 NAT) are in test_nat.py."""
+import base64
 import json
 import os
+import sys
 import queue
 import re
 import shutil
@@ -26,10 +28,14 @@ from opentok import Client, MediaModes
 import otsession
 from testca import TestCA
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bindings", "python", "tests"))
+import coturn_support  # noqa: E402
+from session_recorder import SubscriberRecorder, wait_until  # noqa: E402
+
 
 @pytest.fixture(scope="module")
-def ca(tmp_path_factory):
-    return TestCA(str(tmp_path_factory.mktemp("ca")))
+def ca(test_ca):
+    return test_ca
 
 
 class TLSServer:
@@ -174,3 +180,175 @@ def _session_id(server):
     ctx.verify_mode = ssl.CERT_NONE
     with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
         return json.loads(r.read())[0]["session_id"]
+
+
+class ConnectProxy:
+    """An HTTP CONNECT proxy on a free loopback port, as in a locked-down network: it asks for Basic credentials
+    (407 without them), records every tunnel's target and relays bytes both ways."""
+
+    def __init__(self, user="otproxy", password="s3cret"):
+        self.auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        self.url = None
+        self.targets, self.refused = [], 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://{user}:{password}@127.0.0.1:{self.port}"
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        try:
+            head = b""
+            while b"\r\n\r\n" not in head and len(head) < 8192:
+                chunk = c.recv(1)   # byte by byte: nothing after the head is consumed here
+                if not chunk:
+                    return c.close()
+                head += chunk
+            lines = head.decode("latin-1").split("\r\n")
+            method, target, _ = lines[0].split(" ", 2)
+            headers = {l.split(":", 1)[0].strip().lower(): l.split(":", 1)[1].strip() for l in lines[1:] if ":" in l}
+            if method != "CONNECT" or headers.get("proxy-authorization") != self.auth:
+                self.refused += 1
+                c.sendall(b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"t\"\r\n"
+                          b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+                return c.close()
+            host, port = target.rsplit(":", 1)
+            up = socket.create_connection((host.strip("[]"), int(port)), timeout=10)
+            self.targets.append(target)
+            c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            for a, b in ((c, up), (up, c)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+        except OSError:
+            c.close()
+
+    @staticmethod
+    def _pump(src, dst):
+        try:
+            src.settimeout(None)
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.closed = True
+        self.sock.close()
+
+
+def _relay_only(include=otsession.ICEIncludeServers.ALL):
+    return otsession.ICEConfig(transport_policy=otsession.ICETransportPolicy.RELAY, include_servers=include)
+
+
+def test_signaling_and_turn_through_a_connect_proxy_with_the_servers_credentials(ca):
+    # The embedded server over TLS hands out coturn (use-auth-secret, named `localhost`, TURN over TCP); the clients
+    # configure nothing but relay-only and the proxy: wss:// and TURN both go through CONNECT tunnels.
+    cert, key = ca.issue(["localhost"], label="proxied")
+    with coturn_support.coturn(auth_secret="north-wind") as turn_port, \
+            otsession.Server(api_key="4711014", api_secret="ef" * 20, tls_cert=cert, tls_key=key,
+                             ice_servers=[f"turn:localhost:{turn_port}?transport=tcp"], turn_secret="north-wind") as server:
+        proxy = ConnectProxy()
+        sid = server.create_session(relayed=True)
+        url = f"wss://localhost:{server.port}"
+        a = b = c = viewer = pub = None
+        try:
+            # Without the proxy's credentials the connection fails (the proxy's refusal named), nothing leaks around it.
+            bad, outcome = connect(server.api_key, sid, server.token(sid), url, tls_ca_file=ca.ca_file,
+                                   proxy_url=f"http://127.0.0.1:{proxy.port}")
+            bad.close()
+            assert outcome[0] == "error" and "407" in outcome[1][1], outcome
+            assert proxy.refused == 1 and not proxy.targets
+            a, outcome = connect(server.api_key, sid, server.token(sid), url, tls_ca_file=ca.ca_file, proxy_url=proxy.url,
+                                 ice_config=_relay_only())
+            assert outcome == ("connected", None), outcome
+            b, outcome = connect(server.api_key, sid, server.token(sid), url, tls_ca_file=ca.ca_file, proxy_url=proxy.url,
+                                 ice_config=_relay_only())
+            assert outcome == ("connected", None), outcome
+            pub = otsession.Publisher("proxied", width=160, height=120)
+            a.publish(pub)
+            viewer = SubscriberRecorder(b.created.get(timeout=10))
+            b.subscribe(viewer)
+            viewer.expect("connected", timeout=20)
+            assert wait_until(lambda: len([f for f in viewer.frames if f.test_pattern]) >= 10, 20)
+            stamped = [f.test_pattern[0] for f in viewer.frames if f.test_pattern]
+            assert stamped == sorted(stamped)
+            report = json.loads(viewer.rtc_stats_report())
+            pair = next(o for o in report if o["type"] == "candidate-pair")
+            local = next(o for o in report if o["id"] == pair["localCandidateId"])
+            assert local["candidateType"] == "relay" and local["relayProtocol"] == "tcp", local
+            ports = [int(t.rsplit(":", 1)[1]) for t in proxy.targets]
+            assert ports.count(server.port) == 2, proxy.targets           # both signaling connections
+            assert ports.count(turn_port) >= 2, proxy.targets             # each side's TURN allocation
+            # includeServers = custom, relay-only and no custom server: the server's TURN is not used, and
+            # subscribing is refused as documented (1011 naming the setting).
+            c, outcome = connect(server.api_key, sid, server.token(sid), url, tls_ca_file=ca.ca_file,
+                                 ice_config=_relay_only(otsession.ICEIncludeServers.CUSTOM))
+            assert outcome == ("connected", None), outcome
+            logged = []
+            otsession.set_log_callback(lambda level, message: logged.append(message))
+            try:
+                with pytest.raises(otsession.OTError) as e:
+                    c.subscribe(otsession.Subscriber(c.created.get(timeout=10)))
+            finally:
+                otsession.set_log_callback(None)
+            assert e.value.code == otsession.ErrorCode.INVALID_PARAM, e.value
+            assert any("includeServers is custom" in m for m in logged), logged
+        finally:
+            for o in (viewer, pub, c, b, a):
+                if o is not None:
+                    o.close()
+            proxy.close()
+
+
+def test_sighup_reloads_the_certificate_without_dropping_sessions(tls_server, ca):
+    sid = _session_id(tls_server)
+    client, outcome = connect(tls_server.key, sid, otsession.token(tls_server.key, tls_server.secret, sid),
+                              f"wss://localhost:{tls_server.port}", tls_ca_file=ca.ca_file)
+    try:
+        assert outcome == ("connected", None), outcome
+        before = _served_serial(tls_server, ca)
+        cert, key = ca.issue(["localhost", "127.0.0.1"], label=f"renewed{time.monotonic_ns()}")
+        shutil.copy(cert, tls_server.cert_file)
+        shutil.copy(key, tls_server.key_file)
+        tls_server.proc.send_signal(signal.SIGHUP)
+        tls_server.wait_line("TLS certificate reloaded")
+        after = _served_serial(tls_server, ca)
+        assert after != before, (before, after)
+        # The session opened under the old certificate carries on.
+        sdk = Client(tls_server.key, tls_server.secret, api_url=f"https://localhost:{tls_server.port}")
+        os.environ["REQUESTS_CA_BUNDLE"] = ca.ca_file
+        try:
+            sdk.send_signal(sid, {"type": "after", "data": "reload"})
+        finally:
+            del os.environ["REQUESTS_CA_BUNDLE"]
+        assert client.signals.get(timeout=10) == ("after", "reload")
+        # A key that does not match: the server keeps serving the current certificate and says why.
+        other_cert, _ = ca.issue(["localhost"], label=f"mismatch{time.monotonic_ns()}")
+        shutil.copy(other_cert, tls_server.cert_file)
+        tls_server.proc.send_signal(signal.SIGHUP)
+        time.sleep(1)
+        assert tls_server.proc.poll() is None
+        assert _served_serial(tls_server, ca) == after
+    finally:
+        client.close()
+
+
+def _served_serial(server, ca):
+    with ca.context().wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=10),
+                                  server_hostname="localhost") as s:
+        return ssl.DER_cert_to_PEM_cert(s.getpeercert(binary_form=True))
