@@ -11,6 +11,7 @@ import os
 import sys
 import queue
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -30,6 +31,7 @@ from testca import TestCA
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bindings", "python", "tests"))
 import coturn_support  # noqa: E402
+import netns_support  # noqa: E402
 from session_recorder import SubscriberRecorder, wait_until  # noqa: E402
 
 
@@ -352,3 +354,42 @@ def _served_serial(server, ca):
     with ca.context().wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=10),
                                   server_hostname="localhost") as s:
         return ssl.DER_cert_to_PEM_cert(s.getpeercert(binary_form=True))
+
+
+IPV6_CLIENT = """
+import sys, threading, otsession
+ca_file, cert, key, name = sys.argv[1:5]
+with otsession.Server(api_key="4711", api_secret="ab" * 20, host="::1", tls_cert=cert, tls_key=key) as srv:
+    sid = srv.create_session()
+    for url in (f"wss://{name}:{srv.port}", f"wss://[::1]:{srv.port}"):
+        done, got = threading.Event(), []
+        s = otsession.Session(srv.api_key, sid, server_url=url, tls_ca_file=ca_file)
+        s.on("connected", lambda: (got.append("connected"), done.set()))
+        s.on("error", lambda code, message: (got.append(f"{int(code)} {message}"), done.set()))
+        s.connect(srv.token(sid))
+        done.wait(10)
+        print(url.split("//")[1].rsplit(":", 1)[0], got[0] if got else "timed out", flush=True)
+        s.close()
+"""
+
+
+def test_a_name_that_resolves_to_ipv6_over_wss(ca):
+    # In a namespace of its own whose /etc/hosts (mounted by `ip netns exec` from /etc/netns/<name>/hosts) maps a
+    # name to ::1 only: the server listens on ::1 and a client reaches it by that name, and by the literal [::1]
+    # (the certificate carries both).
+    if not netns_support.netns_available("otv6"):
+        pytest.skip("network namespaces need root, ip and nft")
+    ns, name = f"otv6{os.getpid()}{secrets.token_hex(2)}", "v6.otsession.test"
+    cert, key = ca.issue([name, "::1"], label="v6")
+    os.makedirs(f"/etc/netns/{ns}")
+    try:
+        with open(f"/etc/netns/{ns}/hosts", "w") as f:
+            f.write(f"127.0.0.1 localhost\n::1 {name}\n")
+        netns_support.sh("ip", "netns", "add", ns)
+        netns_support.sh("ip", "-n", ns, "link", "set", "lo", "up")
+        out = subprocess.run(["ip", "netns", "exec", ns, "python3", "-c", IPV6_CLIENT, ca.ca_file, cert, key, name],
+                             capture_output=True, text=True, timeout=60)
+        assert out.stdout.splitlines() == [f"{name} connected", "[::1] connected"], out.stdout + out.stderr
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
