@@ -476,3 +476,22 @@ def test_a_page_served_over_https_publishes_and_subscribes_through_wss(chromium,
                 page.close()
             native.close()
             pub.close()
+
+
+def test_a_relay_only_page_uses_the_servers_turn_credentials(chromium):
+    # coturn with use-auth-secret; the server hands its TURN URL (a host name) and this connection's credentials to
+    # the page in `connected` (and to the native publisher), and a page whose only ICE setting is the relay policy
+    # receives the native stream through coturn and the router.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bindings", "python", "tests"))
+    import coturn_support
+
+    with coturn_support.coturn(auth_secret="north-wind") as turn_port, \
+            otsession.Server(api_key="4711", api_secret="ab" * 20, ice_servers=[f"turn:localhost:{turn_port}?transport=udp"],
+                             turn_secret="north-wind") as server:
+        sid = server.create_session()
+        with native_and_page(chromium, server, sid, media=False) as (native, page):
+            page.call("connect", server.api_key, sid, server.token(sid, "subscriber"), {"iceConfig": {"transportPolicy": "relay"}})
+            got = page.call("subscribe", "native")
+            page.call("framesDecoded", got["streamId"], 20)
+            local = page.call("selectedLocalCandidate", got["streamId"])
+            assert local and local["candidateType"] == "relay", local

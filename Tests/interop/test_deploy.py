@@ -317,6 +317,35 @@ def test_signaling_and_turn_through_a_connect_proxy_with_the_servers_credentials
             proxy.close()
 
 
+def test_routed_sessions_with_the_servers_turn(ca):
+    # Every client of a routed session gets the server's TURN server too: the publisher (policy all) checks its
+    # relayed pair after its host pair, nominating both towards the router (ICE-lite), and the router must keep the
+    # pair the publisher keeps; a relay-only subscriber reaches the router through coturn.
+    with coturn_support.coturn(auth_secret="north-wind") as turn_port, \
+            otsession.Server(api_key="4711015", api_secret="ef" * 20, ice_servers=[f"turn:localhost:{turn_port}?transport=udp"],
+                             turn_secret="north-wind") as server:
+        sid = server.create_session()
+        a = b = viewer = pub = None
+        try:
+            a, outcome = connect(server.api_key, sid, server.token(sid), server.url)
+            assert outcome == ("connected", None), outcome
+            b, outcome = connect(server.api_key, sid, server.token(sid), server.url, ice_config=_relay_only())
+            assert outcome == ("connected", None), outcome
+            pub = otsession.Publisher("routed", width=160, height=120)
+            a.publish(pub)
+            viewer = SubscriberRecorder(b.created.get(timeout=10))
+            b.subscribe(viewer)
+            viewer.expect("connected", timeout=20)
+            assert wait_until(lambda: len([f for f in viewer.frames if f.test_pattern]) >= 10, 20), len(viewer.frames)
+            report = json.loads(viewer.rtc_stats_report())
+            pair = next(o for o in report if o["type"] == "candidate-pair")
+            assert next(o for o in report if o["id"] == pair["localCandidateId"])["candidateType"] == "relay"
+        finally:
+            for o in (viewer, pub, b, a):
+                if o is not None:
+                    o.close()
+
+
 def test_sighup_reloads_the_certificate_without_dropping_sessions(tls_server, ca):
     sid = _session_id(tls_server)
     client, outcome = connect(tls_server.key, sid, otsession.token(tls_server.key, tls_server.secret, sid),
