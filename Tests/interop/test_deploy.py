@@ -257,13 +257,17 @@ def _relay_only(include=otsession.ICEIncludeServers.ALL):
     return otsession.ICEConfig(transport_policy=otsession.ICETransportPolicy.RELAY, include_servers=include)
 
 
-def test_signaling_and_turn_through_a_connect_proxy_with_the_servers_credentials(ca):
-    # The embedded server over TLS hands out coturn (use-auth-secret, named `localhost`, TURN over TCP); the clients
-    # configure nothing but relay-only and the proxy: wss:// and TURN both go through CONNECT tunnels.
+@pytest.mark.parametrize("turn", ["tcp", "tls"])
+def test_signaling_and_turn_through_a_connect_proxy_with_the_servers_credentials(ca, turn):
+    # The embedded server over TLS hands out coturn (use-auth-secret, named `localhost`; TURN over TCP, or over TLS
+    # with its certificate checked against the CA file); the clients configure nothing but relay-only and the proxy:
+    # wss:// and TURN both go through CONNECT tunnels.
     cert, key = ca.issue(["localhost"], label="proxied")
-    with coturn_support.coturn(auth_secret="north-wind") as turn_port, \
-            otsession.Server(api_key="4711014", api_secret="ef" * 20, tls_cert=cert, tls_key=key,
-                             ice_servers=[f"turn:localhost:{turn_port}?transport=tcp"], turn_secret="north-wind") as server:
+    with coturn_support.coturn(auth_secret="north-wind", tls=(cert, key) if turn == "tls" else None) as turn_port, \
+            otsession.Server(api_key="4711014", api_secret="ef" * 20, tls_cert=cert, tls_key=key, turn_secret="north-wind",
+                             ice_servers=[f"turn:localhost:{turn_port}?transport=tcp" if turn == "tcp"
+                                          else f"turns:localhost:{turn_port + 1}"]) as server:
+        turn_port = turn_port if turn == "tcp" else turn_port + 1
         proxy = ConnectProxy()
         sid = server.create_session(relayed=True)
         url = f"wss://localhost:{server.port}"
@@ -292,7 +296,7 @@ def test_signaling_and_turn_through_a_connect_proxy_with_the_servers_credentials
             report = json.loads(viewer.rtc_stats_report())
             pair = next(o for o in report if o["type"] == "candidate-pair")
             local = next(o for o in report if o["id"] == pair["localCandidateId"])
-            assert local["candidateType"] == "relay" and local["relayProtocol"] == "tcp", local
+            assert local["candidateType"] == "relay" and local["relayProtocol"] == turn, local
             ports = [int(t.rsplit(":", 1)[1]) for t in proxy.targets]
             assert ports.count(server.port) == 2, proxy.targets           # both signaling connections
             assert ports.count(turn_port) >= 2, proxy.targets             # each side's TURN allocation
