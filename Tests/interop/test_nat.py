@@ -7,6 +7,10 @@ Topology (unique namespace names per test, removed in a finally; the root namesp
     private A 10.71.1.2 -- 10.71.1.1 [NAT A] 198.51.100.2 --- 198.51.100.1 [public] 198.51.100.5 --- 198.51.100.6 [NAT B] 10.71.2.1 -- 10.71.2.2 private B
                                                               203.0.113.10: ot-server (via a recording proxy), coturn (STUN)
 
+The deploy cases at the end (issue 14) run `ot-server` itself in the public namespace over TLS, reached by host names
+only the namespaces' /etc/hosts know: relay-only peers with the server's coturn (use-auth-secret) credentials, and the
+media router behind a DNAT 1:1 NAT.
+
 The NATs masquerade (port-preserving mapping) and drop unsolicited new flows from outside, so a peer is reachable
 only at the address the NAT shows after the peer sent to that remote (address-and-port-dependent filtering). The
 private networks are not routed: host candidates cannot work."""
