@@ -160,11 +160,14 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     private var qualityTimer: (any DispatchSourceTimer)?
 
     /// - Parameters:
-    ///   - bind: the media socket's address (port 0 picks one).
+    ///   - bind: the media socket's address (port 0 picks one; a fixed port for firewall rules).
+    ///   - advertise: 1:1 NAT (a cloud VM's public address): the IP clients are told in the router's candidate,
+    ///     instead of the bound one (the port is the bound one). Nil: the bound address.
     ///   - quality: the audio fallback's thresholds and hold times, judged every `qualityInterval`.
-    public init(bind: TransportAddress = TransportAddress(ip: .v4(0x7F00_0001), port: 0), pliInterval: Duration = .milliseconds(300),
+    public init(bind: TransportAddress = TransportAddress(ip: .v4(0x7F00_0001), port: 0), advertise: IPAddress? = nil,
+                pliInterval: Duration = .milliseconds(300),
                 quality: QualityFallbackConfig = QualityFallbackConfig(), qualityInterval: Duration = .seconds(1)) throws {
-        endpoint = try MediaEndpoint(bind: bind)
+        endpoint = try MediaEndpoint(bind: bind, advertise: advertise)
         self.pliInterval = pliInterval
         qualityConfig = quality
         self.qualityInterval = max(qualityInterval, .milliseconds(100))
