@@ -6,8 +6,10 @@ import OTWire
 /// that is answered, a duplicate NACK within the RTT is not). With RTX negotiated (RFC 4588) a retransmission goes out
 /// on the RTX stream; without, as the original packet.
 public struct NACKResponder: Sendable {
-    struct Slot { var seq: UInt16; var packet: [UInt8]; var lastResent: Instant? }
-    private var slots: [Slot?]
+    /// A stored packet; `seq` -1 when empty. A slot's buffer is reused, so storing allocates only until each slot has
+    /// held a packet of the largest size.
+    struct Slot { var seq: Int32 = -1; var packet: [UInt8] = []; var lastResent: Instant? }
+    private var slots: [Slot]
     /// The RTX stream retransmissions are wrapped for, when negotiated.
     public var rtx: RTXSender?
     /// Packets handed out for resending (and their bytes, as stored), NACKed sequence numbers not held, and NACKs
@@ -16,17 +18,23 @@ public struct NACKResponder: Sendable {
 
     /// Keeps the last `capacity` packets.
     public init(capacity: Int = 1024, rtx: RTXSender? = nil) {
-        slots = Array(repeating: nil, count: max(16, capacity))
+        slots = Array(repeating: Slot(), count: max(16, capacity))
         self.rtx = rtx
     }
 
+    /// Keeps a copy of `packet` (in the slot's reused buffer: the caller may go on to change its own, e.g. protect it in
+    /// place, without a copy-on-write).
     public mutating func store(sequence: UInt16, packet: [UInt8]) {
-        slots[Int(sequence) % slots.count] = Slot(seq: sequence, packet: packet, lastResent: nil)
+        let i = Int(sequence) % slots.count
+        slots[i].seq = Int32(sequence)
+        slots[i].lastResent = nil
+        slots[i].packet.removeAll(keepingCapacity: true)
+        slots[i].packet.append(contentsOf: packet)
     }
 
     public func lookup(_ sequence: UInt16) -> [UInt8]? {
-        guard let s = slots[Int(sequence) % slots.count], s.seq == sequence else { return nil }
-        return s.packet
+        let s = slots[Int(sequence) % slots.count]
+        return s.seq == Int32(sequence) ? s.packet : nil
     }
 
     /// The packets to send for a NACK's lost list: stored ones not resent within `rtt`, as RTX when configured.
@@ -34,12 +42,11 @@ public struct NACKResponder: Sendable {
         var out: [[UInt8]] = []
         for seq in lost {
             let i = Int(seq) % slots.count
-            guard var s = slots[i], s.seq == seq else { missed += 1; continue }
-            if let last = s.lastResent, now - last < rtt { suppressed += 1; continue }
-            s.lastResent = now
-            slots[i] = s
-            var packet = s.packet
-            if rtx != nil, let original = try? RTPPacket(parsing: s.packet), let wrapped = rtx?.wrap(original) {
+            guard slots[i].seq == Int32(seq) else { missed += 1; continue }
+            if let last = slots[i].lastResent, now - last < rtt { suppressed += 1; continue }
+            slots[i].lastResent = now
+            var packet = slots[i].packet
+            if rtx != nil, let original = try? RTPPacket(parsing: slots[i].packet), let wrapped = rtx?.wrap(original) {
                 packet = wrapped.serialized()
             }
             resent += 1

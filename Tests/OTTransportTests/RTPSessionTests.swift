@@ -1,3 +1,4 @@
+import COTAllocCounter
 import OTBase
 import OTWire
 @testable import OTRTP
@@ -248,6 +249,33 @@ final class RTPSessionThroughputTests: XCTestCase {
         let elapsed = MonotonicClock.now() - t0
         print(String(format: "RTP_SESSION_BENCH %d packets sent+received in %.1f ms (%.0f packets/s, this build)", n, Double(elapsed.microseconds) / 1000, Double(n) / elapsed.seconds))
         XCTAssertEqual(r.statistics(ssrc: 1)?.received, Int64(n - n / 50))
+    }
+}
+
+final class RTPSessionSendHistoryTests: XCTestCase {
+    /// The send history (`NACKResponder`, one per sent SSRC of an `RTPSession`) copies each packet into a reused slot,
+    /// so the sender can protect its own buffer in place (as `PeerConnection` does with SRTP) without a copy-on-write:
+    /// steady storing allocates nothing. A NACK is still answered with the packet as it was stored.
+    /// (Called directly: in debug builds the dictionary access around it in `RTPSession` allocates by itself.)
+    func testStoringAllocatesNothingAndNACKsGetThePacketAsSent() throws {
+        var history = NACKResponder()
+        var packet = testRTP(ssrc: 7, seq: 0, ts: 0, payload: Array(repeating: 0x11, count: 1100))
+        func send(_ seq: UInt16) {
+            packet[2] = UInt8(seq >> 8); packet[3] = UInt8(truncatingIfNeeded: seq)
+            packet[12] = 0x11
+            history.store(sequence: seq, packet: packet)
+            packet[12] = 0xEE  // what in-place protection does to the sender's buffer once the history has the packet
+        }
+        for seq in 0..<2048 { send(UInt16(seq)) }  // every slot has held a packet of this size
+        let before = ot_alloc_count()
+        for i in 0..<50_000 { send(UInt16(truncatingIfNeeded: 2048 + i)) }
+        let allocations = ot_alloc_count() - before
+        XCTAssertLessThan(allocations, 100, "\(allocations) allocations for 50,000 packets stored")
+        let last = UInt16(truncatingIfNeeded: 2048 + 49_999)
+        let resent = history.packets(for: [last], now: Instant(micros: 1_000_000), rtt: .milliseconds(100))
+        XCTAssertEqual(resent.count, 1)
+        XCTAssertEqual(resent.first.flatMap { testRTPFields($0)?.seq }, last)
+        XCTAssertEqual(resent.first?[12], 0x11, "the history kept the packet as it was when stored")
     }
 }
 
