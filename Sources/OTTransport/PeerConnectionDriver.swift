@@ -224,6 +224,9 @@ public final class MediaEndpoint: @unchecked Sendable {
     private let udp: UDPDriver
     private let deadlines: ConnectionDeadlines
     private let state = Mutex(State())
+    /// Work queued for the IO thread (`async`), and the owner's timer handler (`setTimerHandler`).
+    private let inbox = Mutex<[@Sendable () -> Void]>([])
+    private let timerHandler = Mutex<(@Sendable (Instant) -> Void)?>(nil)
     /// The shared socket's address: every connection's single host candidate.
     public let address: TransportAddress
 
@@ -234,7 +237,7 @@ public final class MediaEndpoint: @unchecked Sendable {
             guard let e = box.value else { return }
             switch event {
             case .datagram(let bytes, let from, _, let now): e.route(bytes, from: from, now: now)
-            case .timer(let now): e.deadlines.fire(now: now)
+            case .timer(let now): e.timer(now: now)
             case .closed: break  // the shared endpoint is UDP only
             }
         }
@@ -242,6 +245,29 @@ public final class MediaEndpoint: @unchecked Sendable {
         address = try udp.bind(bind)
         box.value = self
         udp.start()
+    }
+
+    /// Whether the caller runs on the endpoint's IO thread.
+    public var isIOThread: Bool { udp.isIOThread }
+
+    /// Runs `work` on the IO thread soon (in order with other such work; before the connections' timers).
+    public func async(_ work: @escaping @Sendable () -> Void) {
+        inbox.withLock { $0.append(work) }
+        udp.wake()
+    }
+
+    /// The endpoint's owner (the router driver) gets every IO-thread timer event here, after the queued work and the
+    /// connections' timers; `setTimerDeadline` sets when the next one comes at the latest.
+    public func setTimerHandler(_ handler: @escaping @Sendable (Instant) -> Void) { timerHandler.withLock { $0 = handler } }
+
+    /// When the owner's timer handler must next run (nil: no deadline of its own).
+    public func setTimerDeadline(_ at: Instant?) { deadlines.setOwner(at) }
+
+    private func timer(now: Instant) {
+        let work = inbox.withLock { w in defer { w = [] }; return w }
+        for w in work { w() }
+        deadlines.fire(now: now)
+        timerHandler.withLock { $0 }?(now)
     }
 
     deinit { udp.stop() }

@@ -49,6 +49,8 @@ public final class UDPDriver: Sendable {
     private let handler: @Sendable (Event) -> Void
     private let clock: any TimeSource
     private let threadName: String
+    /// The IO thread's `pthread_self()` while it runs (0 before).
+    private let ioThread = Atomic<UInt>(0)
 
     /// - Parameters:
     ///   - threadName: the IO thread's name (shown by `top -H`, `/proc/self/task/*/comm`; 15 characters used).
@@ -223,8 +225,13 @@ public final class UDPDriver: Sendable {
         signalWake()
     }
 
+    /// Whether the caller runs on the IO thread (in the handler).
+    public var isIOThread: Bool { ioThread.load(ordering: .acquiring) == UInt(pthread_self()) }
+
     private func run() {
         _ = otshim_block_async_signals()
+        ioThread.store(UInt(pthread_self()), ordering: .releasing)
+        defer { ioThread.store(0, ordering: .releasing) }
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
             let (running, sockets, deadline, tcp, retired) = state.withLock { s in
