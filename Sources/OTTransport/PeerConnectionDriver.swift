@@ -303,7 +303,8 @@ public final class MediaEndpoint: @unchecked Sendable {
         deadlines.remove(d)
     }
 
-    func send(_ bytes: [UInt8], to destination: TransportAddress) { udp.send(bytes, from: address, to: destination) }
+    /// Sends a datagram from the shared socket: batched with the IO thread's others when called there.
+    func send(_ bytes: [UInt8], to destination: TransportAddress) { udp.sendBatched(bytes, from: address, to: destination) }
 
     /// Routes non-STUN datagrams from `remote` to `d` (its ICE agent selected that address).
     func route(_ remote: TransportAddress, to d: PeerConnectionDriver) {
