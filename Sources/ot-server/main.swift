@@ -15,13 +15,14 @@ usage:
             [--max-streams-per-session N] [--signal-rate N] [--reconnect-grace SECONDS]
             [--max-sockets N] [--max-sockets-per-address N] [--output-budget-mb N]
             [--request-timeout SECONDS] [--idle-timeout SECONDS] [--connect-timeout SECONDS]
-            [--allowed-origin ORIGIN]...
+            [--allowed-origin ORIGIN]... [--media-workers N]
       Serves the OpenTok REST API and WebSocket signaling (ws://HOST:PORT/v2/signaling), and routes
       media of routed sessions on one UDP port of --media-host (default: HOST, or 127.0.0.1 for 0.0.0.0).
       Projects (KEY:SECRET) come from FILE (one per line, # comments allowed; keep it mode 600), from the
       environment variable OT_SERVER_PROJECTS (separated by spaces, commas or newlines) and from --project
       (visible to every user of the machine in ps: for tests only). Default listen: 127.0.0.1:8080.
-      Limits and their defaults: docs/protocol.md, "Limits".
+      Limits and their defaults: docs/protocol.md, "Limits". --media-workers N: N media sockets, each with its own
+      thread (one per core); each session's media goes through one of them (default 1).
   ot-server keygen
       Prints a new KEY:SECRET pair (hex secret).
   ot-server token --session ID [--config FILE | --project KEY:SECRET] [--role R] [--data D] [--t1] [--ttl SECONDS]
@@ -142,6 +143,7 @@ default:
     if let t = intValue(&args, "--connect-timeout", 1...3600) { timeouts.webSocketConnect = .seconds(t) }
     let origins = args.values("--allowed-origin")
     let mediaHost = args.contains("--media-host") ? args.value("--media-host") : nil
+    let mediaWorkers = intValue(&args, "--media-workers", 1...64) ?? 1
     if args.flag("--verbose") { Log.level = .info }
     guard args.isEmpty else { fail("unexpected arguments: \(args.list)\n\(usage)") }
     guard !projects.isEmpty else { fail("at least one project is needed (--config FILE, OT_SERVER_PROJECTS or --project)\n\(usage)") }
@@ -166,9 +168,10 @@ default:
     let host = mediaHost ?? (listen[..<colon] == "0.0.0.0" ? "127.0.0.1" : String(listen[..<colon]))
     guard let ip = IPAddress(host) else { fail("bad --media-host \(host): an IP address clients can reach is needed") }
     do {
-        let router = try MediaRouter(bind: TransportAddress(ip: ip, port: 0))
+        let router = try MediaRouter(bind: TransportAddress(ip: ip, port: 0), workers: mediaWorkers)
         server.mediaRouting = router
-        FileHandle.standardOutput.write(Data("ot-server media router on udp \(router.endpoint.address)\n".utf8))
+        let ports = router.endpoints.map { "\($0.address)" }.joined(separator: ", ")
+        FileHandle.standardOutput.write(Data("ot-server media router on udp \(ports)\n".utf8))
     } catch { fail("media router: \(error)") }
     stop.wait()
     server.stop()
