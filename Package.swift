@@ -38,16 +38,19 @@ let package = Package(
         .target(name: "OTBase", dependencies: ["COTShims"]),
         // Byte formats only: RTP/RTCP, STUN, SDP, VP8/Opus payloads, HTTP, WebSocket, JSON messages, tokens.
         .target(name: "OTWire", dependencies: ["OTBase", "COTShims", "COpenSSL"]),
+        // RTP stream processors, sans-IO: sequence unwrapping, receive statistics, NACK generation and answers over a
+        // send history, RTX, RED/ULPFEC, transport-wide CC recording, keyframe-request pacing; RTPSession chains them.
+        .target(name: "OTRTP", dependencies: ["OTWire", "OTBase"]),
         // Sans-IO protocol engines and the socket driver.
-        .target(name: "OTTransport", dependencies: ["OTWire", "COTShims", "CSRTP", "COpenSSL",
+        .target(name: "OTTransport", dependencies: ["OTRTP", "OTWire", "COTShims", "CSRTP", "COpenSSL",
                                                   "CEpoll"]),
         // Frames, converters, codecs, jitter buffers, capturers, audio devices.
-        .target(name: "OTMedia", dependencies: ["OTWire", "COTShims", "COpus", "CVPX", "COpenSSL",
+        .target(name: "OTMedia", dependencies: ["OTRTP", "OTWire", "COTShims", "COpus", "CVPX", "COpenSSL",
                                                "CPNG", "CYUV", "CPulse"]),
         // The Swift API users import: Session, Publisher, Subscriber.
-        .target(name: "OTSession", dependencies: ["OTTransport", "OTMedia", "OTWire"]),
+        .target(name: "OTSession", dependencies: ["OTTransport", "OTRTP", "OTMedia", "OTWire"]),
         // The session server: REST API, WebSocket signaling, media router.
-        .target(name: "OTServer", dependencies: ["OTTransport", "OTWire"], plugins: ["EmbedWebAssets"]),
+        .target(name: "OTServer", dependencies: ["OTTransport", "OTRTP", "OTWire"], plugins: ["EmbedWebAssets"]),
         // Build-time embedding of bindings/js (otsession.js, the demo page) into OTServer, which serves them under /js/.
         .plugin(name: "EmbedWebAssets", capability: .buildTool(), dependencies: ["ot-embed-web-files"]),
         .executableTarget(name: "ot-embed-web-files", path: "Plugins/EmbedWebAssetsTool"),
@@ -58,7 +61,7 @@ let package = Package(
         .executableTarget(name: "ot-demo", dependencies: ["OTSession", "OTServer", "OTMedia", "OTWire", "OTBase"]),
         .target(name: "COTAllocCounter"),
         .target(name: "COTHeapUsage"),
-        .executableTarget(name: "ot-bench", dependencies: ["OTMedia", "OTTransport", "OTWire", "OTServer", "OTSession", "COTShims", "CVPX", "COpus", "CSRTP", "COTAllocCounter", "COTHeapUsage"]),
+        .executableTarget(name: "ot-bench", dependencies: ["OTMedia", "OTRTP", "OTTransport", "OTWire", "OTServer", "OTSession", "COTShims", "CVPX", "COpus", "CSRTP", "COTAllocCounter", "COTHeapUsage"]),
         .executableTarget(name: "ot-fuzz-rtp-vp8", dependencies: ["OTWire"], path: "Fuzz/rtp_vp8"),
         .executableTarget(name: "ot-loadtest", dependencies: ["OTSession", "OTServer"]),
         .executableTarget(name: "ot-fuzz-wire", dependencies: ["OTWire"], path: "Fuzz/wire"),
@@ -66,12 +69,13 @@ let package = Package(
 
         .testTarget(name: "OTBaseTests", dependencies: ["OTBase"]),
         .testTarget(name: "OTWireTests", dependencies: ["OTWire"]),
-        .testTarget(name: "OTTransportTests", dependencies: ["OTTransport", "OTMedia", "OTTestSupport"]),
-        .testTarget(name: "OTMediaTests", dependencies: ["OTMedia", "OTTransport", "OTTestSupport"]),
+        .testTarget(name: "OTRTPTests", dependencies: ["OTRTP", "OTWire", "OTBase"]),
+        .testTarget(name: "OTTransportTests", dependencies: ["OTTransport", "OTRTP", "OTMedia", "OTTestSupport"]),
+        .testTarget(name: "OTMediaTests", dependencies: ["OTMedia", "OTRTP", "OTTransport", "OTTestSupport"]),
         // Test support shared by test targets: session recorders and waits, a coturn launcher, a TCP proxy that cuts connections.
         .target(name: "OTTestSupport", dependencies: ["OTSession", "COTAllocCounter"], path: "Tests/OTTestSupport"),
-        .testTarget(name: "OTServerTests", dependencies: ["OTServer", "OTSession", "OTTestSupport"]),
-        .testTarget(name: "OTSessionTests", dependencies: ["OTSession", "OTServer", "OTTestSupport"]),
+        .testTarget(name: "OTServerTests", dependencies: ["OTServer", "OTRTP", "OTSession", "OTTestSupport"]),
+        .testTarget(name: "OTSessionTests", dependencies: ["OTSession", "OTRTP", "OTServer", "OTTestSupport"]),
         .testTarget(name: "OTCABITests", dependencies: ["OTCABI", "COTABI"]),
     ]
 )

@@ -1,4 +1,5 @@
 import OTBase
+import OTRTP
 import OTWire
 
 /// Settings of an `AudioReceivePipeline`.

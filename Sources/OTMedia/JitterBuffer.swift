@@ -1,25 +1,5 @@
 import OTBase
-
-/// Extends 16- or 32-bit RTP counters to 64 bits, relative to the highest value seen.
-private struct CounterUnwrapper {
-    let modulus: Int64
-    private var last: Int64?
-
-    init(bits: Int) { modulus = Int64(1) << Int64(bits) }
-
-    mutating func unwrap(_ value: UInt32) -> Int64 {
-        let v = Int64(value)
-        guard let last else { self.last = v; return v }
-        var delta = (v - last) % modulus
-        if delta < 0 { delta += modulus }
-        if delta >= modulus / 2 { delta -= modulus }
-        let result = last + delta
-        if result > last { self.last = result }
-        return result
-    }
-
-    mutating func reset() { last = nil }
-}
+import OTRTP
 
 // MARK: - Audio
 

@@ -1,4 +1,5 @@
 import OTBase
+import OTRTP
 import OTWire
 
 /// Settings of a `VideoReceivePipeline`.
@@ -6,28 +7,18 @@ public struct VideoReceiveConfig: Sendable {
     /// The VP8 payload type; packets with another are discarded. nil accepts any.
     public var payloadType: UInt8?
     public var jitter: VideoJitterConfig
-    /// Packets past a missing one after which the depacketizer gives up on it (a backstop to `lossTimeoutMillis`).
+    /// Packets past a missing one after which the depacketizer gives up on it (a backstop to the RTP session's NACK
+    /// give-up, which the driver reports through `packetsUnrecoverable`).
     public var reorderWindowPackets: Int
-    public var nackEnabled: Bool
-    /// Interval between NACKs of the same packet until an RTT is known (then 1.5 × RTT, at least 20 ms).
-    public var nackRetryIntervalMillis: Int
-    public var nackMaxRetries: Int
-    /// How long a missing packet may stay missing before the receiver gives up and asks for a keyframe.
-    public var lossTimeoutMillis: Int
-    /// Missing packets tracked at most; a larger gap asks for a keyframe at once.
-    public var maxNackListSize: Int
-    /// Keyframe requests are sent at most this often.
+    /// Keyframe requests go at most this often (or every two RTTs when longer); those made meanwhile are dropped
+    /// (the RTP session's pacer paces what goes on the wire).
     public var keyframeRequestMinIntervalMillis: Int
     public var decoderThreads: Int
 
     public init(payloadType: UInt8? = 96, jitter: VideoJitterConfig = VideoJitterConfig(), reorderWindowPackets: Int = 64,
-                nackEnabled: Bool = true, nackRetryIntervalMillis: Int = 100, nackMaxRetries: Int = 10,
-                lossTimeoutMillis: Int = 400, maxNackListSize: Int = 250, keyframeRequestMinIntervalMillis: Int = 250,
-                decoderThreads: Int = 1) {
+                keyframeRequestMinIntervalMillis: Int = 250, decoderThreads: Int = 1) {
         self.payloadType = payloadType; self.jitter = jitter; self.reorderWindowPackets = reorderWindowPackets
-        self.nackEnabled = nackEnabled; self.nackRetryIntervalMillis = nackRetryIntervalMillis
-        self.nackMaxRetries = nackMaxRetries; self.lossTimeoutMillis = lossTimeoutMillis
-        self.maxNackListSize = maxNackListSize; self.keyframeRequestMinIntervalMillis = keyframeRequestMinIntervalMillis
+        self.keyframeRequestMinIntervalMillis = keyframeRequestMinIntervalMillis
         self.decoderThreads = decoderThreads
     }
 }
@@ -51,8 +42,6 @@ public enum VideoReceiveEvent: Sendable {
     case frame(DecodedVideoFrame)
     /// Send a PLI: the stream cannot be decoded until a keyframe arrives.
     case requestKeyframe
-    /// Send a generic NACK for these sequence numbers.
-    case nack([UInt16])
 }
 
 /// Counters of a `VideoReceivePipeline` (W3C `inbound-rtp` names where one exists).
@@ -78,7 +67,8 @@ public struct VideoReceiveStats: Sendable, Equatable {
     public var freezeCount = 0
     /// Total length of freezes in seconds.
     public var totalFreezesDuration = 0.0
-    /// Sequence numbers NACKed (retries included) and packets that arrived after being NACKed.
+    /// Sequence numbers NACKed (retries included) and packets that arrived after being NACKed: the RTP session's
+    /// (`RTPSession.nackCounters`), filled in by the session layer.
     public var nackCount = 0
     public var packetsRepaired = 0
     /// Keyframe requests (PLIs) asked for.
@@ -88,11 +78,11 @@ public struct VideoReceiveStats: Sendable, Equatable {
     public init() {}
 }
 
-/// The subscriber's video path, sans-IO: RTP packets and the time in, decoded frames, PLI and NACK requests out.
+/// The subscriber's video path, sans-IO: RTP packets and the time in, decoded frames and keyframe requests out.
 ///
-/// RTP → `VP8Depacketizer` → `VideoJitterBuffer` → `FrameTransform` → `VP8Decoder`. Missing sequence numbers
-/// are NACKed (retried every `nackRetryInterval`); a packet missing for `lossTimeoutMillis`, a gap too large,
-/// an undecodable frame or a decoder error leads to a keyframe request (rate-limited). Call `poll(now:)` at
+/// RTP → `VP8Depacketizer` → `VideoJitterBuffer` → `FrameTransform` → `VP8Decoder`. Repair (NACK, RTX, FEC) is the
+/// RTP session's, before the pipeline; a packet it gives up on (`packetsUnrecoverable`), a gap the depacketizer gives
+/// up on, an undecodable frame or a decoder error leads to a keyframe request (paced). Call `poll(now:)` at
 /// `nextDeadline` when no packet arrives. Not thread-safe: drive it from one thread.
 public final class VideoReceivePipeline {
     public let config: VideoReceiveConfig
@@ -102,9 +92,9 @@ public final class VideoReceivePipeline {
     /// Counters of depacketizers replaced after a loss (malformed + late + duplicate packets; frames delivered, dropped).
     private var retired = (discarded: 0, framesDelivered: 0, framesDropped: 0)
     private var jitterBuffer: VideoJitterBuffer<[UInt8]>
-    private var nack: NackTracker
     private var rtpStats: RTPReceiveStatistics
-    private var limiter: KeyframeRequestLimiter
+    private var keyframePacer: KeyframeRequestPacer
+    private var rtt: Duration = .milliseconds(100)
     private var counters = VideoReceiveStats()
     private var ssrc: UInt32?
     private var picture = VideoFrame(width: 2, height: 2)
@@ -114,8 +104,8 @@ public final class VideoReceivePipeline {
     private var firstTimestamp: UInt32?
     private var lastTimestamp: UInt32 = 0
     private var extendedTimestamp: Int64 = 0
-    private var received: [(frame: VP8ReceivedFrame, data: [UInt8])] = []
-    private var depacketizerRequests: [VP8KeyframeRequestReason] = []
+    private var received: [(frame: ReceivedEncodedFrame, data: [UInt8])] = []
+    private var depacketizerRequests: [KeyframeRequestReason] = []
     /// RTP timestamps of frames with packets here that are newer than the last decoded frame: those a later
     /// decoded frame overtakes were dropped.
     private var undecoded: [UInt32] = []
@@ -127,10 +117,8 @@ public final class VideoReceivePipeline {
         decoder = try VP8Decoder(threads: config.decoderThreads)
         depacketizer = Self.makeDepacketizer(config)
         jitterBuffer = VideoJitterBuffer(config: config.jitter)
-        nack = NackTracker(retryInterval: .milliseconds(config.nackRetryIntervalMillis), maxRetries: config.nackMaxRetries,
-                           lossTimeout: .milliseconds(config.lossTimeoutMillis), maxEntries: config.maxNackListSize)
         rtpStats = RTPReceiveStatistics(clockRate: 90_000)
-        limiter = KeyframeRequestLimiter(interval: .milliseconds(config.keyframeRequestMinIntervalMillis))
+        keyframePacer = KeyframeRequestPacer(minInterval: .milliseconds(config.keyframeRequestMinIntervalMillis))
     }
 
     private static func makeDepacketizer(_ c: VideoReceiveConfig) -> VP8Depacketizer {
@@ -154,10 +142,8 @@ public final class VideoReceivePipeline {
         return events
     }
 
-    /// Sets the round-trip time measured by RTCP, which paces NACK retries.
-    public func setRoundTripTime(_ rtt: Duration) {
-        nack.retryInterval = max(.milliseconds(20), rtt + rtt / 2)
-    }
+    /// Sets the round-trip time measured by RTCP, which paces keyframe requests.
+    public func setRoundTripTime(_ rtt: Duration) { self.rtt = rtt }
 
     /// Handles one received RTP packet at `now`.
     public func receive(_ packet: RTPPacket, now: Instant) -> [VideoReceiveEvent] {
@@ -176,9 +162,6 @@ public final class VideoReceivePipeline {
             return events
         }
         noteFrame(packet.timestamp)
-        if config.nackEnabled, !nack.packetArrived(packet.sequenceNumber, now: now) {
-            giveUp(now: now, &events)
-        }
         received.removeAll(keepingCapacity: true)
         depacketizerRequests.removeAll(keepingCapacity: true)
         depacketizer.insert(packet) { event in
@@ -190,43 +173,31 @@ public final class VideoReceivePipeline {
             case .keyframeRequest(let reason): depacketizerRequests.append(reason)
             }
         }
-        for reason in depacketizerRequests {
-            if case .packetLoss = reason { nack.clear() }  // the depacketizer gave up on the missing packets
-            requestKeyframe(now: now, &events)
-        }
+        for _ in depacketizerRequests { requestKeyframe(now: now, &events) }
         for (f, data) in received {
             let frame = VideoJitterFrame(firstSequence: UInt16(truncatingIfNeeded: f.firstSequence),
                                          lastSequence: UInt16(truncatingIfNeeded: f.lastSequence), timestamp: f.rtpTimestamp,
                                          isKeyframe: f.isKeyframe, pictureId: f.pictureId, payload: data)
             handle(jitterBuffer.insert(frame, now: now), now: now, &events)
         }
-        runTimers(now: now, &events)
         return events
     }
 
-    /// Runs timers (NACK retries, loss timeouts, the jitter buffer's waits); call at `nextDeadline`.
+    /// Runs the jitter buffer's timers; call at `nextDeadline`.
     public func poll(now: Instant) -> [VideoReceiveEvent] {
         var events: [VideoReceiveEvent] = []
         handle(jitterBuffer.poll(now: now), now: now, &events)
-        runTimers(now: now, &events)
         return events
     }
 
     /// When `poll` should next be called if no packet arrives, or nil when nothing is pending.
-    public var nextDeadline: Instant? {
-        let a = jitterBuffer.nextDeadline, b = config.nackEnabled ? nack.nextDeadline : nil
-        switch (a, b) {
-        case let (x?, y?): return min(x, y)
-        default: return a ?? b
-        }
-    }
+    public var nextDeadline: Instant? { jitterBuffer.nextDeadline }
 
     /// Forgets held packets and frames and waits for a keyframe, without counting the pause as a freeze
     /// (video disabled and re-enabled, or a new SSRC). Counters are kept.
     public func restart() {
         retire()
         jitterBuffer.reset()
-        nack.reset()
         firstTimestamp = nil
         undecoded.removeAll(keepingCapacity: true)
         lastDecodedTimestamp = nil
@@ -246,7 +217,6 @@ public final class VideoReceivePipeline {
         s.framesReceived = d.framesDelivered + d.framesDropped + retired.framesDelivered + retired.framesDropped
         s.freezeCount = j.freezeCount
         s.totalFreezesDuration = j.totalFreezeDuration.seconds
-        s.packetsRepaired = nack.recovered
         return s
     }
 
@@ -281,26 +251,14 @@ public final class VideoReceivePipeline {
 
     /// Gives up on the missing packets: drop what depends on them and ask for a keyframe.
     private func giveUp(now: Instant, _ events: inout [VideoReceiveEvent]) {
-        nack.clear()
         retire()
         requestKeyframe(now: now, &events)
     }
 
-    private func runTimers(now: Instant, _ events: inout [VideoReceiveEvent]) {
-        guard config.nackEnabled else { return }
-        if nack.hasExpired(now: now) {
-            giveUp(now: now, &events)
-            return
-        }
-        let due = nack.due(now: now)
-        if !due.isEmpty {
-            counters.nackCount += due.count
-            events.append(.nack(due))
-        }
-    }
-
+    /// A keyframe request, dropped when one went within the pacer's interval (never held: the pipeline is not polled
+    /// for it, and the keyframe asked for may be on its way).
     private func requestKeyframe(now: Instant, _ events: inout [VideoReceiveEvent]) {
-        guard limiter.allow(now: now) else { return }
+        guard keyframePacer.request(now: now, rtt: rtt) else { return }
         counters.pliCount += 1
         events.append(.requestKeyframe)
     }
@@ -361,7 +319,6 @@ public final class VideoReceivePipeline {
     /// A frame could not be decoded: the following delta frames cannot be either.
     private func dropAfterError(now: Instant, requestKeyframe wanted: Bool = true, _ events: inout [VideoReceiveEvent]) {
         counters.framesDropped += 1
-        nack.clear()
         retire()
         if wanted { requestKeyframe(now: now, &events) }
     }

@@ -14,18 +14,15 @@ public struct VideoSendConfig: Sendable {
     public var extensionIds: RTPHeaderExtensionIds
     /// The media id sent in the mid extension (when its id is set).
     public var mid: String?
-    /// Sent packets kept for retransmission.
-    public var historyCapacity: Int
     /// First sequence number and timestamp; random when nil (RFC 3550 §5.1).
     public var initialSequenceNumber: UInt16?
     public var initialTimestamp: UInt32?
 
     public init(ssrc: UInt32, payloadType: UInt8 = 96, encoder: VP8EncoderConfig, mtu: Int = 1200, srtpOverhead: Int = 16,
-                extensionIds: RTPHeaderExtensionIds = RTPHeaderExtensionIds(), mid: String? = nil, historyCapacity: Int = 1024,
+                extensionIds: RTPHeaderExtensionIds = RTPHeaderExtensionIds(), mid: String? = nil,
                 initialSequenceNumber: UInt16? = nil, initialTimestamp: UInt32? = nil) {
         self.ssrc = ssrc; self.payloadType = payloadType; self.encoder = encoder; self.mtu = mtu
         self.srtpOverhead = srtpOverhead; self.extensionIds = extensionIds; self.mid = mid
-        self.historyCapacity = historyCapacity
         self.initialSequenceNumber = initialSequenceNumber; self.initialTimestamp = initialTimestamp
     }
 }
@@ -47,13 +44,14 @@ public struct VideoSendStats: Sendable, Equatable {
     public var keyFramesEncoded = 0
     /// Encoded bytes of all frames (after the transform).
     public var totalEncodedBytes = 0
-    /// RTP packets and payload bytes sent, retransmissions included.
+    /// RTP packets and payload bytes the pipeline sent (first transmissions).
     public var packetsSent = 0
     public var bytesSent = 0
     public var headerBytesSent = 0
+    /// Retransmissions, NACKed sequence numbers and those no longer held: the RTP session's
+    /// (`RTPSession.retransmissionCounters`), filled in by the session layer.
     public var retransmittedPacketsSent = 0
     public var retransmittedBytesSent = 0
-    /// NACKed sequence numbers received, and those no longer in the history.
     public var nackCount = 0
     public var nackMisses = 0
     public var pliCount = 0
@@ -68,8 +66,8 @@ public struct VideoSendStats: Sendable, Equatable {
 /// The publisher's video path, sans-IO: I420 frames in, RTP packets out.
 ///
 /// VideoFrame → `VP8Encoder` → `FrameTransform` → `VP8Packetizer` → RTP (90 kHz timestamps from the capture
-/// time, marker on a frame's last packet, RFC 8285 extensions) → `emit`. Keeps a bounded history of sent
-/// packets for NACK retransmission. Not thread-safe: drive it from one thread.
+/// time, marker on a frame's last packet, RFC 8285 extensions) → `emit`. Retransmissions are not its business: the
+/// transport's RTP session keeps the send history (`NACKResponder`). Not thread-safe: drive it from one thread.
 public final class VideoSendPipeline {
     public private(set) var config: VideoSendConfig
     public private(set) var stats = VideoSendStats()
@@ -77,7 +75,6 @@ public final class VideoSendPipeline {
     private let transform: any FrameTransform
     private var extensions: RTPExtensionWriter
     private var packetizer: VP8Packetizer
-    private var history: RTPPacketHistory
     private var sequence: UInt16
     private let timestampBase: UInt32
     private var firstCaptureMicros: Int64?
@@ -95,7 +92,6 @@ public final class VideoSendPipeline {
         packetizer = VP8Packetizer(maxPayloadSize: VP8Packetizer.maxPayloadSize(mtu: config.mtu, rtpHeaderLength: headerLength,
                                                                                srtpOverhead: config.srtpOverhead),
                                    initialPictureId: UInt16.random(in: 0...0x7FFF))
-        history = RTPPacketHistory(capacity: config.historyCapacity)
         sequence = config.initialSequenceNumber ?? UInt16.random(in: 0...UInt16.max)
         timestampBase = config.initialTimestamp ?? UInt32.random(in: 0...UInt32.max)
         scratch.reserveCapacity(config.mtu)
@@ -150,7 +146,6 @@ public final class VideoSendPipeline {
                                    ssrc: config.ssrc, extensions: try extensions.block(now: now), payload: payload)
             scratch.removeAll(keepingCapacity: true)
             packet.write(into: &scratch)
-            history.store(sequence: sequence, packet: scratch)
             sequence &+= 1
             stats.packetsSent += 1
             stats.bytesSent += payload.count
@@ -181,29 +176,4 @@ public final class VideoSendPipeline {
         config.encoder.framerate = fps
         stats.targetFramerate = fps
     }
-
-    /// Answers a NACK: hands every still-held packet among `sequenceNumbers` to `emit` again (same SSRC and
-    /// sequence number). Returns how many were found.
-    @discardableResult
-    public func retransmit(_ sequenceNumbers: [UInt16], emit: (inout [UInt8]) throws -> Void) rethrows -> Int {
-        var found = 0
-        for seq in sequenceNumbers {
-            stats.nackCount += 1
-            guard let packet = history.packet(sequence: seq) else { stats.nackMisses += 1; continue }
-            scratch.removeAll(keepingCapacity: true)
-            scratch.append(contentsOf: packet)
-            found += 1
-            stats.retransmittedPacketsSent += 1
-            stats.packetsSent += 1
-            let payloadBytes = (try? RTPPacket(parsing: packet).payload.count) ?? 0
-            stats.retransmittedBytesSent += payloadBytes
-            stats.bytesSent += payloadBytes
-            stats.headerBytesSent += packet.count - payloadBytes
-            try emit(&scratch)
-        }
-        return found
-    }
-
-    /// The serialized packet with `sequence` from the send history, if still held.
-    public func sentPacket(sequence: UInt16) -> [UInt8]? { history.packet(sequence: sequence) }
 }

@@ -1,4 +1,5 @@
 import OTBase
+import OTRTP
 import OTTransport
 import OTWire
 
@@ -113,6 +114,8 @@ final class RouterCore {
         var videoSource = RTPHeaderExtensionIds()
         var audioMid: String?
         var videoMid: String?
+        /// The payload format of the publisher's video (what tells a keyframe start; nil: a codec without one).
+        var videoFormat: (any RTPPayloadFormat)?
         var subscribers: [Peer] = []
         var counters = RoutedStreamCounters()
         var audioFallbackEnabled = true
@@ -205,6 +208,7 @@ final class RouterCore {
             }
             if m.kind == "video" {
                 (stream.videoSSRC, stream.videoPT, stream.videoSource, stream.videoMid) = (m.remoteSSRCs.first, m.codec.payloadType, m.extensionIds, m.mid)
+                stream.videoFormat = PayloadFormats.format(for: m.codec)
             }
         }
         for sub in stream.subscribers { Self.pairExtensions(sub, stream) }
@@ -360,14 +364,14 @@ final class RouterCore {
         }
         var startsKeyframe: Bool?
         if isVideo && stream.keyframes.awaitingKeyframe {
-            startsKeyframe = Self.startsVP8Keyframe(packet)
+            startsKeyframe = Self.startsKeyframe(packet, stream)
             if startsKeyframe == true { stream.keyframes.keyframeForwarded() }
         }
         for sub in stream.subscribers {
             guard isVideo ? sub.forwardingVideo : sub.audio else { stream.counters.packetsHeld += 1; continue }
             var opened = false
             if isVideo && sub.waitingForKeyframe {
-                if startsKeyframe == nil { startsKeyframe = Self.startsVP8Keyframe(packet) }
+                if startsKeyframe == nil { startsKeyframe = Self.startsKeyframe(packet, stream) }
                 guard startsKeyframe == true else {
                     stream.counters.packetsHeld += 1
                     stream.counters.packetsHeldForKeyframe += 1
@@ -611,10 +615,10 @@ final class RouterCore {
         return true
     }
 
-    /// True when an RTP packet carries the first packet of a VP8 keyframe.
-    static func startsVP8Keyframe(_ bytes: [UInt8]) -> Bool {
-        guard let p = try? RTPPacket(parsing: bytes), let (d, data) = try? VP8PayloadDescriptor.parse(p.payload) else { return false }
-        return d.startsFrame && VP8FrameHeader.isKeyframe(data)
+    /// True when a video packet of the stream carries the first packet of a keyframe, as its payload format says.
+    private static func startsKeyframe(_ packet: [UInt8], _ stream: Stream) -> Bool {
+        guard let format = stream.videoFormat else { return false }
+        return PayloadFormats.isKeyframeStart(format, rtpPacket: packet)
     }
 }
 

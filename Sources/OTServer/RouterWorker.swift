@@ -126,7 +126,7 @@ final class RouterWorker: @unchecked Sendable {
         let now = MonotonicClock.now()
         if publisher {
             switch e {
-            case .rtp(let packet): forward(packet, from: handle, now: now)
+            case .rtp(let received): forward(received.bytes, from: handle, now: now)
             case .packetsUnrecoverable(let ssrc, _): core.publisherPacketsUnrecoverable(handle, ssrc: ssrc, now: now)
             case .connected: core.publisherLink(handle, up: true)
             case .failed: core.publisherLink(handle, up: false)

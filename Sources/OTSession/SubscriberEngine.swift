@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import OTBase
+import OTRTP
 import OTMedia
 import OTTransport
 import OTWire
@@ -37,8 +38,6 @@ final class SubscriberEngine: @unchecked Sendable {
     private var running = false
     /// The current peer connection is up (audio is pulled for playout).
     private var connected = false
-    private var videoPT: UInt8 = 96
-    private var audioPT: UInt8 = 111
     private var videoSSRC: UInt32?
 
     private var wantsAudio = true
@@ -108,7 +107,7 @@ final class SubscriberEngine: @unchecked Sendable {
         videoOn = publisherVideo && wantsVideo
         // The connection's RTP session NACKs gaps and says when it gives a packet up (`.packetsUnrecoverable`): the
         // depacketizer's own count of packets past a hole is only a backstop, so it is long.
-        video = try VideoReceivePipeline(config: VideoReceiveConfig(payloadType: nil, reorderWindowPackets: 256, nackEnabled: false),
+        video = try VideoReceivePipeline(config: VideoReceiveConfig(payloadType: nil, reorderWindowPackets: 256),
                                          transform: transform)
         audio = try AudioReceivePipeline(config: AudioReceiveConfig(payloadType: nil, sampleRate: playoutSettings.sampleRate,
                                                                     channels: playoutSettings.channels, useFEC: true),
@@ -200,9 +199,6 @@ final class SubscriberEngine: @unchecked Sendable {
             case .mediaAnswer(_, let sdp):
                 do {
                     try link.setRemoteAnswer(sdp)
-                    for m in link.negotiated?.media ?? [] {
-                        if m.kind == "video" { videoPT = m.codec.payloadType } else if m.kind == "audio" { audioPT = m.codec.payloadType }
-                    }
                 } catch {
                     onLink?(.failed(peerId: pid, OTError(.subscriberWebRTC, "bad answer: \(error)")))
                 }
@@ -236,8 +232,8 @@ final class SubscriberEngine: @unchecked Sendable {
         case .failed(let err):
             connected = false
             onLink?(.failed(peerId: pid, OTError(.subscriberWebRTC, "media connection failed: \(err.message)")))
-        case .rtp(let bytes):
-            receive(bytes)
+        case .rtp(let received):
+            receive(received)
         case .roundTripTime(let d):
             rtt = d
             video?.setRoundTripTime(d)
@@ -250,17 +246,20 @@ final class SubscriberEngine: @unchecked Sendable {
         }
     }
 
-    private func receive(_ bytes: [UInt8]) {
+    /// A packet the transport parsed and assigned to a negotiated section by its payload type.
+    private func receive(_ received: ReceivedRTP) {
         if let inj = settings.lossInjector, inj.shouldDrop() { return }
-        guard let packet = try? RTPPacket(parsing: bytes) else { return }
         let now = MonotonicClock.now()
-        if packet.payloadType == videoPT {
+        switch received.section?.kind {
+        case .video:
             guard videoOn, let video else { return }
-            videoSSRC = packet.ssrc
-            handle(video.receive(packet, now: now), now: now)
-        } else if packet.payloadType == audioPT {
+            videoSSRC = received.packet.ssrc
+            handle(video.receive(received.packet, now: now), now: now)
+        case .audio:
             guard wantsAudio, let audio else { return }
-            _ = audio.receive(packet, now: now)
+            _ = audio.receive(received.packet, now: now)
+        case nil:
+            break
         }
     }
 
@@ -276,8 +275,6 @@ final class SubscriberEngine: @unchecked Sendable {
                 }
             case .requestKeyframe:
                 if let ssrc = videoSSRC { link?.requestKeyframe(ssrc: ssrc) }
-            case .nack:
-                break  // the peer connection's RTP session NACKs gaps
             }
         }
     }

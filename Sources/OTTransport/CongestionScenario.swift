@@ -1,4 +1,5 @@
 import OTBase
+import OTRTP
 import OTWire
 
 /// A step of a bottleneck's capacity: from `at` (since the start of the run) the link carries `bitsPerSecond`

@@ -1,4 +1,5 @@
 import OTBase
+import OTRTP
 import OTWire
 
 /// Settings of a `PeerConnection`.
@@ -56,8 +57,8 @@ public enum PeerConnectionEvent: Sendable, Equatable {
     /// ICE or DTLS failed (fingerprint mismatch: `.connectionRefused`), or consent was lost.
     case failed(OTError)
     case iceStateChanged(ICEConnectionState)
-    /// An unprotected RTP packet (parse it with `RTPPacket(parsing:)`).
-    case rtp([UInt8])
+    /// An unprotected RTP packet, parsed once here, with the negotiated section its payload type names.
+    case rtp(ReceivedRTP)
     /// The peer asked for a keyframe of one of our SSRCs (PLI or FIR).
     case keyframeRequested(ssrc: UInt32)
     /// The peer NACKed packets of one of our SSRCs; those still cached were already resent.
@@ -75,6 +76,32 @@ public enum PeerConnectionEvent: Sendable, Equatable {
     case bandwidthEstimate(BandwidthEstimate)
     /// The peer said goodbye for an SSRC.
     case bye(ssrc: UInt32)
+}
+
+/// The negotiated m-section a media payload type belongs to, and its payload format.
+public struct RTPSection: Sendable, Equatable {
+    public var kind: MediaKind
+    public var mid: String
+    public var payloadType: UInt8
+    /// The format of the payload type (nil: a codec we negotiated but have no format for).
+    public var format: (any RTPPayloadFormat)?
+    public static func == (a: RTPSection, b: RTPSection) -> Bool {
+        a.kind == b.kind && a.mid == b.mid && a.payloadType == b.payloadType && a.format?.name == b.format?.name
+    }
+}
+
+/// An RTP packet as the transport hands it up: unprotected, RTX unwrapped, RED taken apart, the header parsed once
+/// (pipelines take `packet` as it is), and demultiplexed by payload type onto the negotiated sections.
+public struct ReceivedRTP: Sendable, Equatable {
+    /// The packet's bytes, which `packet`'s payload is a slice of (a router forwards them).
+    public var bytes: [UInt8]
+    public var packet: RTPPacket
+    /// The section its payload type belongs to; nil for a payload type no section negotiated.
+    public var section: RTPSection?
+    public init(bytes: [UInt8], packet: RTPPacket, section: RTPSection?) {
+        self.bytes = bytes; self.packet = packet; self.section = section
+    }
+    public static func == (a: ReceivedRTP, b: ReceivedRTP) -> Bool { a.bytes == b.bytes && a.section == b.section }
 }
 
 /// Counters of a `PeerConnection`.
@@ -182,6 +209,8 @@ public final class PeerConnection {
     private var localOffer: SessionDescription?
     private var srtp: SRTPContext?
     private var clockRates: [UInt8: UInt32] = [:]
+    /// Media payload types of the negotiated sections, for demultiplexing what arrives.
+    private var sections: [UInt8: RTPSection] = [:]
     private var rtxReceiver: RTXReceiver?
     /// Video FEC: per SSRC of ours, and for what the peer sends; the loss measured for it.
     private var fecSenders: [UInt32: ULPFECSender] = [:]
@@ -454,7 +483,12 @@ public final class PeerConnection {
         negotiated = neg
         let twcc = neg.media.lazy.flatMap(\.extmaps).first { $0.uri == SDPNegotiation.transportCCExtension }
         if let id = twcc?.id, (1...255).contains(id) { transportCCId = UInt8(id) }
+        sections = [:]
         for m in neg.media {
+            if let kind = MediaKind(rawValue: m.kind) {
+                sections[m.codec.payloadType] = RTPSection(kind: kind, mid: m.mid, payloadType: m.codec.payloadType,
+                                                           format: PayloadFormats.format(for: m.codec))
+            }
             clockRates[m.codec.payloadType] = m.codec.clockRate
             if let rtx = m.rtxPayloadType { clockRates[rtx] = m.codec.clockRate }
         }
@@ -858,7 +892,8 @@ public final class PeerConnection {
         guard let srtp else { return }
         var p = bytes
         do { try srtp.unprotectRTP(&p) } catch SRTPError.replayed { counters.replaysDropped += 1; return } catch { counters.srtpErrors += 1; return }
-        guard let h = Self.header(p) else { counters.srtpErrors += 1; return }
+        guard let parsed = try? RTPPacket(parsing: p) else { counters.srtpErrors += 1; return }
+        let h = (ssrc: parsed.ssrc, seq: parsed.sequenceNumber, ts: parsed.timestamp, pt: parsed.payloadType)
         counters.packetsReceived += 1
         counters.bytesReceived += p.count
         if let id = transportCCId, let at = TransportWideSequenceNumber.valueOffset(in: p, id: id) {
@@ -871,30 +906,33 @@ public final class PeerConnection {
             if transportCCMediaSSRC == 0 { transportCCMediaSSRC = h.ssrc }
             if feedbackDue == nil { feedbackDue = now + config.transportFeedbackInterval }
         }
-        var packet = p, header = h
+        var bytes = p, packet = parsed
         if let receiver = rtxReceiver, receiver.payloadTypes[h.pt] != nil {
             // A retransmission on the RTX stream: it repairs the original stream (its own numbering is not NACKed).
-            guard let original = unwrapRTX(p, ssrc: h.ssrc, payloadType: h.pt), let o = Self.header(original) else {
+            guard let original = unwrapRTX(p, ssrc: h.ssrc, payloadType: h.pt), let o = try? RTPPacket(parsing: original) else {
                 counters.rtxPacketsDiscarded += 1
                 return
             }
             counters.rtxPacketsReceived += 1
-            packet = original
-            header = o
+            bytes = original
+            packet = o
         }
-        rtpSession.received(ssrc: header.ssrc, sequence: header.seq, rtpTimestamp: header.ts, clockRate: clockRates[header.pt] ?? 90000, now: now)
-        guard fecReceiver != nil, header.pt == fecReceiver?.redPayloadType else {
-            events.push(.rtp(packet))
+        rtpSession.received(ssrc: packet.ssrc, sequence: packet.sequenceNumber, rtpTimestamp: packet.timestamp,
+                            clockRate: clockRates[packet.payloadType] ?? 90000, now: now)
+        guard fecReceiver != nil, packet.payloadType == fecReceiver?.redPayloadType else {
+            events.push(.rtp(ReceivedRTP(bytes: bytes, packet: packet, section: sections[packet.payloadType])))
             return
         }
         // RED: the media it carries goes on; an FEC packet may rebuild a media packet that went missing.
-        let outs = fecReceiver?.receive(packet) ?? []
+        let outs = fecReceiver?.receive(bytes) ?? []
         for (media, rebuilt) in outs {
-            if rebuilt, let m = Self.header(media) {
+            guard let m = try? RTPPacket(parsing: media) else { continue }
+            if rebuilt {
                 counters.fecPacketsRecovered += 1
-                rtpSession.received(ssrc: m.ssrc, sequence: m.seq, rtpTimestamp: m.ts, clockRate: clockRates[m.pt] ?? 90000, now: now)
+                rtpSession.received(ssrc: m.ssrc, sequence: m.sequenceNumber, rtpTimestamp: m.timestamp,
+                                    clockRate: clockRates[m.payloadType] ?? 90000, now: now)
             }
-            events.push(.rtp(media))
+            events.push(.rtp(ReceivedRTP(bytes: media, packet: m, section: sections[m.payloadType])))
         }
     }
 

@@ -1,4 +1,5 @@
 import OTBase
+import OTRTP
 import OTWire
 
 /// One judgement of a media link over an interval: how much was lost, and the delays measured.

@@ -1,4 +1,5 @@
 import OTBase
+import OTRTP
 import OTWire
 
 /// One packet the remote acknowledged in transport-wide feedback: when we sent it, when it arrived (remote clock),

@@ -133,7 +133,7 @@ public struct VP8LayerInfo: Equatable, Sendable {
 
 /// Splits encoded VP8 frames into RTP payloads no larger than `maxPayloadSize`, in balanced sizes,
 /// with a 15-bit picture id that increases per frame.
-public struct VP8Packetizer: Sendable {
+public struct VP8Packetizer: RTPPacketizer {
     /// Bytes available per RTP payload (descriptor + VP8 data).
     public var maxPayloadSize: Int
     /// The picture id the next frame gets.
@@ -151,6 +151,12 @@ public struct VP8Packetizer: Sendable {
     /// The payload size that fits an MTU after IP/UDP (28 bytes, IPv4), the RTP header and the SRTP tag.
     public static func maxPayloadSize(mtu: Int = 1200, rtpHeaderLength: Int = 12, srtpOverhead: Int = 16) -> Int {
         max(mtu - 28 - rtpHeaderLength - srtpOverhead, 8)
+    }
+
+    /// Packetizes one frame without layer information (the `RTPPacketizer` entry point).
+    @discardableResult
+    public mutating func packetize(_ frame: UnsafeRawBufferPointer, emit: (ArraySlice<UInt8>, Bool) throws -> Void) rethrows -> Int {
+        try packetize(frame, nonReference: false, layer: nil, emit: emit)
     }
 
     /// Packetizes one frame; `emit` gets each payload (valid only during the call) and whether it is the last
@@ -184,40 +190,10 @@ public struct VP8Packetizer: Sendable {
     }
 }
 
-/// An encoded VP8 frame reassembled from RTP packets.
-public struct VP8ReceivedFrame: Sendable {
-    /// The VP8 bitstream of the frame (valid until the next call into the depacketizer unless copied).
-    public var data: ArraySlice<UInt8>
-    public var rtpTimestamp: UInt32
-    public var isKeyframe: Bool
-    /// Width and height from the keyframe header (keyframes only).
-    public var keyframeSize: (width: Int, height: Int)?
-    public var pictureId: UInt16?
-    public var temporalLayer: UInt8?
-    /// Extended sequence numbers of the first and last packet.
-    public var firstSequence: Int64
-    public var lastSequence: Int64
-}
-
-/// Why the depacketizer asks the sender for a keyframe (sent as RTCP PLI by the RTP session).
-public enum VP8KeyframeRequestReason: Equatable, Sendable {
-    /// Packets went missing, so the frames that follow cannot be decoded.
-    case packetLoss(missing: Int)
-    /// The stream started (or restarted) with delta frames.
-    case noKeyframeYet
-    /// Delta frames are still being dropped long after the previous request.
-    case stillWaiting
-}
-
 /// Reassembles VP8 frames from RTP packets (any order within `reorderWindow` packets), detects lost packets,
 /// and reports a keyframe request instead of passing on frames that cannot be decoded. Malformed payloads
 /// are counted and dropped. Frames are delivered in decode order.
-public struct VP8Depacketizer: Sendable {
-    /// What `insert` reports.
-    public enum Event: Sendable {
-        case frame(VP8ReceivedFrame)
-        case keyframeRequest(VP8KeyframeRequestReason)
-    }
+public struct VP8Depacketizer: RTPDepacketizer {
 
     /// Counters for statistics and tests.
     public struct Stats: Equatable, Sendable {
@@ -285,7 +261,7 @@ public struct VP8Depacketizer: Sendable {
     }
 
     /// Feeds one RTP packet carrying VP8; `deliver` receives complete frames and keyframe requests.
-    public mutating func insert(_ packet: RTPPacket, deliver: (Event) -> Void) {
+    public mutating func insert(_ packet: RTPPacket, deliver: (DepacketizerEvent) -> Void) {
         guard let (d, data) = try? VP8PayloadDescriptor.parse(packet.payload) else {
             stats.malformedPackets += 1
             return
@@ -359,7 +335,7 @@ public struct VP8Depacketizer: Sendable {
         return (start, end)
     }
 
-    private mutating func handleComplete(start: Int64, end: Int64, _ deliver: (Event) -> Void) {
+    private mutating func handleComplete(start: Int64, end: Int64, _ deliver: (DepacketizerEvent) -> Void) {
         var start = start, end = end
         while true {
             let first = slots[Int(start & mask)].data[...]
@@ -410,7 +386,7 @@ public struct VP8Depacketizer: Sendable {
         return (pid &- last) % modulus == 1
     }
 
-    private mutating func emitFrame(start: Int64, end: Int64, keyframe: Bool, _ deliver: (Event) -> Void) {
+    private mutating func emitFrame(start: Int64, end: Int64, keyframe: Bool, _ deliver: (DepacketizerEvent) -> Void) {
         frameBuffer.removeAll(keepingCapacity: true)
         for s in start...end { frameBuffer.append(contentsOf: slots[Int(s & mask)].data) }
         let head = slots[Int(start & mask)]
@@ -418,13 +394,13 @@ public struct VP8Depacketizer: Sendable {
         lastPictureId = head.pictureId
         stats.framesDelivered += 1
         let data = frameBuffer[...]
-        deliver(.frame(VP8ReceivedFrame(data: data, rtpTimestamp: head.timestamp, isKeyframe: keyframe,
+        deliver(.frame(ReceivedEncodedFrame(data: data, rtpTimestamp: head.timestamp, isKeyframe: keyframe,
                                         keyframeSize: keyframe ? VP8FrameHeader.keyframeSize(data) : nil,
                                         pictureId: head.pictureId, temporalLayer: head.temporalLayer,
                                         firstSequence: start, lastSequence: end)))
     }
 
-    private mutating func checkForLoss(_ deliver: (Event) -> Void) {
+    private mutating func checkForLoss(_ deliver: (DepacketizerEvent) -> Void) {
         guard !waitingForKeyframe, let n = nextExpected, let h = highest, h - n >= Int64(reorderWindow) else { return }
         var missing = 0
         for s in n...h where slot(s) == nil { missing += 1 }
@@ -443,7 +419,7 @@ public struct VP8Depacketizer: Sendable {
         }
     }
 
-    private mutating func requestKeyframe(_ reason: VP8KeyframeRequestReason, _ deliver: (Event) -> Void) {
+    private mutating func requestKeyframe(_ reason: KeyframeRequestReason, _ deliver: (DepacketizerEvent) -> Void) {
         waitingForKeyframe = true
         requested = true
         droppedSinceRequest = 0

@@ -93,7 +93,7 @@ final class ForwardingClients: Sendable {
         return try PeerConnectionDriver(config: config, bind: [bind]) { [self] e in
             switch e {
             case .connected: state.withLock { _ = $0.connected.insert(i) }
-            case .rtp(let p): state.withLock { $0.packets[i, default: 0] += 1; $0.bytes += p.count }
+            case .rtp(let p): state.withLock { $0.packets[i, default: 0] += 1; $0.bytes += p.bytes.count }
             default: break
             }
         }

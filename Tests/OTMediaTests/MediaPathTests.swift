@@ -57,7 +57,7 @@ final class MediaPathTests: XCTestCase {
         let decoder: VP8Decoder
         var picture = VideoFrame(width: 1, height: 1)
         var decoded: [(t: Int, psnr: Double)] = []
-        var keyframeRequests: [VP8KeyframeRequestReason] = []
+        var keyframeRequests: [KeyframeRequestReason] = []
         var decodeErrors = 0
 
         init(srtp: SRTPContext) throws { self.srtp = srtp; decoder = try VP8Decoder() }
@@ -66,7 +66,7 @@ final class MediaPathTests: XCTestCase {
             var p = wire
             try srtp.unprotectRTP(&p)
             let packet = try RTPPacket(parsing: p)
-            var frames: [VP8ReceivedFrame] = []
+            var frames: [ReceivedEncodedFrame] = []
             depacketizer.insert(packet) { e in
                 switch e {
                 case .frame(let f): frames.append(f)

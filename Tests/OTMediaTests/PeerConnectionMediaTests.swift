@@ -37,7 +37,7 @@ final class MediaPeer: @unchecked Sendable {
 
     private func handle(_ e: PeerConnectionEvent) {
         switch e {
-        case .rtp(let b): inbox.withLock { $0.append((b, MonotonicClock.now())) }
+        case .rtp(let r): inbox.withLock { $0.append((r.bytes, MonotonicClock.now())) }
         case .keyframeRequested: keyframeWanted.withLock { $0 = true }
         case .connected: connectedAt.withLock { $0 = MonotonicClock.now() }
         default: break
@@ -70,10 +70,6 @@ final class MediaPeer: @unchecked Sendable {
                 if let s = TestPatternReader.read(f.frame) { stamps.append(s) }
             case .requestKeyframe:
                 if let remote = driver.negotiated?.media.first(where: { $0.kind == "video" })?.remoteSSRCs.first { driver.requestKeyframe(ssrc: remote) }
-            case .nack(let seqs):
-                if let remote = driver.negotiated?.media.first(where: { $0.kind == "video" })?.remoteSSRCs.first {
-                    driver.sendRTCP(RTCP.serialize([.nack(senderSSRC: videoSSRC, mediaSSRC: remote, lost: seqs)]))
-                }
             }
         }
     }

@@ -1,5 +1,6 @@
 import OTBase
 @testable import OTMedia
+import OTRTP
 import OTTransport
 import OTWire
 import XCTest
@@ -26,7 +27,9 @@ struct SeededLossyPath {
 }
 
 /// A publisher's and a subscriber's video pipelines joined by SRTP and a seeded lossy path, driven in
-/// simulated time; keyframe requests and NACKs travel back to the sender after `feedbackDelay`.
+/// simulated time, with the RTP session's repair processors between them as a connection runs them: the receiver's
+/// `NACKGenerator` NACKs gaps (and gives up on packets, which the pipeline hears through `packetsUnrecoverable`), the
+/// sender's `NACKResponder` answers from its send history; keyframe requests and NACKs travel back after `feedbackDelay`.
 final class VideoLink {
     enum Event {
         case arrive([UInt8], protected: Bool)
@@ -60,6 +63,11 @@ final class VideoLink {
     private(set) var sentPackets: [RTPPacket] = []
     /// Frames at least one packet of which got through.
     private(set) var framesWithArrivals: Set<Int> = []
+    /// The repair processors (OTRTP) and the round-trip time they are given.
+    /// Packets missing 400 ms are given up (a connection waits up to 1 s; these short runs need the answer sooner).
+    private(set) var nackGenerator: NACKGenerator = { var g = NACKGenerator(); g.maxAge = .milliseconds(400); return g }()
+    private(set) var history = NACKResponder(capacity: 1024)
+    var rtt: Duration { (path.baseDelay + feedbackDelay) * 2 }
 
     init(width: Int = 320, height: Int = 240, path: SeededLossyPath, sendConfig: VideoSendConfig? = nil,
          receiveConfig: VideoReceiveConfig = VideoReceiveConfig(),
@@ -91,6 +99,7 @@ final class VideoLink {
             try sender.send(frame, now: capture) { bytes in
                 sentPackets.append(try RTPPacket(parsing: bytes))
                 let seq = UInt16(bytes[2]) << 8 | UInt16(bytes[3])
+                history.store(sequence: seq, packet: bytes)
                 try srtpSend.protectRTP(&bytes)
                 if dropFrames.contains(k) { droppedSequences.append(seq); return }
                 if let at = path.arrival(sentAt: capture) {
@@ -107,10 +116,11 @@ final class VideoLink {
     private func advance(to end: Instant) throws {
         while true {
             let next = queue.min { ($0.at, $0.order) < ($1.at, $1.order) }
-            let deadline = receiver.nextDeadline
+            let deadline = [receiver.nextDeadline, nackGenerator.nextPoll(rtt: rtt)].compactMap { $0 }.min()
             if let d = deadline, d <= end, next.map({ d < $0.at }) ?? true {
                 now = max(now, d)
                 try handle(receiver.poll(now: now))
+                try repair()
                 continue
             }
             guard let item = next, item.at <= end else { break }
@@ -119,19 +129,33 @@ final class VideoLink {
             switch item.event {
             case .arrive(var bytes, let protected):
                 if protected { try srtpReceive.unprotectRTP(&bytes) }
-                try handle(receiver.receive(try RTPPacket(parsing: bytes), now: now))
+                let packet = try RTPPacket(parsing: bytes)
+                nackGenerator.received(sequence: packet.sequenceNumber, now: now)
+                try handle(receiver.receive(packet, now: now))
+                try repair()
             case .pli:
                 sender.requestKeyframe(.pli)
             case .nack(let list):
                 // Retransmissions skip SRTP here: a resent copy of a packet that was only reordered would be
                 // dropped by the receiver's SRTP replay window, and this test counts such duplicates at the pipeline.
-                sender.retransmit(list) { bytes in
-                    if retransmissionsCanBeLost, path.arrival(sentAt: now) == nil { return }
+                for bytes in history.packets(for: list, now: now, rtt: rtt) {
+                    if retransmissionsCanBeLost, path.arrival(sentAt: now) == nil { continue }
                     schedule(.arrive(bytes, protected: false), at: now + path.baseDelay)
                 }
             }
         }
         now = max(now, end)
+    }
+
+    /// The receiver's NACKs due now, and the packets it gave up on (the pipeline stops waiting for them).
+    private func repair() throws {
+        let list = nackGenerator.poll(now: now, rtt: rtt)
+        if !list.isEmpty {
+            nackLists.append(list)
+            if answerNACK { schedule(.nack(list), at: now + feedbackDelay) }
+        }
+        let given = nackGenerator.takeGivenUp()
+        if !given.isEmpty { try handle(receiver.packetsUnrecoverable(given, now: now)) }
     }
 
     private func handle(_ events: [VideoReceiveEvent]) throws {
@@ -144,9 +168,6 @@ final class VideoLink {
             case .requestKeyframe:
                 keyframeRequests.append(now)
                 if answerPLI { schedule(.pli, at: now + feedbackDelay) }
-            case .nack(let list):
-                nackLists.append(list)
-                if answerNACK { schedule(.nack(list), at: now + feedbackDelay) }
             }
         }
     }
@@ -174,8 +195,8 @@ final class VideoPipelineTests: XCTestCase {
         XCTAssertGreaterThan(s.jitter, 0, "reordering shows up as interarrival jitter")
         XCTAssertEqual(link.sender.stats.framesEncoded, 60)
         // Reordered packets may be NACKed before they show up; their retransmissions are discarded as duplicates.
-        XCTAssertEqual(link.sender.stats.packetsSent, link.sentPackets.count + link.sender.stats.retransmittedPacketsSent)
-        XCTAssertEqual(s.packetsDiscarded, link.sender.stats.retransmittedPacketsSent)
+        XCTAssertEqual(link.sender.stats.packetsSent, link.sentPackets.count)
+        XCTAssertEqual(s.packetsDiscarded, link.history.resent)
     }
 
     func testRandomLossIsRepairedByNACKWithoutKeyframes() throws {
@@ -191,10 +212,10 @@ final class VideoPipelineTests: XCTestCase {
         XCTAssertEqual(link.keyframeRequests, [])
         let s = link.receiver.stats
         XCTAssertEqual(s.packetsLost, 0, "retransmitted packets count as received")
-        XCTAssertGreaterThanOrEqual(s.packetsRepaired, link.droppedSequences.count, "lost ones, and reordered ones NACKed early")
-        XCTAssertGreaterThanOrEqual(s.nackCount, link.droppedSequences.count)
-        XCTAssertEqual(link.sender.stats.retransmittedPacketsSent, link.sender.stats.nackCount - link.sender.stats.nackMisses)
-        XCTAssertGreaterThanOrEqual(link.sender.stats.retransmittedPacketsSent, link.droppedSequences.count)
+        XCTAssertGreaterThanOrEqual(link.nackGenerator.recovered, link.droppedSequences.count, "lost ones, and reordered ones NACKed early")
+        XCTAssertGreaterThanOrEqual(link.nackGenerator.nacked, link.droppedSequences.count)
+        XCTAssertEqual(link.history.resent, link.nackGenerator.nacked - link.history.missed - link.history.suppressed)
+        XCTAssertGreaterThanOrEqual(link.history.resent, link.droppedSequences.count)
     }
 
     func testUnrepairedLossRequestsKeyframeAndRecoversAfterIt() throws {
@@ -231,7 +252,7 @@ final class VideoPipelineTests: XCTestCase {
     func testWaitsForARepairUntilTheTransportGivesUpThenAsksForAKeyframe() throws {
         let sender = try VideoSendPipeline(config: VideoSendConfig(ssrc: 0xBEEF, encoder: VP8EncoderConfig(width: 640, height: 480,
                                                                    bitrateKbps: 2500, frameDropThreshold: 0), initialSequenceNumber: 1000))
-        let receiver = try VideoReceivePipeline(config: VideoReceiveConfig(reorderWindowPackets: 256, nackEnabled: false))
+        let receiver = try VideoReceivePipeline(config: VideoReceiveConfig(reorderWindowPackets: 256))
         let source = try TestPatternSource(width: 640, height: 480)
         let t0 = Instant(micros: 1_000_000)
         var decoded: [UInt32] = [], keyframeRequests = 0
@@ -240,7 +261,6 @@ final class VideoPipelineTests: XCTestCase {
                 switch e {
                 case .frame(let f): if let n = TestPatternReader.read(f.frame)?.frameNumber { decoded.append(n) }
                 case .requestKeyframe: keyframeRequests += 1
-                case .nack: XCTFail("the pipeline's own NACK is off")
                 }
             }
         }
@@ -402,27 +422,6 @@ final class VideoPipelineTests: XCTestCase {
         }
         XCTAssertEqual(sizes.map(\.0), [320]); XCTAssertEqual(sizes.map(\.1), [240])
         XCTAssertEqual(sender.stats.frameWidth, 320)
-    }
-
-    func testSendHistoryAnswersNACKsOnlyForHeldPackets() throws {
-        let config = VideoSendConfig(ssrc: 1, encoder: VP8EncoderConfig(width: 320, height: 240, frameDropThreshold: 0), mtu: 200,
-                                     historyCapacity: 16, initialSequenceNumber: 10)
-        let sender = try VideoSendPipeline(config: config)
-        let source = try TestPatternSource(width: 320, height: 240)
-        var sent: [[UInt8]] = []
-        for k in 0..<12 {
-            try sender.send(source.render(frameNumber: UInt32(k), timestampMicros: Int64(k) * 33_333), now: .zero) { sent.append($0) }
-        }
-        XCTAssertGreaterThan(sent.count, 16, "more packets than the history holds")
-        let newest = UInt16(10 + sent.count - 1)
-        var again: [[UInt8]] = []
-        let found = sender.retransmit([newest, newest - 3, 10, 11]) { again.append($0) }
-        XCTAssertEqual(found, 2)
-        XCTAssertEqual(again, [sent[sent.count - 1], sent[sent.count - 4]], "byte-identical retransmissions")
-        XCTAssertEqual(sender.stats.nackCount, 4); XCTAssertEqual(sender.stats.nackMisses, 2)
-        XCTAssertEqual(sender.stats.retransmittedPacketsSent, 2)
-        XCTAssertEqual(sender.stats.packetsSent, sent.count + 2)
-        XCTAssertNil(sender.sentPacket(sequence: 10))
     }
 }
 

@@ -31,7 +31,8 @@ final class RouterClient: Sendable {
     func received(ssrc: UInt32) -> [(seq: UInt16, payload: [UInt8])] {
         events.withLock {
             $0.compactMap {
-                guard case .rtp(let b) = $0, let p = try? RTPPacket(parsing: b), p.ssrc == ssrc else { return nil }
+                guard case .rtp(let r) = $0, r.packet.ssrc == ssrc else { return nil }
+                let p = r.packet
                 return (p.sequenceNumber, Array(p.payload))
             }
         }

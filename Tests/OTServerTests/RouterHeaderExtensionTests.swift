@@ -78,7 +78,8 @@ final class RouterHeaderExtensionTests: RouterTestCase {
     func received(_ c: RouterClient) -> [(ssrc: UInt32, elements: [UInt8: [UInt8]], twoByte: Bool)] {
         c.events.withLock {
             $0.compactMap {
-                guard case .rtp(let b) = $0, let p = try? RTPPacket(parsing: b) else { return nil }
+                guard case .rtp(let r) = $0 else { return nil }
+                let p = r.packet
                 var d: [UInt8: [UInt8]] = [:]
                 for e in p.extensions.elements { d[e.id] = Array(e.value) }
                 return (p.ssrc, d, p.extensions.isTwoByte)

@@ -1,5 +1,6 @@
 import OTBase
 import OTWire
+@testable import OTRTP
 @testable import OTTransport
 import XCTest
 

@@ -12,7 +12,7 @@ final class EventLog: Sendable {
     var handler: PeerConnectionDriver.Handler { { [self] e in events.withLock { $0.append(e) } } }
     var connected: Bool { events.withLock { $0.contains { if case .connected = $0 { true } else { false } } } }
     func rtp(ssrc: UInt32) -> [[UInt8]] {
-        events.withLock { $0.compactMap { if case .rtp(let b) = $0, testRTPFields(b)?.ssrc == ssrc { b } else { nil } } }
+        events.withLock { $0.compactMap { if case .rtp(let r) = $0, r.packet.ssrc == ssrc { r.bytes } else { nil } } }
     }
     func contains(_ e: PeerConnectionEvent) -> Bool { events.withLock { $0.contains(e) } }
 }

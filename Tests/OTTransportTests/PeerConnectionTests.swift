@@ -58,7 +58,7 @@ final class EmulatedPeerConnections {
     /// RTP packets (unprotected) peer `i` received so far, removed from its events.
     func takeRTP(_ i: Int) -> [[UInt8]] {
         var out: [[UInt8]] = []
-        events[i].removeAll { if case .rtp(let b) = $0 { out.append(b); return true }; return false }
+        events[i].removeAll { if case .rtp(let r) = $0 { out.append(r.bytes); return true }; return false }
         return out
     }
 }
@@ -188,6 +188,34 @@ final class PeerConnectionTests: XCTestCase {
         b.requestKeyframe(ssrc: 0x77, now: env.clock.now())
         XCTAssertTrue(env.run(for: .seconds(1)) { env.events[0].contains(.keyframeRequested(ssrc: 0x77)) })
         XCTAssertEqual(a.stats.keyframeRequestsReceived, 1)
+    }
+
+    /// The transport parses each packet once and assigns it to the negotiated section its payload type names: Opus
+    /// (111) to audio, VP8 (96) to video, with the format; a payload type no section negotiated comes up unassigned.
+    func testReceivedRTPIsDemultiplexedByPayloadTypeOntoTheNegotiatedSections() throws {
+        let env = EmulatedPeerConnections(seed: 11, conditions: LinkConditions(delay: .milliseconds(5)))
+        let now = env.clock.now()
+        let a = try PeerConnection(config: peerConfig(audioSSRC: 0x71, videoSSRC: 0x72, seed: 11), now: now)
+        let b = try PeerConnection(config: peerConfig(audioSSRC: nil, videoSSRC: nil, seed: 12), now: now)
+        env.add(a, "10.0.0.1:5000"); env.add(b, "10.0.0.2:6000")
+        try a.setRemoteAnswer(try b.createAnswer(toOffer: try a.createOffer(), now: now), now: now)
+        XCTAssertTrue(env.run(for: .seconds(30)) { env.connected(0) && env.connected(1) })
+        for (pt, ssrc, seq) in [(UInt8(111), UInt32(0x71), UInt16(1)), (96, 0x72, 1), (77, 0x72, 2)] {
+            var p = RTPPacket(payloadType: pt, sequenceNumber: seq, timestamp: 0, ssrc: ssrc, payload: [0x78, 1, 2][...]).serialized()
+            XCTAssertTrue(a.sendRTP(&p, now: env.clock.now()))
+        }
+        var got: [ReceivedRTP] = []
+        XCTAssertTrue(env.run(for: .seconds(1)) {
+            env.events[1].removeAll { if case .rtp(let r) = $0 { got.append(r); return true }; return false }
+            return got.count == 3
+        })
+        got.sort { $0.packet.payloadType > $1.packet.payloadType }
+        XCTAssertEqual(got.map(\.packet.payloadType), [111, 96, 77])
+        XCTAssertEqual(got.map { $0.section?.kind }, [.audio, .video, nil])
+        XCTAssertEqual(got.map { $0.section?.format?.name }, ["opus", "VP8", nil])
+        XCTAssertEqual(got.map { $0.section?.mid }, ["0", "1", nil])
+        XCTAssertEqual(got.map { Array($0.packet.payload) }, [[0x78, 1, 2], [0x78, 1, 2], [0x78, 1, 2]])
+        XCTAssertEqual(got[0].bytes, RTPPacket(payloadType: 111, sequenceNumber: 1, timestamp: 0, ssrc: 0x71, payload: [0x78, 1, 2][...]).serialized())
     }
 
     func testFingerprintMismatchFailsTheConnection() throws {

@@ -1,5 +1,6 @@
 import OTBase
 import OTWire
+@testable import OTRTP
 @testable import OTTransport
 import XCTest
 
@@ -58,7 +59,7 @@ final class NACKTests: XCTestCase {
     func testStatisticsFractionLost() {
         var s = RTPReceiveStatistics(ssrc: 9, clockRate: 90000)
         let t = Instant(micros: 0)
-        for seq: UInt16 in 0..<100 where seq % 4 != 0 || seq == 0 { s.packet(sequence: seq, rtpTimestamp: UInt32(seq) * 3000, now: t + .milliseconds(Int64(seq) * 33)) }
+        for seq: UInt16 in 0..<100 where seq % 4 != 0 || seq == 0 { s.record(sequence: seq, rtpTimestamp: UInt32(seq) * 3000, now: t + .milliseconds(Int64(seq) * 33)) }
         let b = s.reportBlock(now: t + .seconds(4))
         XCTAssertEqual(b.cumulativeLost, 24)
         XCTAssertEqual(b.extendedHighestSequence, 99)

@@ -240,7 +240,7 @@ final class VP8PayloadTests: XCTestCase {
     func testStreamStartingWithDeltaFramesAsksForKeyframe() {
         var sender = FakeVP8Sender()
         var d = VP8Depacketizer()
-        var requests: [VP8KeyframeRequestReason] = [], frames = 0
+        var requests: [KeyframeRequestReason] = [], frames = 0
         for _ in 0..<3 {
             for p in sender.send(fakeVP8Frame(key: false, size: 150)) {
                 d.insert(p) { if case .keyframeRequest(let r) = $0 { requests.append(r) } else { frames += 1 } }

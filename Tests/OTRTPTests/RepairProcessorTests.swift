@@ -1,6 +1,6 @@
 import OTBase
 import OTWire
-@testable import OTTransport
+@testable import OTRTP
 import XCTest
 
 /// The sans-IO repair processors alone, on explicit instants: NACK generator and responder (with RTX), keyframe pacing.
