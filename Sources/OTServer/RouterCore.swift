@@ -75,7 +75,7 @@ final class RouterCore {
         var audio = true
         var video = true
         /// Per SSRC: sequence rewriting across pauses.
-        var rewriters: [UInt32: SequenceRewriter] = [:]
+        var rewriters = SequenceRewriters()
         /// Video is held until a keyframe starts (new subscriber, or video resumed).
         var waitingForKeyframe = true
         /// The subscriber's connection is up (it can receive the keyframe it waits for).
@@ -474,7 +474,7 @@ final class RouterCore {
     /// A subscriber's subscribe-to-audio/video wishes applied to forwarding; true when video resumed and needs a keyframe.
     private func applySubscription(_ peer: Peer, _ stream: Stream, audio: Bool, video: Bool) -> Bool {
         if let ssrc = stream.audioSSRC, audio != peer.audio {
-            if !audio { peer.rewriters[ssrc, default: SequenceRewriter()].pause() } else { peer.rewriters[ssrc]?.resume() }
+            if !audio { peer.rewriters.pause(ssrc) } else { peer.rewriters.resume(ssrc) }
         }
         peer.audio = audio
         peer.video = video
@@ -489,11 +489,11 @@ final class RouterCore {
         peer.forwardingVideo = on
         guard let ssrc = stream.videoSSRC else { return false }
         if !on {
-            peer.rewriters[ssrc, default: SequenceRewriter()].pause()
+            peer.rewriters.pause(ssrc)
             peer.sampler.forget(ssrc: ssrc)
             return false
         }
-        peer.rewriters[ssrc]?.resume()
+        peer.rewriters.resume(ssrc)
         peer.waitingForKeyframe = true
         return true
     }
@@ -594,14 +594,7 @@ final class RouterCore {
     /// resumed) or its extensions cannot be rewritten.
     private static func copy(_ packet: [UInt8], seq: UInt16, ssrc: UInt32, pt: UInt8, isVideo: Bool, for sub: Peer, _ stream: Stream,
                              now: Instant, into out: inout [UInt8]) -> Bool {
-        var rewritten = seq
-        if var r = sub.rewriters[ssrc] {
-            guard let mapped = r.map(seq) else { return false }
-            sub.rewriters[ssrc] = r
-            rewritten = mapped
-        } else {
-            sub.rewriters[ssrc] = SequenceRewriter(first: seq)
-        }
+        guard let rewritten = sub.rewriters.map(seq, ssrc: ssrc) else { return false }
         if let extensions = isVideo ? sub.videoExtensions : sub.audioExtensions {
             guard extensions.rewrite(packet, into: &out, now: now) else { return false }
         } else {
@@ -619,6 +612,35 @@ final class RouterCore {
     private static func startsKeyframe(_ packet: [UInt8], _ stream: Stream) -> Bool {
         guard let format = stream.videoFormat else { return false }
         return PayloadFormats.isKeyframeStart(format, rtpPacket: packet)
+    }
+}
+
+/// A subscriber's `SequenceRewriter`s by SSRC: a short list (a stream has an audio and a video SSRC), so the forwarding
+/// path finds its rewriter without hashing.
+struct SequenceRewriters {
+    private var entries: [(ssrc: UInt32, rewriter: SequenceRewriter)] = []
+
+    private func index(_ ssrc: UInt32) -> Int? { entries.firstIndex { $0.ssrc == ssrc } }
+
+    /// The sequence number to send for `seq` of `ssrc`, or nil to drop it; the first packet of an SSRC starts its rewriter.
+    mutating func map(_ seq: UInt16, ssrc: UInt32) -> UInt16? {
+        if let i = index(ssrc) { return entries[i].rewriter.map(seq) }
+        entries.append((ssrc, SequenceRewriter(first: seq)))
+        return seq
+    }
+
+    /// Pauses `ssrc` (starting its rewriter paused when it has none).
+    mutating func pause(_ ssrc: UInt32) {
+        if let i = index(ssrc) { entries[i].rewriter.pause() } else {
+            var r = SequenceRewriter()
+            r.pause()
+            entries.append((ssrc, r))
+        }
+    }
+
+    /// Resumes `ssrc` when it has a rewriter.
+    mutating func resume(_ ssrc: UInt32) {
+        if let i = index(ssrc) { entries[i].rewriter.resume() }
     }
 }
 

@@ -25,6 +25,8 @@ public final class PeerConnectionDriver: @unchecked Sendable {
     private var closed = false
     /// The remote address a shared endpoint routes to this connection.
     private var routedAddress: TransportAddress?
+    /// The deadline last given to the IO (not repeated while it stays the same, as it does from packet to packet).
+    private var deadlineGiven: Instant??
     /// The sockets this connection's host candidates are bound at.
     public private(set) var localAddresses: [TransportAddress] = []
     /// The local addresses of its TCP connections to TURN servers.
@@ -181,6 +183,7 @@ public final class PeerConnectionDriver: @unchecked Sendable {
 
     func timeout(now: Instant) {
         lock.lock()
+        deadlineGiven = nil  // the IO forgot it when it fired
         if !closed { pc.handleTimeout(now: now) }
         let events = flushLocked()
         lock.unlock()
@@ -192,10 +195,12 @@ public final class PeerConnectionDriver: @unchecked Sendable {
         switch io {
         case .owned(let shared):
             while let t = pc.pollTransmit() { shared.send(t.bytes, from: t.source, to: t.destination) }
-            shared.setDeadline(closed ? nil : pc.pollTimeout(), for: self)
+            let d = closed ? nil : pc.pollTimeout()
+            if deadlineGiven != .some(d) { deadlineGiven = d; shared.setDeadline(d, for: self) }
         case .shared(let endpoint):
             while let t = pc.pollTransmit() { endpoint.send(t.bytes, to: t.destination) }
-            endpoint.setDeadline(closed ? nil : pc.pollTimeout(), for: self)
+            let d = closed ? nil : pc.pollTimeout()
+            if deadlineGiven != .some(d) { deadlineGiven = d; endpoint.setDeadline(d, for: self) }
         case nil:
             break
         }

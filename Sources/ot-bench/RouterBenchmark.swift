@@ -371,10 +371,10 @@ private func measureWorkers(workers: Int, sessions: Int, subscribers: Int, secon
                             bytes: after.bytes - before.bytes, cpu: cpu1 - cpu0, threadsCPU: nil)
 }
 
-/// `ot-bench router --workers K`: the same load (2K sessions of one publisher and 8 subscribers each) through a router
+/// `ot-bench router --workers K`: the same load (2K sessions of one publisher and 4 subscribers each) through a router
 /// with one worker, then with K; packets delivered per CPU second of the router's IO threads, and the ratio.
 private func runWorkersBenchmark(_ k: Int, seconds: Double) throws {
-    let sessions = 2 * k, subscribers = 8
+    let sessions = 2 * k, subscribers = 4
     print("router workers: \(sessions) sessions of 1 publisher and \(subscribers) subscribers, \(ForwardingLoad(seconds: 0).rate) packets/s per publisher, "
           + "\(fmt(seconds)) s; router CPU is all its IO threads'")
     print(pad("workers", 9) + pad("sent pkt/s", 12) + pad("delivered pkt/s", 17) + pad("min/max per sub", 17) + pad("CPU", 9)
