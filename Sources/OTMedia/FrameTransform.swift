@@ -1,7 +1,4 @@
-/// Which kind of media an encoded frame carries.
-public enum MediaKind: String, Sendable {
-    case audio, video
-}
+import OTWire
 
 /// What a `FrameTransform` knows about the encoded frame it handles.
 public struct EncodedFrameInfo: Sendable, Equatable {

@@ -1,10 +1,12 @@
 import COTShims
 import CVPX
 import OTBase
+import OTWire
 
 /// A VP8 decoder on libvpx (one thread by default). Decoded pictures are copied into a caller-owned
 /// `VideoFrame` whose planes are reused between calls.
-public final class VP8Decoder {
+public final class VP8Decoder: VideoDecoder {
+    public var format: any RTPPayloadFormat { PayloadFormats.vp8 }
     private let ctx: UnsafeMutablePointer<vpx_codec_ctx_t>
 
     /// Opens a decoder; throws `CodecError` if libvpx fails.
@@ -65,12 +67,6 @@ public final class VP8Decoder {
     @discardableResult
     public func decode(_ data: UnsafeRawBufferPointer, timestampMicros: Int64 = 0, into frame: inout VideoFrame) throws -> Bool {
         try decode(data, timestampMicros: timestampMicros) { try $0.copy(into: &frame) }
-    }
-
-    /// Decodes a frame held in an array slice into `frame`.
-    @discardableResult
-    public func decode(_ data: ArraySlice<UInt8>, timestampMicros: Int64 = 0, into frame: inout VideoFrame) throws -> Bool {
-        try data.withUnsafeBytes { try decode($0, timestampMicros: timestampMicros, into: &frame) }
     }
 
     /// Decodes a frame held in an array slice, lending the picture to `picture`.

@@ -4,8 +4,8 @@ import Glibc
 import OTBase
 import OTWire
 
-/// VP8 encoder settings; defaults follow libwebrtc's realtime configuration.
-public struct VP8EncoderConfig: Sendable {
+/// Video encoder settings (libvpx); defaults follow libwebrtc's realtime configuration.
+public struct VideoEncoderConfig: Sendable {
     public var width: Int
     public var height: Int
     /// Target bitrate in kbit/s (CBR).
@@ -43,21 +43,10 @@ public struct VP8EncoderConfig: Sendable {
     }
 }
 
-/// One encoded frame as libvpx produced it; `data` is valid only during the output callback.
-public struct VP8EncodedFrame {
-    public var data: UnsafeRawBufferPointer
-    public var isKeyframe: Bool
-    /// Capture time of the source frame in microseconds.
-    public var timestampMicros: Int64
-    /// Temporal-layer facts for the payload descriptor (nil without temporal layers).
-    public var layer: VP8LayerInfo?
-    /// True when no later frame references this one (it may be dropped by a forwarder).
-    public var nonReference: Bool
-}
-
 /// A VP8 encoder on libvpx with realtime settings, runtime rate changes and forced keyframes.
-public final class VP8Encoder {
-    public private(set) var config: VP8EncoderConfig
+public final class VP8Encoder: VideoEncoder {
+    public private(set) var config: VideoEncoderConfig
+    public var format: any RTPPayloadFormat { PayloadFormats.vp8 }
     private let ctx: UnsafeMutablePointer<vpx_codec_ctx_t>
     private let cfg: UnsafeMutablePointer<vpx_codec_enc_cfg_t>
     private let image: UnsafeMutablePointer<vpx_image_t>
@@ -66,7 +55,7 @@ public final class VP8Encoder {
     private var lastPts: Int64 = -1
 
     /// Opens an encoder; throws `CodecError` when libvpx refuses the configuration.
-    public init(config: VP8EncoderConfig) throws {
+    public init(config: VideoEncoderConfig) throws {
         guard config.width > 0, config.height > 0, config.width <= 16384, config.height <= 16384,
               config.bitrateKbps > 0, config.framerate > 0, (1...3).contains(config.temporalLayers) else {
             throw OTError(.invalidParameter, "invalid VP8 encoder configuration")
@@ -178,7 +167,7 @@ public final class VP8Encoder {
     /// Encodes one I420 frame (planes are read in place, not copied); `output` receives each compressed frame
     /// (none when rate control drops the frame).
     public func encode(_ frame: VideoFrame, forceKeyframe: Bool = false,
-                       output: (VP8EncodedFrame) throws -> Void) throws {
+                       output: (EncodedVideoFrame) throws -> Void) throws {
         guard frame.width == config.width, frame.height == config.height else {
             throw OTError(.invalidParameter, "frame is \(frame.width)x\(frame.height), encoder is \(config.width)x\(config.height)")
         }
@@ -226,8 +215,8 @@ public final class VP8Encoder {
         while otshim_vpx_next_frame(ctx, &iter, &data, &size, &fflags, &outPts) != 0 {
             guard let data, size > 0 else { continue }
             let isKey = fflags & vpx_codec_frame_flags_t(VPX_FRAME_IS_KEY) != 0
-            let layer = config.temporalLayers > 1 ? VP8LayerInfo(temporalLayer: isKey ? 0 : tid, layerSync: isKey || sync) : nil
-            try output(VP8EncodedFrame(data: UnsafeRawBufferPointer(start: data, count: size), isKeyframe: isKey,
+            let layer = config.temporalLayers > 1 ? TemporalLayerInfo(temporalLayer: isKey ? 0 : tid, layerSync: isKey || sync) : nil
+            try output(EncodedVideoFrame(data: UnsafeRawBufferPointer(start: data, count: size), isKeyframe: isKey,
                                        timestampMicros: frame.timestampMicros, layer: layer,
                                        nonReference: !isKey && nonRef))
         }

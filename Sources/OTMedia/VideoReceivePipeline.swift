@@ -6,6 +6,8 @@ import OTWire
 public struct VideoReceiveConfig: Sendable {
     /// The VP8 payload type; packets with another are discarded. nil accepts any.
     public var payloadType: UInt8?
+    /// The payload format (and so the codec: `VideoCodecs.makeDecoder`) of the stream.
+    public var format: any RTPPayloadFormat
     public var jitter: VideoJitterConfig
     /// Packets past a missing one after which the depacketizer gives up on it (a backstop to the RTP session's NACK
     /// give-up, which the driver reports through `packetsUnrecoverable`).
@@ -15,9 +17,9 @@ public struct VideoReceiveConfig: Sendable {
     public var keyframeRequestMinIntervalMillis: Int
     public var decoderThreads: Int
 
-    public init(payloadType: UInt8? = 96, jitter: VideoJitterConfig = VideoJitterConfig(), reorderWindowPackets: Int = 64,
+    public init(payloadType: UInt8? = 96, format: any RTPPayloadFormat = PayloadFormats.vp8, jitter: VideoJitterConfig = VideoJitterConfig(), reorderWindowPackets: Int = 64,
                 keyframeRequestMinIntervalMillis: Int = 250, decoderThreads: Int = 1) {
-        self.payloadType = payloadType; self.jitter = jitter; self.reorderWindowPackets = reorderWindowPackets
+        self.payloadType = payloadType; self.format = format; self.jitter = jitter; self.reorderWindowPackets = reorderWindowPackets
         self.keyframeRequestMinIntervalMillis = keyframeRequestMinIntervalMillis
         self.decoderThreads = decoderThreads
     }
@@ -80,15 +82,15 @@ public struct VideoReceiveStats: Sendable, Equatable {
 
 /// The subscriber's video path, sans-IO: RTP packets and the time in, decoded frames and keyframe requests out.
 ///
-/// RTP → `VP8Depacketizer` → `VideoJitterBuffer` → `FrameTransform` → `VP8Decoder`. Repair (NACK, RTX, FEC) is the
+/// RTP → the format's `RTPDepacketizer` → `VideoJitterBuffer` → `FrameTransform` → `VideoDecoder` (VP8). Repair (NACK, RTX, FEC) is the
 /// RTP session's, before the pipeline; a packet it gives up on (`packetsUnrecoverable`), a gap the depacketizer gives
 /// up on, an undecodable frame or a decoder error leads to a keyframe request (paced). Call `poll(now:)` at
 /// `nextDeadline` when no packet arrives. Not thread-safe: drive it from one thread.
 public final class VideoReceivePipeline {
     public let config: VideoReceiveConfig
     private let transform: any FrameTransform
-    private let decoder: VP8Decoder
-    private var depacketizer: VP8Depacketizer
+    private let decoder: any VideoDecoder
+    private var depacketizer: any RTPDepacketizer
     /// Counters of depacketizers replaced after a loss (malformed + late + duplicate packets; frames delivered, dropped).
     private var retired = (discarded: 0, framesDelivered: 0, framesDropped: 0)
     private var jitterBuffer: VideoJitterBuffer<[UInt8]>
@@ -114,15 +116,15 @@ public final class VideoReceivePipeline {
     public init(config: VideoReceiveConfig = VideoReceiveConfig(), transform: any FrameTransform = IdentityFrameTransform()) throws {
         self.config = config
         self.transform = transform
-        decoder = try VP8Decoder(threads: config.decoderThreads)
+        decoder = try VideoCodecs.makeDecoder(config.format, threads: config.decoderThreads)
         depacketizer = Self.makeDepacketizer(config)
         jitterBuffer = VideoJitterBuffer(config: config.jitter)
         rtpStats = RTPReceiveStatistics(clockRate: 90_000)
         keyframePacer = KeyframeRequestPacer(minInterval: .milliseconds(config.keyframeRequestMinIntervalMillis))
     }
 
-    private static func makeDepacketizer(_ c: VideoReceiveConfig) -> VP8Depacketizer {
-        VP8Depacketizer(reorderWindow: c.reorderWindowPackets, capacity: max(512, 2 * c.reorderWindowPackets))
+    private static func makeDepacketizer(_ c: VideoReceiveConfig) -> any RTPDepacketizer {
+        c.format.makeDepacketizer(reorderWindow: c.reorderWindowPackets)
     }
 
     /// True until a keyframe makes the stream decodable (at start, and after a loss it gave up on).

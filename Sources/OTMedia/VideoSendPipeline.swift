@@ -5,8 +5,10 @@ import OTWire
 public struct VideoSendConfig: Sendable {
     public var ssrc: UInt32
     public var payloadType: UInt8
+    /// The payload format (and so the codec: `VideoCodecs.makeEncoder`) frames are sent in.
+    public var format: any RTPPayloadFormat
     /// Encoder settings; the size follows the frames (the encoder is reopened when it changes).
-    public var encoder: VP8EncoderConfig
+    public var encoder: VideoEncoderConfig
     /// Path MTU; packets are sized so IPv4 + UDP + RTP + SRTP tag fit.
     public var mtu: Int
     /// Bytes SRTP adds per packet (16 for AEAD_AES_128_GCM, 10 for AES_CM_128_HMAC_SHA1_80).
@@ -18,10 +20,10 @@ public struct VideoSendConfig: Sendable {
     public var initialSequenceNumber: UInt16?
     public var initialTimestamp: UInt32?
 
-    public init(ssrc: UInt32, payloadType: UInt8 = 96, encoder: VP8EncoderConfig, mtu: Int = 1200, srtpOverhead: Int = 16,
+    public init(ssrc: UInt32, payloadType: UInt8 = 96, format: any RTPPayloadFormat = PayloadFormats.vp8, encoder: VideoEncoderConfig, mtu: Int = 1200, srtpOverhead: Int = 16,
                 extensionIds: RTPHeaderExtensionIds = RTPHeaderExtensionIds(), mid: String? = nil,
                 initialSequenceNumber: UInt16? = nil, initialTimestamp: UInt32? = nil) {
-        self.ssrc = ssrc; self.payloadType = payloadType; self.encoder = encoder; self.mtu = mtu
+        self.ssrc = ssrc; self.payloadType = payloadType; self.format = format; self.encoder = encoder; self.mtu = mtu
         self.srtpOverhead = srtpOverhead; self.extensionIds = extensionIds; self.mid = mid
         self.initialSequenceNumber = initialSequenceNumber; self.initialTimestamp = initialTimestamp
     }
@@ -65,16 +67,16 @@ public struct VideoSendStats: Sendable, Equatable {
 
 /// The publisher's video path, sans-IO: I420 frames in, RTP packets out.
 ///
-/// VideoFrame → `VP8Encoder` → `FrameTransform` → `VP8Packetizer` → RTP (90 kHz timestamps from the capture
+/// VideoFrame → `VideoEncoder` (VP8) → `FrameTransform` → the format's `RTPPacketizer` → RTP (90 kHz timestamps from the capture
 /// time, marker on a frame's last packet, RFC 8285 extensions) → `emit`. Retransmissions are not its business: the
 /// transport's RTP session keeps the send history (`NACKResponder`). Not thread-safe: drive it from one thread.
 public final class VideoSendPipeline {
     public private(set) var config: VideoSendConfig
     public private(set) var stats = VideoSendStats()
-    private var encoder: VP8Encoder
+    private var encoder: any VideoEncoder
     private let transform: any FrameTransform
     private var extensions: RTPExtensionWriter
-    private var packetizer: VP8Packetizer
+    private var packetizer: any RTPPacketizer
     private var sequence: UInt16
     private let timestampBase: UInt32
     private var firstCaptureMicros: Int64?
@@ -85,13 +87,12 @@ public final class VideoSendPipeline {
     public init(config: VideoSendConfig, transform: any FrameTransform = IdentityFrameTransform(),
                 transportSequence: TransportSequenceCounter? = nil) throws {
         self.config = config
-        encoder = try VP8Encoder(config: config.encoder)
+        encoder = try VideoCodecs.makeEncoder(config.format, config: config.encoder)
         self.transform = transform
         extensions = try RTPExtensionWriter(ids: config.extensionIds, mid: config.mid, transportCounter: transportSequence)
         let headerLength = 12 + config.extensionIds.maxBlockLength(midLength: config.mid?.utf8.count ?? 0)
-        packetizer = VP8Packetizer(maxPayloadSize: VP8Packetizer.maxPayloadSize(mtu: config.mtu, rtpHeaderLength: headerLength,
-                                                                               srtpOverhead: config.srtpOverhead),
-                                   initialPictureId: UInt16.random(in: 0...0x7FFF))
+        packetizer = config.format.makePacketizer(maxPayloadSize: VP8Packetizer.maxPayloadSize(mtu: config.mtu, rtpHeaderLength: headerLength,
+                                                                                              srtpOverhead: config.srtpOverhead))
         sequence = config.initialSequenceNumber ?? UInt16.random(in: 0...UInt16.max)
         timestampBase = config.initialTimestamp ?? UInt32.random(in: 0...UInt32.max)
         scratch.reserveCapacity(config.mtu)
@@ -116,14 +117,14 @@ public final class VideoSendPipeline {
         if frame.width != config.encoder.width || frame.height != config.encoder.height {
             var c = config.encoder
             c.width = frame.width; c.height = frame.height
-            encoder = try VP8Encoder(config: c)
+            encoder = try VideoCodecs.makeEncoder(config.format, config: c)
             config.encoder = c
             stats.frameWidth = c.width; stats.frameHeight = c.height
         }
         stats.framesSubmitted += 1
         if firstCaptureMicros == nil { firstCaptureMicros = frame.timestampMicros }
         let timestamp = rtpTimestamp(captureMicros: frame.timestampMicros)
-        try encoder.encode(frame) { encoded in
+        try encoder.encode(frame, forceKeyframe: false) { encoded in
             stats.framesEncoded += 1
             if encoded.isKeyframe { stats.keyFramesEncoded += 1 }
             if transform.isIdentity {
@@ -139,7 +140,7 @@ public final class VideoSendPipeline {
         }
     }
 
-    private func packetize(_ data: UnsafeRawBufferPointer, _ encoded: VP8EncodedFrame, timestamp: UInt32, now: Instant,
+    private func packetize(_ data: UnsafeRawBufferPointer, _ encoded: EncodedVideoFrame, timestamp: UInt32, now: Instant,
                            _ emit: (inout [UInt8]) throws -> Void) throws {
         try packetizer.packetize(data, nonReference: encoded.nonReference, layer: encoded.layer) { payload, last in
             let packet = RTPPacket(marker: last, payloadType: config.payloadType, sequenceNumber: sequence, timestamp: timestamp,
@@ -165,14 +166,14 @@ public final class VideoSendPipeline {
 
     /// Changes the encoder's target bitrate (kbit/s), for example from congestion-control feedback.
     public func setTargetBitrate(kbps: Int) throws {
-        try encoder.setRates(bitrateKbps: kbps)
+        try encoder.setRates(bitrateKbps: kbps, framerate: nil)
         config.encoder.bitrateKbps = kbps
         stats.targetBitrateKbps = kbps
     }
 
     /// Changes the frame rate the encoder budgets for.
     public func setFramerate(_ fps: Int) throws {
-        try encoder.setRates(framerate: fps)
+        try encoder.setRates(bitrateKbps: nil, framerate: fps)
         config.encoder.framerate = fps
         stats.targetFramerate = fps
     }

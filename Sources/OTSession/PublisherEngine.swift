@@ -135,7 +135,7 @@ final class PublisherEngine: @unchecked Sendable {
         guard !running else { throw OTError(.illegalState, "already publishing") }
         self.session = session
         if let capturer {
-            var enc = VP8EncoderConfig(width: videoWidth, height: videoHeight, bitrateKbps: targetKbps, framerate: fps)
+            var enc = VideoEncoderConfig(width: videoWidth, height: videoHeight, bitrateKbps: targetKbps, framerate: fps)
             enc.keyframeInterval = max(enc.keyframeInterval, fps * 10)
             // Packets carry a transport-wide sequence number (each connection renumbers it) for bandwidth estimation.
             video = try VideoSendPipeline(config: VideoSendConfig(ssrc: videoSSRC, encoder: enc, extensionIds: Self.extensionIds),

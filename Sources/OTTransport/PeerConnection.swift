@@ -13,9 +13,12 @@ public struct PeerConnectionConfig: Sendable {
     /// Do not signal host candidates with private or link-local addresses (`IPAddress.isLAN`); their sockets
     /// still answer checks and are the bases of server-reflexive and relayed candidates.
     public var filterOutLanCandidates = false
-    /// Negotiate an audio (Opus) and a video (VP8) section.
+    /// Negotiate an audio and a video section.
     public var audio = true
     public var video = true
+    /// The payload formats offered and accepted per kind, in order of preference (`SDPLocalParameters`).
+    public var audioFormats: [any RTPPayloadFormat] = [PayloadFormats.opus]
+    public var videoFormats: [any RTPPayloadFormat] = [PayloadFormats.vp8]
     /// What we send on each section; nil means receive only.
     public var audioTrack: SDPLocalTrack?
     public var videoTrack: SDPLocalTrack?
@@ -232,7 +235,7 @@ public final class PeerConnection {
     /// Transport-wide congestion control: the negotiated extension id, our numbering of what we send, the
     /// recorder of what we receive (and the remote SSRC its feedback names), when feedback is next due.
     private var transportCCId: UInt8?
-    private var transportSequence: UInt16 = 1
+    private var transportStamper = TransportSequenceStamper()
     private var transportCC = TransportCCRecorder()
     private var transportCCMediaSSRC: UInt32 = 0
     /// The transport-wide numbering of what we receive: its first and highest (unwrapped) value.
@@ -351,6 +354,8 @@ public final class PeerConnection {
         p.audioTrack = config.audioTrack
         p.videoTrack = config.videoTrack
         p.videoFEC = config.videoFEC
+        p.audioFormats = config.audioFormats
+        p.videoFormats = config.videoFormats
         return p
     }
 
@@ -482,7 +487,7 @@ public final class PeerConnection {
         guard !neg.media.isEmpty else { throw OTError(.invalidParameter, "SDP: no media section was agreed") }
         negotiated = neg
         let twcc = neg.media.lazy.flatMap(\.extmaps).first { $0.uri == SDPNegotiation.transportCCExtension }
-        if let id = twcc?.id, (1...255).contains(id) { transportCCId = UInt8(id) }
+        if let id = twcc?.id, (1...255).contains(id) { transportCCId = UInt8(id); transportStamper.extensionId = UInt8(id) }
         sections = [:]
         for m in neg.media {
             if let kind = MediaKind(rawValue: m.kind) {
@@ -610,7 +615,7 @@ public final class PeerConnection {
         var stamped: UInt16?? = nil
         if !fecSenders.isEmpty, var f = fecSenders[h.ssrc] {
             // Numbered before FEC covers it, so the packet FEC can rebuild is the one on the wire, number and all.
-            stamped = .some(stampTransportSequence(&packet))
+            stamped = .some(transportStamper.stamp(&packet))
             fec = f.process(&packet)
             fecSenders[h.ssrc] = f
         }
@@ -630,7 +635,7 @@ public final class PeerConnection {
         guard let h = Self.header(packet) else { counters.malformedSends += 1; return false }
         // This connection's transport-wide number, over whatever the packet carried (a router forwards packets
         // numbered for the publisher's uplink).
-        let twccSequence = stamped ?? stampTransportSequence(&packet)
+        let twccSequence = stamped ?? transportStamper.stamp(&packet)
         rtpSession.sent(ssrc: h.ssrc, sequence: h.seq, rtpTimestamp: h.ts, clockRate: clockRates[h.pt] ?? 90000,
                         payloadBytes: max(0, packet.count - 12), packet: packet, now: now)
         counters.packetsSent += 1
@@ -657,16 +662,6 @@ public final class PeerConnection {
     }
 
     static let retransmissionShare = 1.0
-
-    /// Writes this connection's next transport-wide sequence number into a plain RTP packet that carries the
-    /// negotiated extension; returns it (nil: no extension).
-    private func stampTransportSequence(_ packet: inout [UInt8]) -> UInt16? {
-        guard let id = transportCCId, let at = TransportWideSequenceNumber.valueOffset(in: packet, id: id) else { return nil }
-        let seq = transportSequence
-        transportSequence &+= 1
-        packet[at] = UInt8(seq >> 8); packet[at + 1] = UInt8(truncatingIfNeeded: seq)
-        return seq
-    }
 
     /// Protects and sends an RTCP compound packet we built (e.g. a receiver's NACK from the media pipeline).
     @discardableResult
@@ -806,7 +801,7 @@ public final class PeerConnection {
                 var p = r
                 // A retransmission is a new packet on the transport: it gets its own transport-wide number, so the
                 // estimator counts it in what the link carries.
-                let twcc = stampTransportSequence(&p)
+                let twcc = transportStamper.stamp(&p)
                 if (try? srtp.protectRTP(&p)) != nil {
                     if let seq = twcc { estimator?.packetSent(sequence: seq, size: p.count, at: now) }
                     transport.sendMedia(p)

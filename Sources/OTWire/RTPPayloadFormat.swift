@@ -10,9 +10,30 @@ public protocol RTPPacketizer: Sendable {
     /// Bytes available per RTP payload.
     var maxPayloadSize: Int { get set }
     /// Packetizes one frame; `emit` gets each payload (valid only during the call) and whether it ends the frame.
+    /// `nonReference` and `layer` are what the encoder said of the frame (formats without such fields ignore them).
     /// Returns the number of payloads, 0 for an empty frame.
     @discardableResult
-    mutating func packetize(_ frame: UnsafeRawBufferPointer, emit: (ArraySlice<UInt8>, Bool) throws -> Void) rethrows -> Int
+    mutating func packetize(_ frame: UnsafeRawBufferPointer, nonReference: Bool, layer: TemporalLayerInfo?,
+                            emit: (ArraySlice<UInt8>, Bool) throws -> Void) rethrows -> Int
+}
+
+extension RTPPacketizer {
+    /// Packetizes a frame of no particular layer.
+    @discardableResult
+    public mutating func packetize(_ frame: UnsafeRawBufferPointer, emit: (ArraySlice<UInt8>, Bool) throws -> Void) rethrows -> Int {
+        try packetize(frame, nonReference: false, layer: nil, emit: emit)
+    }
+}
+
+/// Counters of a depacketizer.
+public struct DepacketizerStats: Equatable, Sendable {
+    public var framesDelivered = 0
+    public var framesDropped = 0
+    public var malformedPackets = 0
+    public var latePackets = 0
+    public var duplicatePackets = 0
+    public var keyframeRequests = 0
+    public init() {}
 }
 
 /// Why a depacketizer asks the sender for a keyframe (sent as RTCP PLI by the RTP session).
@@ -62,6 +83,7 @@ public protocol RTPDepacketizer: Sendable {
     func needs(_ sequence: UInt16) -> Bool
     /// Whether frames are being dropped until a keyframe arrives.
     var isWaitingForKeyframe: Bool { get }
+    var stats: DepacketizerStats { get }
 }
 
 /// How one codec's frames travel in RTP: the seam between a codec and the RTP, SDP, router and E2EE code, which
@@ -93,7 +115,8 @@ public protocol RTPPayloadFormat: Sendable {
     /// can read the frame's header before decrypting (capped by the caller at the frame's length).
     func clearPrefixLength(isKeyframe: Bool) -> Int
     func makePacketizer(maxPayloadSize: Int) -> Packetizer
-    func makeDepacketizer() -> Depacketizer
+    /// A depacketizer that waits up to `reorderWindow` packets past a missing one before giving up on it.
+    func makeDepacketizer(reorderWindow: Int) -> Depacketizer
 }
 
 extension RTPPayloadFormat {
@@ -178,8 +201,13 @@ public struct VP8PayloadFormat: RTPPayloadFormat {
     }
     /// The VP8 payload header: 10 bytes of a keyframe (with its size), 3 of a delta frame (RFC 6386 §9.1).
     public func clearPrefixLength(isKeyframe: Bool) -> Int { isKeyframe ? 10 : 3 }
-    public func makePacketizer(maxPayloadSize: Int) -> VP8Packetizer { VP8Packetizer(maxPayloadSize: maxPayloadSize) }
-    public func makeDepacketizer() -> VP8Depacketizer { VP8Depacketizer() }
+    /// Starts at a random picture id.
+    public func makePacketizer(maxPayloadSize: Int) -> VP8Packetizer {
+        VP8Packetizer(maxPayloadSize: maxPayloadSize, initialPictureId: UInt16.random(in: 0...0x7FFF))
+    }
+    public func makeDepacketizer(reorderWindow: Int) -> VP8Depacketizer {
+        VP8Depacketizer(reorderWindow: reorderWindow, capacity: max(512, 2 * reorderWindow))
+    }
 }
 
 // MARK: Opus
@@ -200,7 +228,7 @@ public struct OpusPayloadFormat: RTPPayloadFormat {
     /// The TOC byte (RFC 6716 §3.1).
     public func clearPrefixLength(isKeyframe: Bool) -> Int { 1 }
     public func makePacketizer(maxPayloadSize: Int) -> OpusPacketizer { OpusPacketizer(maxPayloadSize: maxPayloadSize) }
-    public func makeDepacketizer() -> OpusDepacketizer { OpusDepacketizer() }
+    public func makeDepacketizer(reorderWindow: Int) -> OpusDepacketizer { OpusDepacketizer() }
 }
 
 /// One Opus packet is one RTP payload; a frame longer than `maxPayloadSize` is not sent (returns 0).
@@ -209,7 +237,8 @@ public struct OpusPacketizer: RTPPacketizer {
     private var scratch: [UInt8] = []
     public init(maxPayloadSize: Int = 1200) { self.maxPayloadSize = maxPayloadSize }
     @discardableResult
-    public mutating func packetize(_ frame: UnsafeRawBufferPointer, emit: (ArraySlice<UInt8>, Bool) throws -> Void) rethrows -> Int {
+    public mutating func packetize(_ frame: UnsafeRawBufferPointer, nonReference: Bool, layer: TemporalLayerInfo?,
+                                   emit: (ArraySlice<UInt8>, Bool) throws -> Void) rethrows -> Int {
         guard frame.count > 0, frame.count <= maxPayloadSize else { return 0 }
         scratch.removeAll(keepingCapacity: true)
         scratch.append(contentsOf: frame)
@@ -221,12 +250,13 @@ public struct OpusPacketizer: RTPPacketizer {
 /// Each well-formed Opus payload is a frame of its own; malformed ones (bad TOC framing) are dropped.
 public struct OpusDepacketizer: RTPDepacketizer {
     private var unwrapper = RTPSequenceTracker()
-    public private(set) var malformedPackets = 0
+    public private(set) var stats = DepacketizerStats()
     public init() {}
     public mutating func insert(_ packet: RTPPacket, deliver: (DepacketizerEvent) -> Void) {
-        guard (try? OpusPayload.packetInfo(packet.payload)) != nil else { malformedPackets += 1; return }
-        _ = unwrapper.record(packet.sequenceNumber)
+        guard (try? OpusPayload.packetInfo(packet.payload)) != nil else { stats.malformedPackets += 1; return }
+        if unwrapper.record(packet.sequenceNumber) == .duplicate { stats.duplicatePackets += 1; return }
         let seq = unwrapper.extend(packet.sequenceNumber)
+        stats.framesDelivered += 1
         deliver(.frame(ReceivedEncodedFrame(data: packet.payload, rtpTimestamp: packet.timestamp, isKeyframe: true,
                                             firstSequence: seq, lastSequence: seq)))
     }

@@ -27,12 +27,16 @@ public struct SDPLocalParameters: Sendable {
     public var endOfCandidates = false
     public var iceLite = false
     public var sessionID: UInt64 = 1
-    /// Offer/answer an audio section (Opus); `track` nil means receive only.
+    /// Offer/answer an audio section; `track` nil means receive only.
     public var audio: Bool = true
     public var audioTrack: SDPLocalTrack?
-    /// Offer/answer a video section (VP8 + RTX); `track` nil means receive only.
+    /// Offer/answer a video section (each format with RTX); `track` nil means receive only.
     public var video: Bool = true
     public var videoTrack: SDPLocalTrack?
+    /// The payload formats we offer and accept per kind, in our order of preference: an offer lists them in this
+    /// order; an answer takes the first of the offer's codecs (in the offerer's order) that one of them matches.
+    public var audioFormats: [any RTPPayloadFormat] = [PayloadFormats.opus]
+    public var videoFormats: [any RTPPayloadFormat] = [PayloadFormats.vp8]
     /// Offer/answer video forward error correction: ULPFEC (RFC 5109) inside RED (RFC 2198), as browsers do.
     public var videoFEC: Bool = true
 
@@ -77,6 +81,15 @@ public struct SDPNegotiated: Equatable, Sendable {
 extension SDPNegotiatedMedia {
     /// The header-extension ids negotiated for this section, by meaning.
     public var extensionIds: RTPHeaderExtensionIds { RTPHeaderExtensionIds(extmaps: extmaps) }
+    /// The payload format of the agreed codec (nil only for a codec no known format describes).
+    public var format: (any RTPPayloadFormat)? { PayloadFormats.format(for: codec) }
+    /// Media payload type → payload format for this section (RTX, RED and ULPFEC carry the media of `codec`).
+    public var payloadFormats: [UInt8: any RTPPayloadFormat] {
+        guard let f = format else { return [:] }
+        var map: [UInt8: any RTPPayloadFormat] = [codec.payloadType: f]
+        for pt in [rtxPayloadType, redPayloadType, ulpfecPayloadType].compactMap({ $0 }) { map[pt] = f }
+        return map
+    }
 }
 
 /// Builds offers and answers for Opus/VP8 (with RTX, and ULPFEC inside RED) over one BUNDLEd, rtcp-muxed DTLS-SRTP transport.
@@ -105,16 +118,17 @@ public enum SDPNegotiation {
         }
     }
 
-    static let videoFeedback = ["nack", "nack pli", "ccm fir", "transport-cc"]
-    static let audioFeedback = ["transport-cc"]
-
-    static func audioCodecs() -> [SDPCodec] {
-        [SDPCodec(payloadType: 111, name: "opus", clockRate: 48000, channels: 2, fmtp: "minptime=10;useinbandfec=1", rtcpFeedback: audioFeedback)]
+    /// The codec lines for audio formats: each under its preferred payload type.
+    static func audioCodecs(_ formats: [any RTPPayloadFormat] = [PayloadFormats.opus]) -> [SDPCodec] {
+        formats.map { $0.sdpCodec(payloadType: $0.preferredPayloadType) }
     }
-    static func videoCodecs(fec: Bool = true) -> [SDPCodec] {
-        [SDPCodec(payloadType: 96, name: "VP8", clockRate: 90000, rtcpFeedback: videoFeedback),
-         SDPCodec(payloadType: 97, name: "rtx", clockRate: 90000, fmtp: "apt=96")]
-            + (fec ? [SDPCodec(payloadType: 100, name: "red", clockRate: 90000), SDPCodec(payloadType: 101, name: "ulpfec", clockRate: 90000)] : [])
+    /// The codec lines for video formats: each under its preferred payload type followed by its RTX (the next
+    /// payload type), then RED and ULPFEC when `fec`.
+    static func videoCodecs(_ formats: [any RTPPayloadFormat] = [PayloadFormats.vp8], fec: Bool = true) -> [SDPCodec] {
+        formats.flatMap { f -> [SDPCodec] in
+            let pt = f.preferredPayloadType
+            return [f.sdpCodec(payloadType: pt), SDPCodec(payloadType: pt + 1, name: "rtx", clockRate: f.clockRate, fmtp: "apt=\(pt)")]
+        } + (fec ? [SDPCodec(payloadType: 100, name: "red", clockRate: 90000), SDPCodec(payloadType: 101, name: "ulpfec", clockRate: 90000)] : [])
     }
 
     private static func transportAttributes(_ m: inout SDPMedia, _ local: SDPLocalParameters, setup: SDPSetupRole) {
@@ -153,7 +167,8 @@ public enum SDPNegotiation {
     public static func offer(_ local: SDPLocalParameters) -> SessionDescription {
         var sd = baseDescription(local)
         var mids: [String] = []
-        for (kind, enabled, codecs, track) in [("audio", local.audio, audioCodecs(), local.audioTrack), ("video", local.video, videoCodecs(fec: local.videoFEC), local.videoTrack)] where enabled {
+        for (kind, enabled, codecs, track) in [("audio", local.audio, audioCodecs(local.audioFormats), local.audioTrack),
+                                               ("video", local.video, videoCodecs(local.videoFormats, fec: local.videoFEC), local.videoTrack)] where enabled {
             var m = SDPMedia(kind: kind, formats: codecs.map { String($0.payloadType) })
             transportAttributes(&m, local, setup: .actpass)
             m.mid = String(mids.count)
@@ -178,10 +193,15 @@ public enum SDPNegotiation {
         return (creds.ufrag, creds.pwd, fp)
     }
 
-    private static func negotiateMedia(remote m: SDPMedia, localCodecs: [SDPCodec], remoteIsOffer: Bool, localTrack: SDPLocalTrack?) -> SDPNegotiatedMedia? {
-        guard !m.isRejected, let mid = m.mid, let primary = localCodecs.first,
-              var codec = m.codec(named: primary.name), codec.clockRate == primary.clockRate else { return nil }
-        let feedback = codec.rtcpFeedback.filter { primary.rtcpFeedback.contains($0) }
+    /// What one remote section agrees to: the first of its codecs (in its order) that one of `formats` matches.
+    private static func negotiateMedia(remote m: SDPMedia, formats: [any RTPPayloadFormat], localCodecs: [SDPCodec], remoteIsOffer: Bool,
+                                       localTrack: SDPLocalTrack?) -> SDPNegotiatedMedia? {
+        guard !m.isRejected, let mid = m.mid else { return nil }
+        var match: (SDPCodec, any RTPPayloadFormat)?
+        for c in m.codecs { if let f = formats.first(where: { $0.matches(c) }) { match = (c, f); break } }
+        guard let (offered, format) = match else { return nil }
+        var codec = offered
+        let feedback = codec.rtcpFeedback.filter { format.rtcpFeedback.contains($0) }
         codec.rtcpFeedback = feedback
         let rtx = localCodecs.contains { $0.name == "rtx" }
             ? m.codecs.first { $0.name.lowercased() == "rtx" && $0.fmtpParameters["apt"] == String(codec.payloadType) }?.payloadType : nil
@@ -230,23 +250,24 @@ public enum SDPNegotiation {
     /// transport, so: with a BUNDLE group, the answer's tag is the first mid of the group whose section it accepts
     /// (RFC 8843 §7.3.1) and whose transport (ICE credentials, candidates, fingerprint, setup) is used; the group's
     /// other audio and video sections are accepted too, the first of each kind. Without a group only the first
-    /// section it can accept is. Accepted: Opus audio and VP8 (+ RTX) video with rtcp-mux; every other codec of the
+    /// section it can accept is. Accepted: the first codec of a section (in the offerer's order) that one of our
+    /// formats (`audioFormats`, `videoFormats`) matches, with its RTX, with rtcp-mux; every other codec of the
     /// section is left out of the answer. Everything else (other kinds, codecs, a second section of a kind,
     /// sections outside the group) is rejected with port 0. Accepted sections all carry our candidates. We take
     /// the DTLS client role for `actpass`.
     public static func answer(to offer: SessionDescription, local: SDPLocalParameters) throws -> (SessionDescription, SDPNegotiated) {
-        func localMedia(_ kind: String) -> ([SDPCodec], SDPLocalTrack?)? {
+        func localMedia(_ kind: String) -> ([any RTPPayloadFormat], [SDPCodec], SDPLocalTrack?)? {
             switch kind {
-            case "audio" where local.audio: (audioCodecs(), local.audioTrack)
-            case "video" where local.video: (videoCodecs(fec: local.videoFEC), local.videoTrack)
+            case "audio" where local.audio: (local.audioFormats, audioCodecs(local.audioFormats), local.audioTrack)
+            case "video" where local.video: (local.videoFormats, videoCodecs(local.videoFormats, fec: local.videoFEC), local.videoTrack)
             default: nil
             }
         }
         // What each section would agree to on its own.
         var possible: [Int: SDPNegotiatedMedia] = [:]
         for (i, m) in offer.media.enumerated() {
-            guard let (codecs, track) = localMedia(m.kind),
-                  let n = negotiateMedia(remote: m, localCodecs: codecs, remoteIsOffer: true, localTrack: track) else { continue }
+            guard let (formats, codecs, track) = localMedia(m.kind),
+                  let n = negotiateMedia(remote: m, formats: formats, localCodecs: codecs, remoteIsOffer: true, localTrack: track) else { continue }
             possible[i] = n
         }
         let group = (offer.bundleMids ?? []).compactMap { mid in offer.media.firstIndex { $0.mid == mid } }
@@ -258,7 +279,7 @@ public enum SDPNegotiation {
         } else if let first = offer.media.indices.first(where: { possible[$0] != nil && offer.media[$0].port != 0 && offer.media[$0].rtcpMux }) {
             accepted = [first]
         }
-        guard let t = accepted.first else { throw OTError(.invalidParameter, "offer: no section with rtcp-mux and Opus or VP8 to accept") }
+        guard let t = accepted.first else { throw OTError(.invalidParameter, "offer: no section with rtcp-mux and a codec we have a format for") }
         let (ufrag, pwd, fp) = try remoteTransport(offer, offer.media[t], "offer")
         let localSetup: SDPSetupRole
         switch offer.setup(of: offer.media[t]) ?? .actpass {
@@ -271,7 +292,7 @@ public enum SDPNegotiation {
         for (i, m) in offer.media.enumerated() {
             var am = SDPMedia(kind: m.kind, port: 0, proto: m.proto, formats: m.formats)
             am.mid = m.mid
-            if accepted.contains(i), let n = possible[i], let (_, track) = localMedia(m.kind) {
+            if accepted.contains(i), let n = possible[i], let (_, _, track) = localMedia(m.kind) {
                 am.port = 9
                 transportAttributes(&am, local, setup: localSetup)
                 var codecs = [n.codec]
@@ -323,8 +344,10 @@ public enum SDPNegotiation {
             guard let om = offer.media.first(where: { $0.mid == m.mid && $0.mid != nil }) else {
                 throw OTError(.invalidParameter, "answer: mid \(m.mid ?? "(none)") is not in the offer")
             }
-            let codecs = om.kind == "audio" ? audioCodecs() : om.kind == "video" ? videoCodecs(fec: om.codec(named: "ulpfec") != nil) : []
-            if let n = negotiateMedia(remote: m, localCodecs: codecs, remoteIsOffer: false, localTrack: nil) {
+            // The formats we offered in this section, in our order.
+            let formats = om.codecs.compactMap { PayloadFormats.format(for: $0) }
+            let codecs = om.kind == "audio" ? audioCodecs(formats) : om.kind == "video" ? videoCodecs(formats, fec: om.codec(named: "ulpfec") != nil) : []
+            if let n = negotiateMedia(remote: m, formats: formats, localCodecs: codecs, remoteIsOffer: false, localTrack: nil) {
                 var n = n
                 n.direction = switch m.direction ?? .sendrecv {
                 case .sendrecv: om.direction ?? .sendrecv

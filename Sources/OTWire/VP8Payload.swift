@@ -121,7 +121,7 @@ public enum VP8FrameHeader {
 }
 
 /// Temporal-layer facts the encoder reports for a frame, carried in the descriptor.
-public struct VP8LayerInfo: Equatable, Sendable {
+public struct TemporalLayerInfo: Equatable, Sendable {
     public var temporalLayer: UInt8
     public var layerSync: Bool
     /// TL0PICIDX of the frame (the packetizer fills it when nil).
@@ -153,16 +153,10 @@ public struct VP8Packetizer: RTPPacketizer {
         max(mtu - 28 - rtpHeaderLength - srtpOverhead, 8)
     }
 
-    /// Packetizes one frame without layer information (the `RTPPacketizer` entry point).
-    @discardableResult
-    public mutating func packetize(_ frame: UnsafeRawBufferPointer, emit: (ArraySlice<UInt8>, Bool) throws -> Void) rethrows -> Int {
-        try packetize(frame, nonReference: false, layer: nil, emit: emit)
-    }
-
     /// Packetizes one frame; `emit` gets each payload (valid only during the call) and whether it is the last
     /// of the frame (the RTP marker). Returns the number of packets, 0 for an empty frame.
     @discardableResult
-    public mutating func packetize(_ frame: UnsafeRawBufferPointer, nonReference: Bool = false, layer: VP8LayerInfo? = nil,
+    public mutating func packetize(_ frame: UnsafeRawBufferPointer, nonReference: Bool, layer: TemporalLayerInfo?,
                                    emit: (ArraySlice<UInt8>, Bool) throws -> Void) rethrows -> Int {
         guard frame.count > 0 else { return 0 }
         if let layer, layer.temporalLayer == 0 {
@@ -195,15 +189,6 @@ public struct VP8Packetizer: RTPPacketizer {
 /// are counted and dropped. Frames are delivered in decode order.
 public struct VP8Depacketizer: RTPDepacketizer {
 
-    /// Counters for statistics and tests.
-    public struct Stats: Equatable, Sendable {
-        public var framesDelivered = 0
-        public var framesDropped = 0
-        public var malformedPackets = 0
-        public var latePackets = 0
-        public var duplicatePackets = 0
-        public var keyframeRequests = 0
-    }
 
     private struct Slot: Sendable {
         var seq: Int64 = -1
@@ -219,7 +204,7 @@ public struct VP8Depacketizer: RTPDepacketizer {
     public var reorderWindow: Int
     /// Dropped delta frames after which a keyframe request is repeated.
     public var repeatRequestAfterFrames: Int
-    public private(set) var stats = Stats()
+    public private(set) var stats = DepacketizerStats()
 
     private var slots: [Slot]
     private let mask: Int64

@@ -164,7 +164,7 @@ final class WholeVideoPipeline {
 
     init(clip: SyntheticClip, kbps: Int) throws {
         self.clip = clip
-        enc = try VP8Encoder(config: VP8EncoderConfig(width: clip.width, height: clip.height, bitrateKbps: kbps,
+        enc = try VP8Encoder(config: VideoEncoderConfig(width: clip.width, height: clip.height, bitrateKbps: kbps,
                                                       threads: 1, frameDropThreshold: 0))
         dec = try VP8Decoder()
         (tx, rx) = try srtpPair(.aeadAes128Gcm)

@@ -68,7 +68,7 @@ print(json.dumps(out))
         let client = try SRTPKeys(keyingMaterial: material, profile: profile, isDTLSClient: true)
         let srtp = try SRTPContext(profile: profile, keys: client)
 
-        let enc = try VP8Encoder(config: VP8EncoderConfig(width: 320, height: 240, bitrateKbps: 800, frameDropThreshold: 0))
+        let enc = try VP8Encoder(config: VideoEncoderConfig(width: 320, height: 240, bitrateKbps: 800, frameDropThreshold: 0))
         var packetizer = VP8Packetizer(maxPayloadSize: 500, initialPictureId: 300)
         var seq: UInt16 = 65_534
         var wire: [String] = []

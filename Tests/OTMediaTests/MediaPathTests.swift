@@ -23,7 +23,7 @@ final class MediaPathTests: XCTestCase {
 
         init(srtp: SRTPContext) throws {
             self.srtp = srtp
-            encoder = try VP8Encoder(config: VP8EncoderConfig(width: MediaPathTests.width, height: MediaPathTests.height,
+            encoder = try VP8Encoder(config: VideoEncoderConfig(width: MediaPathTests.width, height: MediaPathTests.height,
                                                               bitrateKbps: 1000, frameDropThreshold: 0))
         }
 

@@ -28,7 +28,7 @@ final class MediaPeer: @unchecked Sendable {
         let box = WeakMediaPeer()
         driver = try PeerConnectionDriver(config: config) { e in box.peer?.handle(e) }
         // The offer's extmap ids: 1 = mid.
-        videoSender = try VideoSendPipeline(config: VideoSendConfig(ssrc: videoSSRC, encoder: VP8EncoderConfig(width: Self.width, height: Self.height, bitrateKbps: 600),
+        videoSender = try VideoSendPipeline(config: VideoSendConfig(ssrc: videoSSRC, encoder: VideoEncoderConfig(width: Self.width, height: Self.height, bitrateKbps: 600),
                                                                     extensionIds: RTPHeaderExtensionIds(mid: 1), mid: "1"))
         videoReceiver = try VideoReceivePipeline()
         pattern = try TestPatternSource(width: Self.width, height: Self.height)

@@ -3,7 +3,7 @@ import XCTest
 import OTWire
 
 final class VP8CodecTests: XCTestCase {
-    struct Encoded { var data: [UInt8]; var key: Bool; var layer: VP8LayerInfo?; var nonReference: Bool }
+    struct Encoded { var data: [UInt8]; var key: Bool; var layer: TemporalLayerInfo?; var nonReference: Bool }
 
     func encodeAll(_ enc: VP8Encoder, frames: Range<Int>, width: Int, height: Int, forceKeyAt: Set<Int> = []) throws -> [(Int, Encoded)] {
         var out: [(Int, Encoded)] = []
@@ -17,7 +17,7 @@ final class VP8CodecTests: XCTestCase {
 
     /// Threshold: 30 dB luma PSNR at 320×240 and 800 kbit/s (a synthetic gradient codes well above it).
     func testMovingPictureDecodesAbovePSNRThreshold() throws {
-        let enc = try VP8Encoder(config: VP8EncoderConfig(width: 320, height: 240, bitrateKbps: 800, frameDropThreshold: 0))
+        let enc = try VP8Encoder(config: VideoEncoderConfig(width: 320, height: 240, bitrateKbps: 800, frameDropThreshold: 0))
         XCTAssertEqual(enc.config.effectiveThreads, 1)
         let dec = try VP8Decoder()
         let frames = try encodeAll(enc, frames: 0..<30, width: 320, height: 240)
@@ -35,7 +35,7 @@ final class VP8CodecTests: XCTestCase {
     }
 
     func testDecoderLendsPlanesWithoutCopy() throws {
-        let enc = try VP8Encoder(config: VP8EncoderConfig(width: 176, height: 144, bitrateKbps: 600, frameDropThreshold: 0))
+        let enc = try VP8Encoder(config: VideoEncoderConfig(width: 176, height: 144, bitrateKbps: 600, frameDropThreshold: 0))
         let dec = try VP8Decoder()
         let frames = try encodeAll(enc, frames: 0..<3, width: 176, height: 144)
         for (t, e) in frames {
@@ -53,7 +53,7 @@ final class VP8CodecTests: XCTestCase {
     }
 
     func testForcedAndRequestedKeyframes() throws {
-        let enc = try VP8Encoder(config: VP8EncoderConfig(width: 160, height: 120, frameDropThreshold: 0))
+        let enc = try VP8Encoder(config: VideoEncoderConfig(width: 160, height: 120, frameDropThreshold: 0))
         var keys: [Int] = []
         for t in 0..<12 {
             if t == 8 { enc.requestKeyframe() }
@@ -63,7 +63,7 @@ final class VP8CodecTests: XCTestCase {
     }
 
     func testRuntimeBitrateChangeChangesOutputSize() throws {
-        let enc = try VP8Encoder(config: VP8EncoderConfig(width: 320, height: 240, bitrateKbps: 1500, frameDropThreshold: 0))
+        let enc = try VP8Encoder(config: VideoEncoderConfig(width: 320, height: 240, bitrateKbps: 1500, frameDropThreshold: 0))
         let high = try encodeAll(enc, frames: 0..<40, width: 320, height: 240)[20...].reduce(0) { $0 + $1.1.data.count }
         try enc.setRates(bitrateKbps: 150, framerate: 15)
         XCTAssertEqual(enc.config.bitrateKbps, 150)
@@ -74,7 +74,7 @@ final class VP8CodecTests: XCTestCase {
 
     func testTemporalLayersBaseLayerDecodesAlone() throws {
         for layers in [2, 3] {
-            let enc = try VP8Encoder(config: VP8EncoderConfig(width: 320, height: 240, bitrateKbps: 800, temporalLayers: layers, frameDropThreshold: 0))
+            let enc = try VP8Encoder(config: VideoEncoderConfig(width: 320, height: 240, bitrateKbps: 800, temporalLayers: layers, frameDropThreshold: 0))
             let frames = try encodeAll(enc, frames: 0..<16, width: 320, height: 240)
             let ids = frames.map { Int($0.1.layer?.temporalLayer ?? 9) }
             XCTAssertEqual(Array(ids.prefix(8)), layers == 2 ? [0, 1, 0, 1, 0, 1, 0, 1] : [0, 2, 1, 2, 0, 2, 1, 2])
@@ -93,8 +93,8 @@ final class VP8CodecTests: XCTestCase {
     }
 
     func testInvalidInputsThrow() throws {
-        XCTAssertThrowsError(try VP8Encoder(config: VP8EncoderConfig(width: 0, height: 10)))
-        let enc = try VP8Encoder(config: VP8EncoderConfig(width: 64, height: 64))
+        XCTAssertThrowsError(try VP8Encoder(config: VideoEncoderConfig(width: 0, height: 10)))
+        let enc = try VP8Encoder(config: VideoEncoderConfig(width: 64, height: 64))
         XCTAssertThrowsError(try enc.encode(VideoFrame(width: 32, height: 32)) { _ in })
         let dec = try VP8Decoder()
         var out = VideoFrame(width: 1, height: 1)

@@ -76,7 +76,7 @@ final class VideoLink {
         let material = (0..<SRTPProfile.aeadAes128Gcm.keyingMaterialLength).map { UInt8($0 * 7 & 0xFF) }
         srtpSend = try SRTPContext(profile: .aeadAes128Gcm, keys: SRTPKeys(keyingMaterial: material, profile: .aeadAes128Gcm, isDTLSClient: true))
         srtpReceive = try SRTPContext(profile: .aeadAes128Gcm, keys: SRTPKeys(keyingMaterial: material, profile: .aeadAes128Gcm, isDTLSClient: false))
-        let config = sendConfig ?? VideoSendConfig(ssrc: 0xCAFE, encoder: VP8EncoderConfig(width: width, height: height, bitrateKbps: 600,
+        let config = sendConfig ?? VideoSendConfig(ssrc: 0xCAFE, encoder: VideoEncoderConfig(width: width, height: height, bitrateKbps: 600,
                                                                                            frameDropThreshold: 0),
                                                    initialSequenceNumber: 65_500)
         sender = try VideoSendPipeline(config: config, transform: sendTransform)
@@ -250,7 +250,7 @@ final class VideoPipelineTests: XCTestCase {
     /// missing packet is waited for while later ones pile up (far beyond the old 64-packet give-up), frames resume in
     /// order when it arrives, and only a give-up from the transport asks for a keyframe, at once.
     func testWaitsForARepairUntilTheTransportGivesUpThenAsksForAKeyframe() throws {
-        let sender = try VideoSendPipeline(config: VideoSendConfig(ssrc: 0xBEEF, encoder: VP8EncoderConfig(width: 640, height: 480,
+        let sender = try VideoSendPipeline(config: VideoSendConfig(ssrc: 0xBEEF, encoder: VideoEncoderConfig(width: 640, height: 480,
                                                                    bitrateKbps: 2500, frameDropThreshold: 0), initialSequenceNumber: 1000))
         let receiver = try VideoReceivePipeline(config: VideoReceiveConfig(reorderWindowPackets: 256))
         let source = try TestPatternSource(width: 640, height: 480)
@@ -327,7 +327,7 @@ final class VideoPipelineTests: XCTestCase {
         let source = try TestPatternSource(width: 160, height: 120)
         var decoded: [UInt32] = []
         for (ssrc, firstSeq) in [(UInt32(1), UInt16(100)), (2, 30_000)] {
-            let sender = try VideoSendPipeline(config: VideoSendConfig(ssrc: ssrc, encoder: VP8EncoderConfig(width: 160, height: 120, frameDropThreshold: 0),
+            let sender = try VideoSendPipeline(config: VideoSendConfig(ssrc: ssrc, encoder: VideoEncoderConfig(width: 160, height: 120, frameDropThreshold: 0),
                                                                        initialSequenceNumber: firstSeq))
             for k in 0..<5 {
                 let now = Instant(micros: Int64(k) * 33_333 + (ssrc == 2 ? 1_000_000 : 0))
@@ -346,7 +346,7 @@ final class VideoPipelineTests: XCTestCase {
     func testPacketsCarryTimestampsMarkersAndHeaderExtensions() throws {
         let ids = RTPHeaderExtensionIds(absSendTime: 3, transportSequenceNumber: 5, mid: 9)
         let counter = TransportSequenceCounter(start: 100)
-        let config = VideoSendConfig(ssrc: 42, payloadType: 100, encoder: VP8EncoderConfig(width: 320, height: 240, frameDropThreshold: 0),
+        let config = VideoSendConfig(ssrc: 42, payloadType: 100, encoder: VideoEncoderConfig(width: 320, height: 240, frameDropThreshold: 0),
                                      mtu: 600, srtpOverhead: 16, extensionIds: ids, mid: "v1",
                                      initialSequenceNumber: 65_534, initialTimestamp: 4_294_967_000)
         let sender = try VideoSendPipeline(config: config, transportSequence: counter)
@@ -389,7 +389,7 @@ final class VideoPipelineTests: XCTestCase {
     }
 
     func testKeyframeOnRequestAndRuntimeRateChanges() throws {
-        let config = VideoSendConfig(ssrc: 1, encoder: VP8EncoderConfig(width: 160, height: 120, frameDropThreshold: 0))
+        let config = VideoSendConfig(ssrc: 1, encoder: VideoEncoderConfig(width: 160, height: 120, frameDropThreshold: 0))
         let sender = try VideoSendPipeline(config: config)
         let source = try TestPatternSource(width: 160, height: 120)
         var keyframes: [Int] = []

@@ -49,7 +49,7 @@ final class SetupTimeBenchmarkTests: XCTestCase {
     func firstDecodedFrame(from a: LoopbackPeer, to b: LoopbackPeer, start: Instant) throws -> Double {
         let ka = try XCTUnwrap(a.withTransport { $0?.dtls.keyingMaterial }), kb = try XCTUnwrap(b.withTransport { $0?.dtls.keyingMaterial })
         let tx = try SRTPContext(profile: ka.profile, keys: ka.srtpKeys), rx = try SRTPContext(profile: kb.profile, keys: kb.srtpKeys)
-        let encoder = try VP8Encoder(config: VP8EncoderConfig(width: 320, height: 240))
+        let encoder = try VP8Encoder(config: VideoEncoderConfig(width: 320, height: 240))
         var packets: [[UInt8]] = []
         var seq: UInt16 = 0
         try encoder.encode(VideoFrame(width: 320, height: 240), forceKeyframe: true) { enc in

@@ -53,7 +53,7 @@ final class RTPPayloadFormatTests: XCTestCase {
     func testFormatsRoundTripFramesThroughTheProtocols() {
         func roundTrip<F: RTPPayloadFormat>(_ format: F, _ frame: [UInt8]) -> [ReceivedEncodedFrame] {
             var packetizer = format.makePacketizer(maxPayloadSize: 100)
-            var depacketizer = format.makeDepacketizer()
+            var depacketizer = format.makeDepacketizer(reorderWindow: 16)
             var packets: [RTPPacket] = []
             var seq: UInt16 = 65534
             frame.withUnsafeBytes { raw in
@@ -83,7 +83,7 @@ final class RTPPayloadFormatTests: XCTestCase {
         XCTAssertTrue(roundTrip(PayloadFormats.opus, [UInt8](repeating: 0x78, count: 101)).isEmpty)
         var d = OpusDepacketizer()
         d.insert(RTPPacket(payloadType: 111, sequenceNumber: 1, timestamp: 0, ssrc: 1)) { _ in XCTFail("empty payload delivered") }
-        XCTAssertEqual(d.malformedPackets, 1)
+        XCTAssertEqual(d.stats.malformedPackets, 1)
     }
 
     func testFormatsMatchRemoteCodecs() {

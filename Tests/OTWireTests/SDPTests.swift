@@ -192,6 +192,30 @@ final class SDPTests: XCTestCase {
         XCTAssertEqual(back.media.map(\.direction), [.sendonly, .sendrecv])  // the answerer only receives audio
     }
 
+    /// Negotiation runs over the ordered lists of payload formats: the offer lists ours in order (each video format
+    /// with its RTX), the answer takes the offer's first codec one of them matches and maps payload types to formats.
+    func testNegotiationRunsOverTheOrderedPayloadFormats() throws {
+        var local = SDPLocalParameters(iceUfrag: "loca", icePwd: "0123456789abcdefghijkl",
+                                       fingerprint: SDPFingerprint(algorithm: "sha-256", bytes: Array(repeating: 0xAB, count: 32)))
+        let offer = SDPNegotiation.offer(local)
+        XCTAssertEqual(offer.media.map { $0.codecs.map(\.name) }, [["opus"], ["VP8", "rtx", "red", "ulpfec"]])
+        XCTAssertEqual(offer.media[1].codecs.map(\.payloadType), [96, 97, 100, 101])
+        XCTAssertEqual(offer.media[1].codecs[1].fmtp, "apt=96")
+        XCTAssertEqual(offer.media[0].codecs[0], PayloadFormats.opus.sdpCodec(payloadType: 111))
+
+        // A browser offer (VP8 96 + RTX 97, VP9 98): VP8 is the first codec a format of ours matches.
+        let browser = try SessionDescription.parse(Self.chromeOffer)
+        let (_, neg) = try SDPNegotiation.answer(to: browser, local: local)
+        XCTAssertEqual(neg.media[1].format?.name, "VP8")
+        XCTAssertEqual(neg.media[1].payloadFormats.mapValues(\.name), [96: "VP8", 97: "VP8"])
+        XCTAssertEqual(neg.media[0].payloadFormats.mapValues(\.name), [111: "opus"])
+        // Without a video format the video section is refused; audio still goes.
+        local.videoFormats = []
+        let (answer, audioOnly) = try SDPNegotiation.answer(to: browser, local: local)
+        XCTAssertEqual(audioOnly.media.map(\.kind), ["audio"])
+        XCTAssertEqual(answer.media[1].port, 0)
+    }
+
     func testOfferAnswerBetweenTwoLocalPeers() throws {
         let fp = SDPFingerprint(algorithm: "sha-256", bytes: Array(0..<32))
         var a = SDPLocalParameters(iceUfrag: "aaaa", icePwd: "aaaaaaaaaaaaaaaaaaaaaa", fingerprint: fp)

@@ -90,8 +90,8 @@ final class VP8PayloadTests: XCTestCase {
 
     func testPacketizerSignalsTemporalLayers() throws {
         var p = VP8Packetizer(maxPayloadSize: 1200, initialPictureId: 0x7FFF)
-        let layers = [VP8LayerInfo(temporalLayer: 0, layerSync: true), VP8LayerInfo(temporalLayer: 1, layerSync: true),
-                      VP8LayerInfo(temporalLayer: 0, layerSync: false)]
+        let layers = [TemporalLayerInfo(temporalLayer: 0, layerSync: true), TemporalLayerInfo(temporalLayer: 1, layerSync: true),
+                      TemporalLayerInfo(temporalLayer: 0, layerSync: false)]
         var seen: [VP8PayloadDescriptor] = []
         for (i, layer) in layers.enumerated() {
             let frame = fakeVP8Frame(key: i == 0, size: 50)
