@@ -9,7 +9,7 @@ import Synchronization
 /// on the IO thread: packets and connection events arrive there; control calls from other threads are queued to it
 /// (`perform`) and wait for their result, so they see the state as the forwarding path leaves it. No lock is taken
 /// and no timer source runs on the forwarding path: the core's deadline is the IO thread's.
-final class RouterWorker: @unchecked Sendable {
+final class RouterWorker: MediaEndpointOwner, @unchecked Sendable {
     typealias Completion = @Sendable (Result<String, OTError>) -> Void
     typealias PeerHandle = RouterCore.PeerHandle
 
@@ -28,7 +28,12 @@ final class RouterWorker: @unchecked Sendable {
 
     private let stopped = Atomic<Bool>(false)
     private let stoppedLock = Lock()
-    private let handlers = Mutex<(quality: (@Sendable (String, MediaQualityEvent) -> Void)?, link: (@Sendable (String, Bool) -> Void)?)>((nil, nil))
+    /// Where callers of `perform` wait for their work to be done (one condition for all of them: no allocation per call).
+    private let performed = Condition()
+    /// The server's handlers, set once (plain fields under a lock: a closure taken out of `Mutex.withLock` leaked).
+    private let handlerLock = Lock()
+    private var qualityHandler: (@Sendable (String, MediaQualityEvent) -> Void)?
+    private var linkHandler: (@Sendable (String, Bool) -> Void)?
     /// Handles and offer tokens, unique in the process.
     private static let nextHandle = Atomic<Int>(1)
 
@@ -36,12 +41,16 @@ final class RouterWorker: @unchecked Sendable {
         endpoint = try MediaEndpoint(bind: bind)
         self.config = config
         core = RouterCore(config: config, now: MonotonicClock.now())
-        endpoint.setTimerHandler { [weak self] now in self?.timer(now: now) }
+        endpoint.setOwner(self)
         endpoint.async { [weak self] in self?.updateDeadline() }
     }
 
-    func setQualityHandler(_ h: @escaping @Sendable (String, MediaQualityEvent) -> Void) { handlers.withLock { $0.quality = h } }
-    func setPublisherLinkHandler(_ h: @escaping @Sendable (String, Bool) -> Void) { handlers.withLock { $0.link = h } }
+    func setQualityHandler(_ h: @escaping @Sendable (String, MediaQualityEvent) -> Void) {
+        handlerLock.lock(); qualityHandler = h; handlerLock.unlock()
+    }
+    func setPublisherLinkHandler(_ h: @escaping @Sendable (String, Bool) -> Void) {
+        handlerLock.lock(); linkHandler = h; handlerLock.unlock()
+    }
 
     // MARK: running on the IO thread
 
@@ -51,12 +60,23 @@ final class RouterWorker: @unchecked Sendable {
         if endpoint.isIOThread { return body(self) }
         if stopped.load(ordering: .acquiring) { return stoppedLock.withLock { body(self) } }
         let job = PerformJob<R>(body)
-        endpoint.async { [self] in job.run(self) }
-        // The IO thread stops after `stop()`: work it will not run any more is run here.
-        while job.done.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
-            guard stopped.load(ordering: .acquiring), job.claim() else { continue }
-            return stoppedLock.withLock { body(self) }
+        endpoint.async { [self] in
+            guard job.claim() else { return }
+            job.run(self)
+            performed.withLock {
+                job.done = true
+                performed.broadcast()
+            }
         }
+        var inline = false
+        performed.withLock {
+            while !job.done {
+                // The IO thread stops after `stop()`: work it will not run any more is run here.
+                if stopped.load(ordering: .acquiring), job.claim() { inline = true; return }
+                performed.wait()
+            }
+        }
+        if inline { stoppedLock.withLock { job.run(self) } }
         return job.result!
     }
 
@@ -81,10 +101,12 @@ final class RouterWorker: @unchecked Sendable {
                 links[publisher]?.requestKeyframe(ssrc: ssrc)
             case .quality(let peerId, let event):
                 Log.info("router", "audio fallback: \(event.rawValue) for peer \(peerId)")
-                handlers.withLock { $0.quality }?(peerId, event)
+                handlerLock.lock(); let handler = qualityHandler; handlerLock.unlock()
+                handler?(peerId, event)
             case .publisherLink(let streamId, let up):
                 Log.info("router", "stream \(streamId): publisher media \(up ? "resumed" : "interrupted")")
-                handlers.withLock { $0.link }?(streamId, up)
+                handlerLock.lock(); let handler = linkHandler; handlerLock.unlock()
+                handler?(streamId, up)
             }
         }
     }
@@ -97,6 +119,8 @@ final class RouterWorker: @unchecked Sendable {
         deadline = d
         endpoint.setTimerDeadline(d)
     }
+
+    func endpointTimer(now: Instant) { timer(now: now) }
 
     private func timer(now: Instant) {
         guard !stopped.load(ordering: .relaxed), let d = deadline, d <= now else { return }
@@ -282,8 +306,10 @@ final class RouterWorker: @unchecked Sendable {
             return Array(w.links.values)
         }
         endpoint.setTimerDeadline(nil)
-        for d in all { d.close() }
         endpoint.stop()
+        // Callers waiting for work the stopped IO thread will not run take it over.
+        performed.withLock { performed.broadcast() }
+        for d in all { d.close() }
     }
 
     // MARK: stats (snapshots taken on the IO thread)
@@ -300,20 +326,17 @@ final class RouterWorker: @unchecked Sendable {
 }
 
 /// A control call queued to a worker's IO thread: whoever claims it first (the IO thread, or the caller once the worker
-/// stopped) runs it.
+/// stopped) runs it; `done` is guarded by the worker's `performed` condition.
 private final class PerformJob<R>: @unchecked Sendable {
     private let body: (RouterWorker) -> R
     private let claimed = Atomic<Bool>(false)
-    let done = DispatchSemaphore(value: 0)
-    var result: R?
+    private(set) var result: R?
+    var done = false
 
     init(_ body: @escaping (RouterWorker) -> R) { self.body = body }
 
-    func claim() -> Bool { claimed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged }
+    /// Runs the call (by whoever claimed it).
+    func run(_ worker: RouterWorker) { result = body(worker) }
 
-    func run(_ worker: RouterWorker) {
-        guard claim() else { return }
-        result = body(worker)
-        done.signal()
-    }
+    func claim() -> Bool { claimed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged }
 }

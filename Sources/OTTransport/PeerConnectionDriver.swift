@@ -229,9 +229,9 @@ public final class MediaEndpoint: @unchecked Sendable {
     private let udp: UDPDriver
     private let deadlines: ConnectionDeadlines
     private let state = Mutex(State())
-    /// Work queued for the IO thread (`async`), and the owner's timer handler (`setTimerHandler`).
+    /// Work queued for the IO thread (`async`), and the owner that gets its timer events (`setOwner`).
     private let inbox = Mutex<[@Sendable () -> Void]>([])
-    private let timerHandler = Mutex<(@Sendable (Instant) -> Void)?>(nil)
+    private let owner = WeakOwner()
     /// The shared socket's address: every connection's single host candidate.
     public let address: TransportAddress
 
@@ -261,9 +261,9 @@ public final class MediaEndpoint: @unchecked Sendable {
         udp.wake()
     }
 
-    /// The endpoint's owner (the router driver) gets every IO-thread timer event here, after the queued work and the
-    /// connections' timers; `setTimerDeadline` sets when the next one comes at the latest.
-    public func setTimerHandler(_ handler: @escaping @Sendable (Instant) -> Void) { timerHandler.withLock { $0 = handler } }
+    /// The endpoint's owner (the router driver, held weakly) gets every IO-thread timer event, after the queued work and
+    /// the connections' timers; `setTimerDeadline` sets when the next one comes at the latest.
+    public func setOwner(_ o: any MediaEndpointOwner) { owner.value = o }
 
     /// When the owner's timer handler must next run (nil: no deadline of its own).
     public func setTimerDeadline(_ at: Instant?) { deadlines.setOwner(at) }
@@ -272,7 +272,7 @@ public final class MediaEndpoint: @unchecked Sendable {
         let work = inbox.withLock { w in defer { w = [] }; return w }
         for w in work { w() }
         deadlines.fire(now: now)
-        timerHandler.withLock { $0 }?(now)
+        owner.value?.endpointTimer(now: now)
     }
 
     deinit { udp.stop() }
@@ -332,6 +332,23 @@ public final class MediaEndpoint: @unchecked Sendable {
             return s.byAddress[from]
         }
         target?.receive(bytes, from: from, local: address, now: now)
+    }
+}
+
+/// What owns a `MediaEndpoint` and runs on its IO thread (the router's worker).
+public protocol MediaEndpointOwner: AnyObject, Sendable {
+    /// Called on the IO thread at every timer event (the deadline set with `setTimerDeadline`, or queued work).
+    func endpointTimer(now: Instant)
+}
+
+/// The endpoint's weak reference to its owner. (Not a closure in a `Mutex`: taking a closure out of `Mutex.withLock`
+/// leaked two blocks per call.)
+private final class WeakOwner: @unchecked Sendable {
+    private let lock = Lock()
+    private weak var object: (any MediaEndpointOwner)?
+    var value: (any MediaEndpointOwner)? {
+        get { lock.lock(); defer { lock.unlock() }; return object }
+        set { lock.lock(); object = newValue; lock.unlock() }
     }
 }
 
