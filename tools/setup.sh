@@ -5,10 +5,12 @@ set -euo pipefail
 
 # iproute2 and nftables: the NAT and packet-loss tests build network namespaces.
 # chromium, chromium-driver and selenium: the browser tests (Tests/interop/test_browser.py) drive headless Chromium.
+# openssl (the command) makes the TLS tests' certificate authority; libnss3-tools (certutil) puts it in the NSS database of
+# the browser test's Chromium, which trusts it like a user's installed CA.
 # libyuv-dev, libpulse-dev: pixel conversion and the PulseAudio device. pulseaudio, pulseaudio-utils: the sound-card
 # tests start a private daemon and use pactl/pacat/parec. libjpeg-dev: the tests build the V4L2 camera stand-in.
 APT_PACKAGES=(pkg-config libopus-dev libvpx-dev libsrtp2-dev libssl-dev libpng-dev libyuv-dev libpulse-dev coturn iproute2 nftables
-              chromium chromium-driver pulseaudio pulseaudio-utils libjpeg-dev)
+              chromium chromium-driver pulseaudio pulseaudio-utils libjpeg-dev openssl libnss3-tools)
 PIP_PACKAGES=(pytest aiortc opentok selenium)
 
 missing=()

@@ -116,3 +116,40 @@ int otshim_ssl_peer_cert_sha256(SSL *ssl, unsigned char *out) {
     X509_free(cert);
     return ok;
 }
+
+/* ---- TLS over TCP ---- */
+#include <openssl/x509v3.h>
+#include <openssl/err.h>
+
+SSL_CTX *otshim_tls_ctx_new(int server) {
+    SSL_CTX *ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
+    if (ctx == NULL) return NULL;
+    if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 || SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) != 1 ||
+        SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM:ECDHE+CHACHA20") != 1) {
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    uint64_t opts = SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION;
+    if (server) opts |= SSL_OP_CIPHER_SERVER_PREFERENCE;
+    SSL_CTX_set_options(ctx, opts);
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    return ctx;
+}
+
+void otshim_tls_ctx_verify_peer(SSL_CTX *ctx) { SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL); }
+
+int otshim_tls_set_sni(SSL *ssl, const char *name) { return (int)SSL_set_tlsext_host_name(ssl, name); }
+
+int otshim_tls_expect_host(SSL *ssl, const char *host, int is_ip) {
+    if (is_ip) return X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host);
+    SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    return SSL_set1_host(ssl, host);
+}
+
+void otshim_tls_last_error(char *buf, size_t size) {
+    if (size == 0) return;
+    buf[0] = 0;
+    unsigned long e = ERR_get_error();
+    if (e != 0) ERR_error_string_n(e, buf, size);
+    ERR_clear_error();
+}

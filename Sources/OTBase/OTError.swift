@@ -36,6 +36,9 @@ public enum OTErrorCode: Int32, Sendable, CaseIterable {
     /// such device), or one in use vanished. The library carries on with a stand-in (docs/devices.md).
     case deviceUnavailable = 9100
     case deviceLost = 9101
+    /// A TLS server's certificate was not accepted (untrusted chain, expired, another host name): libotsession's own
+    /// number. Never downgraded to a clear connection.
+    case tlsCertificateRejected = 9200
 
     /// A short English description of the code.
     public var summary: String {
@@ -72,6 +75,7 @@ public enum OTErrorCode: Int32, Sendable, CaseIterable {
         case .bufferTooSmall: "the buffer is too small"
         case .deviceUnavailable: "the capture or playout device is unavailable"
         case .deviceLost: "the capture or playout device was lost"
+        case .tlsCertificateRejected: "the server's TLS certificate was not accepted"
         }
     }
 }

@@ -61,11 +61,11 @@ func object<P, T: AnyObject & Sendable>(_ p: UnsafePointer<P>?, as: T.Type) -> (
     return (o, Status.ok)
 }
 
-/// Runs `body` with the live object behind a C handle; thrown OTErrors become their codes.
+/// Runs `body` with the live object behind a C handle; thrown OTErrors become their codes (their messages logged).
 func withObject<P, T: AnyObject & Sendable>(_ p: UnsafePointer<P>?, as: T.Type, _ body: (T) throws -> ot_status) -> ot_status {
     let (found, status) = object(p, as: T.self)
     guard let o = found else { return status }
-    do { return try body(o) } catch let e as OTError { return Status.of(e.code) } catch { return Status.internalError }
+    do { return try body(o) } catch let e as OTError { return Status.of(e) } catch { return Status.internalError }
 }
 
 /// Unregisters the object behind a C handle for `*_delete`: the object, or the status to return.

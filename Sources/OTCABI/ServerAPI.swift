@@ -4,18 +4,29 @@ import OTServer
 import OTWire
 import Synchronization
 
+/// Where an embedded server's media router binds, and the address it tells clients.
+struct MediaRouterPlacement: Sendable {
+    var host: String?
+    var port: UInt16 = 0
+    var advertise: IPAddress?
+}
+
 /// The object behind an `ot_server *`: the session server and, once started, its media router.
 final class ServerObject: Sendable {
     let server: SessionServer
     let project: Project
+    let media: MediaRouterPlacement
     private let router = Mutex<MediaRouter?>(nil)
-    init(server: SessionServer, project: Project) { self.server = server; self.project = project }
+    init(server: SessionServer, project: Project, media: MediaRouterPlacement = MediaRouterPlacement()) {
+        self.server = server; self.project = project; self.media = media
+    }
 
     /// Starts signaling and the media router of routed sessions (one UDP port on the server's host).
     func start() throws -> UInt16 {
-        let host = server.configuration.host == "0.0.0.0" ? "127.0.0.1" : server.configuration.host
+        let listen = server.configuration.host
+        let host = media.host ?? (listen == "0.0.0.0" || listen == "::" ? "127.0.0.1" : listen == "localhost" ? "127.0.0.1" : listen)
         guard let ip = IPAddress(host) else { throw OTError(.invalidParameter, "the media router needs an IP address, not \(host)") }
-        let r = try MediaRouter(bind: TransportAddress(ip: ip, port: 0))
+        let r = try MediaRouter(bind: TransportAddress(ip: ip, port: media.port), advertise: media.advertise)
         server.mediaRouting = r
         router.withLock { $0 = r }
         do { return try server.start() } catch { r.stop(); throw error }
@@ -57,16 +68,97 @@ private func sessionRole(_ r: Int32) -> SessionRole? {
     return Handle.pointer(HandleRegistry.shared.insert(ServerObject(server: server, project: project)), as: ot_server.self)
 }
 
+/// Fills `options` with the defaults: 127.0.0.1, any port, no project (set api_key and api_secret), no TLS, no ICE
+/// servers, TURN credentials valid for a day, the media router on the server's host at any port.
+@c(ot_server_options_default) public func ot_server_options_default(_ options: UnsafeMutablePointer<ot_server_options>?) -> ot_status {
+    guard let options else { return Status.invalidParam }
+    options.pointee = ot_server_options(host: nil, port: 0, api_key: nil, api_secret: nil, tls_cert_file: nil, tls_key_file: nil,
+                                        ice_server_urls: nil, ice_server_url_count: 0, turn_secret: nil,
+                                        turn_credential_ttl_s: ICEServerPolicy().credentialLifetime.components.seconds,
+                                        media_host: nil, media_port: 0, media_advertise: nil)
+    return Status.ok
+}
+
+/// The server (and its router's placement) that options describe, or the error naming what is wrong.
+private func serverObject(_ o: ot_server_options) -> Result<ServerObject, OTError> {
+    func bad(_ m: String) -> Result<ServerObject, OTError> { .failure(OTError(.invalidParameter, m)) }
+    func optional(_ p: UnsafePointer<CChar>?, _ name: String) -> Result<String?, OTError> {
+        guard let p else { return .success(nil) }
+        guard let s = CArg.string(p), !s.isEmpty else { return .failure(OTError(.invalidParameter, "\(name) is empty or not UTF-8")) }
+        return .success(s)
+    }
+    do {
+        guard (0...65535).contains(o.port), (0...65535).contains(o.media_port) else { return bad("port and media_port must be 0..65535") }
+        guard let key = CArg.string(o.api_key), let secret = CArg.string(o.api_secret) else { return bad("api_key and api_secret are needed") }
+        let project = try Project(apiKey: key, validatingSecret: secret)
+        let host = try optional(o.host, "host").get() ?? "127.0.0.1"
+        guard host == "localhost" || IPAddress(host) != nil else { return bad("host \(host) is not an IP address or localhost") }
+        var tls: SessionServer.TLSSettings?
+        switch (try optional(o.tls_cert_file, "tls_cert_file").get(), try optional(o.tls_key_file, "tls_key_file").get()) {
+        case (let c?, let k?): tls = SessionServer.TLSSettings(certificateFile: c, keyFile: k)
+        case (nil, nil): break
+        default: return bad("tls_cert_file and tls_key_file go together")
+        }
+        guard o.ice_server_url_count <= 64 else { return bad("ice_server_url_count is over 64") }
+        guard o.ice_server_url_count == 0 || o.ice_server_urls != nil else { return bad("ice_server_urls is NULL but its count is not 0") }
+        var ice = ICEServerPolicy()
+        for i in 0..<Int(o.ice_server_url_count) {
+            guard let u = CArg.string(o.ice_server_urls?[i]) else { return bad("ice_server_urls[\(i)] is NULL or not UTF-8") }
+            ice.urls.append(u)
+        }
+        ice.turnSecret = try optional(o.turn_secret, "turn_secret").get()
+        guard (60...2_592_000).contains(o.turn_credential_ttl_s) else { return bad("turn_credential_ttl_s must be 60..2592000") }
+        ice.credentialLifetime = .seconds(o.turn_credential_ttl_s)
+        try ice.validate()
+        var media = MediaRouterPlacement(host: try optional(o.media_host, "media_host").get(), port: UInt16(o.media_port))
+        if let h = media.host, IPAddress(h) == nil { return bad("media_host \(h) is not an IP address") }
+        if let a = try optional(o.media_advertise, "media_advertise").get() {
+            guard let ip = IPAddress(a) else { return bad("media_advertise \(a) is not an IP address") }
+            media.advertise = ip
+        }
+        let server = SessionServer(SessionServer.Configuration(host: host, port: UInt16(o.port), projects: [project], tls: tls, iceServers: ice))
+        return .success(ServerObject(server: server, project: project, media: media))
+    } catch let e as OTError {
+        return .failure(e)
+    } catch {
+        return bad("\(error)")
+    }
+}
+
+/// Creates an embedded session server with options (ot_server_options_default, then set at least api_key and
+/// api_secret): TLS, the ICE servers its clients get, the media router's placement. NULL when an option is invalid
+/// (the reason is logged); files are read at ot_server_start.
+@c(ot_server_new_with_options) public func ot_server_new_with_options(_ options: UnsafePointer<ot_server_options>?) -> UnsafeMutablePointer<ot_server>? {
+    guard let options else { return nil }
+    switch serverObject(options.pointee) {
+    case .success(let o): return Handle.pointer(HandleRegistry.shared.insert(o), as: ot_server.self)
+    case .failure(let e): Log.warn("capi", "ot_server_new_with_options: \(e.message)"); return nil
+    }
+}
+
+/// Reads the TLS certificate and key files again (after a renewal): new connections get the new certificate, open
+/// sessions carry on. OT_ERR_ILLEGAL_STATE without TLS or before ot_server_start; OT_ERR_INVALID_PARAM (the old
+/// certificate stays; the reason is logged) when the files are unusable.
+@c(ot_server_reload_tls) public func ot_server_reload_tls(_ server: UnsafeMutablePointer<ot_server>?) -> ot_status {
+    withServer(server) { o in
+        do { try o.server.reloadTLS() } catch let e as OTError { Log.warn("capi", "ot_server_reload_tls: \(e.message)"); throw e }
+        return Status.ok
+    }
+}
+
 /// Starts serving (REST API and WebSocket signaling on one port); the bound port goes to `port` (may be NULL).
+/// OT_ERR_INVALID_PARAM when the TLS files cannot be used (the reason is logged).
 @c(ot_server_start) public func ot_server_start(_ server: UnsafeMutablePointer<ot_server>?, _ port: UnsafeMutablePointer<Int32>?) -> ot_status {
     withServer(server) { o in
-        let p = try o.start()
+        let p: UInt16
+        do { p = try o.start() } catch let e as OTError { Log.warn("capi", "ot_server_start: \(e.message)"); throw e }
         port?.pointee = Int32(p)
         return Status.ok
     }
 }
 
-/// Copies the server's base URL ("http://host:port", for the REST API and ot_session_settings.server_url) into `buf`.
+/// Copies the server's base URL ("http://host:port", or "https://host:port" with TLS; for the REST API and
+/// ot_session_settings.server_url) into `buf`.
 @c(ot_server_get_url) public func ot_server_get_url(_ server: UnsafeMutablePointer<ot_server>?,
                                                   _ buf: UnsafeMutablePointer<CChar>?, _ size: UInt) -> ot_status {
     withServer(server) { o in

@@ -165,7 +165,8 @@ func withSession<P, T: AnyObject & Sendable>(_ session: UnsafeMutablePointer<ot_
 }
 
 /// Fills `settings` with the defaults: server ws://127.0.0.1:8080, events not suppressed, no custom ICE servers,
-/// every candidate type, LAN candidates signalled, 15 s connect timeout, 10 s keepalive, callbacks on a library thread.
+/// every candidate type, LAN candidates signalled, 15 s connect timeout, 10 s keepalive, callbacks on a library thread,
+/// the system's CA certificates, no proxy.
 @c(ot_session_settings_default) public func ot_session_settings_default(_ settings: UnsafeMutablePointer<ot_session_settings>?) -> ot_status {
     guard let settings else { return Status.invalidParam }
     let d = SessionSettings()
@@ -174,7 +175,7 @@ func withSession<P, T: AnyObject & Sendable>(_ session: UnsafeMutablePointer<ot_
                                            ice_include_servers: Int32(OT_ICE_INCLUDE_SERVERS_ALL.rawValue), ice_filter_out_lan_candidates: 0,
                                            connect_timeout_ms: d.connectTimeout.microseconds / 1000,
                                            ping_interval_ms: d.pingInterval.microseconds / 1000,
-                                           callback_mode: Int32(OT_CALLBACK_THREAD.rawValue))
+                                           callback_mode: Int32(OT_CALLBACK_THREAD.rawValue), tls_ca_file: nil, proxy_url: nil)
     return Status.ok
 }
 
@@ -228,6 +229,17 @@ private func sessionSettings(_ settings: UnsafePointer<ot_session_settings>?) ->
     }
     s.connectTimeout = .milliseconds(c.connect_timeout_ms)
     s.pingInterval = .milliseconds(c.ping_interval_ms)
+    if let f = c.tls_ca_file {
+        guard let path = CArg.string(f), !path.isEmpty else { return .failure(OTError(.invalidParameter, "tls_ca_file is empty or not UTF-8")) }
+        s.tlsCAFile = path
+    }
+    if let p = c.proxy_url {
+        guard let url = CArg.string(p) else { return .failure(OTError(.invalidParameter, "proxy_url is not UTF-8")) }
+        s.proxyURL = url
+        do { try s.validate() } catch let e as OTError { return .failure(e) } catch {
+            return .failure(OTError(.invalidParameter, "proxy_url: \(error)"))
+        }
+    }
     switch c.callback_mode {
     case Int32(OT_CALLBACK_THREAD.rawValue): return .success((s, false))
     case Int32(OT_CALLBACK_POLL.rawValue): return .success((s, true))

@@ -11,9 +11,16 @@ enum Status {
 
     static func of(_ code: OTErrorCode) -> ot_status { ot_status(code.rawValue) }
 
+    /// The code of a thrown error; a message that says more than the code's summary (which setting, which file) is
+    /// logged at warning level, since only the code crosses the C boundary.
+    static func of(_ error: OTError) -> ot_status {
+        if error.message != error.code.summary { Log.warn("capi", error.description) }
+        return of(error.code)
+    }
+
     /// Runs a throwing body; any error becomes its OpenTok code (unknown errors: internal error).
     static func catching(_ body: () throws -> Void) -> ot_status {
-        do { try body(); return ok } catch let e as OTError { return of(e.code) } catch { return internalError }
+        do { try body(); return ok } catch let e as OTError { return of(e) } catch { return internalError }
     }
 }
 

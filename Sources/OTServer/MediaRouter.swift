@@ -64,11 +64,15 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     private let peerWorkers = Mutex<[String: (worker: Int, connectionId: String)]>([:])
 
     /// - Parameters:
-    ///   - bind: the media sockets' address (port 0 picks one per worker; a fixed port p gives worker i port p + i).
+    ///   - bind: the media sockets' address (port 0 picks one per worker; a fixed port p, for firewall rules, gives
+    ///     worker i port p + i).
+    ///   - advertise: 1:1 NAT (a cloud VM's public address): the IP clients are told in the router's candidates,
+    ///     instead of the bound one (the ports are the bound ones). Nil: the bound address.
     ///   - quality: the audio fallback's thresholds and hold times, judged every `qualityInterval`.
     ///   - workers: how many sockets and IO threads forward media (sessions are spread over them); at least 1.
-    public init(bind: TransportAddress = TransportAddress(ip: .v4(0x7F00_0001), port: 0), pliInterval: Duration = .milliseconds(300),
-                quality: QualityFallbackConfig = QualityFallbackConfig(), qualityInterval: Duration = .seconds(1), workers: Int = 1) throws {
+    public init(bind: TransportAddress = TransportAddress(ip: .v4(0x7F00_0001), port: 0), advertise: IPAddress? = nil,
+                pliInterval: Duration = .milliseconds(300), quality: QualityFallbackConfig = QualityFallbackConfig(),
+                qualityInterval: Duration = .seconds(1), workers: Int = 1) throws {
         let config = RouterCore.Config(pliInterval: pliInterval, quality: quality, qualityInterval: qualityInterval)
         self.pliInterval = pliInterval
         qualityConfig = quality
@@ -77,7 +81,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         for i in 0..<max(1, min(workers, 64)) {
             var address = bind
             if bind.port != 0 { address.port = bind.port &+ UInt16(i) }
-            list.append(try RouterWorker(bind: address, config: config))
+            list.append(try RouterWorker(bind: address, advertise: advertise, config: config))
         }
         self.workers = list
     }

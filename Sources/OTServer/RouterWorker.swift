@@ -37,8 +37,8 @@ final class RouterWorker: MediaEndpointOwner, @unchecked Sendable {
     /// Handles and offer tokens, unique in the process.
     private static let nextHandle = Atomic<Int>(1)
 
-    init(bind: TransportAddress, config: RouterCore.Config) throws {
-        endpoint = try MediaEndpoint(bind: bind)
+    init(bind: TransportAddress, advertise: IPAddress?, config: RouterCore.Config) throws {
+        endpoint = try MediaEndpoint(bind: bind, advertise: advertise)
         self.config = config
         core = RouterCore(config: config, now: MonotonicClock.now())
         endpoint.setOwner(self)

@@ -4,12 +4,25 @@ import OTBase
 import OTTransport
 import OTWire
 
-/// The session server: OpenTok REST API and WebSocket signaling on one HTTP/1.1 port,
+/// The session server: OpenTok REST API and WebSocket signaling on one HTTP/1.1 port (plain, or TLS),
 /// driven by one epoll thread (no thread per connection). Embeddable: `start()` on port 0
 /// returns the port picked; `stop()` closes everything.
 public final class SessionServer: @unchecked Sendable {
+    /// TLS on the server's port: a PEM certificate chain (leaf first) and its key; TLS 1.2 and 1.3.
+    public struct TLSSettings: Sendable, Equatable {
+        public var certificateFile: String
+        public var keyFile: String
+        /// Also serve plain HTTP on the port (the first byte tells them apart). Off: a plain request gets a 400
+        /// that names https, and the socket closes.
+        public var allowPlaintext: Bool
+        public init(certificateFile: String, keyFile: String, allowPlaintext: Bool = false) {
+            self.certificateFile = certificateFile; self.keyFile = keyFile; self.allowPlaintext = allowPlaintext
+        }
+    }
+
     /// What the server needs to start.
     public struct Configuration: Sendable {
+        /// The address to listen on: IPv4 or IPv6 (`::` for every interface), or `localhost`.
         public var host: String
         /// 0 picks a free port.
         public var port: UInt16
@@ -24,11 +37,19 @@ public final class SessionServer: @unchecked Sendable {
         /// WebSocket upgrades with an `Origin` header must name one of these (`scheme://host[:port]`, compared
         /// case-insensitively); empty: any origin. Requests without `Origin` (non-browser clients) are not affected.
         public var allowedOrigins: [String]
+        /// TLS on the port (nil: plain HTTP and WebSocket).
+        public var tls: TLSSettings?
+        /// The STUN/TURN servers (with per-connection TURN credentials) each client gets in `connected`.
+        public var iceServers: ICEServerPolicy
+        /// The host name clients use, for `apiURL` and `signalingURL` (nil: `host`); with TLS, the certificate's name.
+        public var publicHost: String?
         public init(host: String = "127.0.0.1", port: UInt16 = 0, projects: [Project], limits: ServerLimits = ServerLimits(),
                     pingInterval: Duration = .seconds(10), connectionLimits: TCPServerLimits = TCPServerLimits(),
-                    timeouts: SocketTimeouts = SocketTimeouts(), allowedOrigins: [String] = []) {
+                    timeouts: SocketTimeouts = SocketTimeouts(), allowedOrigins: [String] = [], tls: TLSSettings? = nil,
+                    iceServers: ICEServerPolicy = ICEServerPolicy(), publicHost: String? = nil) {
             self.host = host; self.port = port; self.projects = projects; self.limits = limits; self.pingInterval = pingInterval
             self.connectionLimits = connectionLimits; self.timeouts = timeouts; self.allowedOrigins = allowedOrigins
+            self.tls = tls; self.iceServers = iceServers; self.publicHost = publicHost
         }
     }
 
@@ -45,11 +66,14 @@ public final class SessionServer: @unchecked Sendable {
     private var started = false
     private var stopped = false
     private var _mediaRouting: (any MediaRouting)?
+    private var tlsCredentials: TLSServerCredentials?
 
     public init(_ configuration: Configuration) {
         self.configuration = configuration
         loop = TCPEventLoop(name: "ot-server")
         router = SignalingRouter(projects: configuration.projects, limits: configuration.limits)
+        let ice = configuration.iceServers
+        if !ice.urls.isEmpty { router.iceServers = { ice.servers(connectionId: $0, nowMillis: $1) } }
     }
 
     deinit { if !stopped { loop.stop() } }
@@ -59,15 +83,31 @@ public final class SessionServer: @unchecked Sendable {
     public func start() throws -> UInt16 {
         try stateLock.withLock {
             guard !started else { throw OTError(.illegalState, "server already started") }
-            let port = try loop.listen(host: configuration.host, port: configuration.port, limits: configuration.connectionLimits) { [weak self] conn in
+            try configuration.iceServers.validate()
+            let tls = try configuration.tls.map { t in
+                TCPEventLoop.TLSListening(credentials: try TLSServerCredentials(certificateFile: t.certificateFile, keyFile: t.keyFile),
+                                          allowPlaintext: t.allowPlaintext)
+            }
+            tlsCredentials = tls?.credentials
+            let port = try loop.listen(host: configuration.host, port: configuration.port, limits: configuration.connectionLimits,
+                                       tls: tls) { [weak self] conn in
                 self?.accepted(conn)
             }
             boundPort = port
             started = true
             loop.execute { [weak self] in self?.scheduleTick() }
-            Log.info("server", "listening on \(configuration.host):\(port)")
+            Log.info("server", "listening on \(configuration.host):\(port)\(tls == nil ? "" : " (TLS)")")
             return port
         }
+    }
+
+    /// Reads the TLS certificate and key files again (after a renewal; `ot-server` does it on SIGHUP): new
+    /// connections get the new certificate, open ones and their sessions carry on. Throws `.illegalState` without
+    /// TLS or before `start`, `.invalidParameter` (the old certificate stays) when the files are unusable.
+    public func reloadTLS() throws {
+        guard let c = stateLock.withLock({ tlsCredentials }) else { throw OTError(.illegalState, "the server has no TLS to reload") }
+        try c.reload()
+        Log.info("server", "TLS certificate reloaded from \(c.context.certificateFile)")
     }
 
     /// Closes every socket and ends the server's thread.
@@ -102,10 +142,11 @@ public final class SessionServer: @unchecked Sendable {
 
     /// The bound port (0 before `start`).
     public var port: UInt16 { stateLock.withLock { boundPort } }
-    /// `http://host:port`: the `api_url` for the server SDKs.
-    public var apiURL: String { "http://\(configuration.host):\(port)" }
-    /// `ws://host:port/v2/signaling`: the URL clients connect to.
-    public var signalingURL: String { "ws://\(configuration.host):\(port)\(Self.signalingPath)" }
+    /// `http(s)://host:port`: the `api_url` for the server SDKs.
+    public var apiURL: String { "\(configuration.tls == nil ? "http" : "https")://\(authority)" }
+    /// `ws(s)://host:port/v2/signaling`: the URL clients connect to.
+    public var signalingURL: String { "\(configuration.tls == nil ? "ws" : "wss")://\(authority)\(Self.signalingPath)" }
+    private var authority: String { HostPort.authority(configuration.publicHost ?? configuration.host, port) }
 
     /// Creates a session (as the REST call does) and returns its id.
     public func createSession(apiKey: String, relayed: Bool = false, e2ee: Bool = false) throws -> String {

@@ -168,6 +168,8 @@ public final class SignalingRouter {
     private var peers: [String: MediaPeer] = [:]
     /// Connections (live or resumable) per token digest.
     private var tokenUse: [String: Int] = [:]
+    /// The ICE servers each `connected` carries, for a connection id at a time (ms since 1970); nil: none.
+    public var iceServers: ((_ connectionId: String, _ nowMillis: Int64) -> [ICEServerInfo])?
 
     public init(projects: [Project], limits: ServerLimits = ServerLimits()) {
         for p in projects { self.projects[p.apiKey] = p }
@@ -521,7 +523,7 @@ public final class SignalingRouter {
             out.append(.send([socket], .connected(ConnectedInfo(id: req.id, connection: m.info, role: m.role, resumeToken: m.resumeToken,
                 connections: others, streams: room.orderedStreams().filter { $0.connectionId != m.info.id },
                 muteForced: room.muteAllActive, resumed: true, relayed: room.id.relayed, e2ee: room.id.e2ee,
-                reconnectGraceMillis: Int(limits.reconnectGrace.microseconds / 1000)))))
+                reconnectGraceMillis: Int(limits.reconnectGrace.microseconds / 1000), iceServers: iceServers?(m.info.id, nowMillis)))))
             let q = m.queued; m.queued = []; m.queuedBytes = 0
             for msg in q { out.append(.send([socket], msg)) }
             return out
@@ -546,7 +548,7 @@ public final class SignalingRouter {
         var out: [Output] = [.send([socket], .connected(ConnectedInfo(id: req.id, connection: info, role: token.role, resumeToken: m.resumeToken,
             connections: req.eventsSuppressed ? [] : others.map(\.info), streams: room.orderedStreams(),
             muteForced: room.muteAllActive, resumed: false, relayed: room.id.relayed, e2ee: room.id.e2ee,
-            reconnectGraceMillis: Int(limits.reconnectGrace.microseconds / 1000))))]
+            reconnectGraceMillis: Int(limits.reconnectGrace.microseconds / 1000), iceServers: iceServers?(cid, nowMillis))))]
         out += deliver(others.filter { !$0.eventsSuppressed }, .connectionCreated(info))
         return out
     }

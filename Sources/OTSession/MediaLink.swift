@@ -11,24 +11,29 @@ final class MediaLink: @unchecked Sendable {
     private let driver: PeerConnectionDriver
 
     /// Binds the sockets `bindAddresses(serverURL:)` picks, gathers server-reflexive candidates from the session's
-    /// STUN (and UDP TURN) servers, adds its TURN servers (over UDP from the first socket, over TCP through a
-    /// connection of their own; relayed candidates only under the relay transport policy)
-    /// and leaves LAN host candidates unsignalled under `filterOutLanCandidates`; the process-wide IO thread serves it.
-    init(config: PeerConnectionConfig, settings: SessionSettings, queue: DispatchQueue,
-         onEvent: @escaping @Sendable ([PeerConnectionEvent]) -> Void) throws {
+    /// STUN (and UDP TURN) servers, adds its TURN servers (over UDP from the first socket, over TCP or TLS through a
+    /// connection of their own, through the proxy when there is one; relayed candidates only under the relay
+    /// transport policy) and leaves LAN host candidates unsignalled under `filterOutLanCandidates`; the process-wide
+    /// IO thread serves it. `servers` are the session's (`Session.mediaServers()`): the session server's and the
+    /// custom ones, as `includeServers` says, names resolved.
+    init(config: PeerConnectionConfig, settings: SessionSettings, servers: (servers: ResolvedICEServers, route: StreamRoute),
+         queue: DispatchQueue, onEvent: @escaping @Sendable ([PeerConnectionEvent]) -> Void) throws {
         var config = config
         let ice = settings.iceConfig
         config.relayOnly = ice.transportPolicy == .relay
-        config.stunServers = config.relayOnly ? [] : ice.stunServers
+        config.stunServers = config.relayOnly ? [] : servers.servers.stun
         config.filterOutLanCandidates = ice.filterOutLanCandidates
-        let turns = ice.turnServers
+        let turns = servers.servers.turn
         if config.relayOnly && turns.isEmpty {
-            throw OTError(.invalidParameter, "the relay transport policy needs a TURN server (turn:IP:port) among the custom ICE servers")
+            let whose = ice.includeServers == .custom ? "among the custom ICE servers (includeServers is custom)"
+                : "from the session server or among the custom ICE servers"
+            let unresolved = servers.servers.failures.isEmpty ? "" : " (\(servers.servers.failures.joined(separator: "; ")))"
+            throw OTError(.invalidParameter, "the relay transport policy needs a TURN server: there is none \(whose)\(unresolved)")
         }
         driver = try PeerConnectionDriver(config: config, bind: Self.bindAddresses(serverURL: settings.serverURL)) { e in
             queue.async { onEvent([e]) }
         }
-        for t in turns { driver.addTURN(t) }
+        for t in turns { driver.addTURN(t, route: servers.route) }
     }
 
     /// Host candidates: with a session server on this machine (loopback URL) every peer is local too, so one
@@ -81,7 +86,7 @@ final class MediaLink: @unchecked Sendable {
         b.addCandidatePair(id: id, local: pair.local, remote: pair.remote, nominated: pair.nominated,
                            bytesSent: s.bytesSent, bytesReceived: s.bytesReceived, currentRoundTripTime: s.roundTripTime,
                            availableOutgoingBitrate: availableOutgoingBitrate,
-                           localRelayProtocol: relay.map { $0 == .tcp ? "tcp" : "udp" })
+                           localRelayProtocol: relay.map { switch $0 { case .udp: "udp"; case .tcp: "tcp"; case .tls: "tls" } })
     }
 
     /// The `mediaCandidate` message for one of our trickled candidates (`""`: the end of them), naming the m-section

@@ -239,14 +239,15 @@ final class PublisherEngine: @unchecked Sendable {
         return c
     }
 
-    private func currentSettings() throws -> SessionSettings {
-        guard let s = session?.settings else { throw OTError(.notConnected) }
-        return s
+    private func currentSettings() throws -> (SessionSettings, (servers: ResolvedICEServers, route: StreamRoute)) {
+        guard let s = session else { throw OTError(.notConnected) }
+        return (s.settings, s.mediaServers())
     }
 
     private func makePeer(id: String, subscriber: String?) throws -> Peer {
         let box = WeakPeer()
-        let link = try MediaLink(config: linkConfig(), settings: try currentSettings(), queue: queue) { [weak self] events in
+        let (sessionSettings, servers) = try currentSettings()
+        let link = try MediaLink(config: linkConfig(), settings: sessionSettings, servers: servers, queue: queue) { [weak self] events in
             guard let self, let p = box.peer else { return }
             for e in events { linkEvent(e, peer: p) }
         }

@@ -7,7 +7,9 @@ import OTWire
 
 /// Settings of a `Session` (as OTSessionSettings).
 public struct SessionSettings: Sendable {
-    /// The session server: `ws://host:port[/path]` or `http://host:port` (path `/v2/signaling`).
+    /// The session server: `ws://` or `wss://` `host:port[/path]`, or `http://` / `https://` `host:port` (path
+    /// `/v2/signaling`). The host may be a name (resolved off the IO thread, again on every reconnection). With TLS
+    /// the server's certificate is verified against the system store or `tlsCAFile`, and its host name checked.
     public var serverURL: String
     /// No connection created/destroyed events for other clients.
     public var connectionEventsSuppressed: Bool
@@ -21,13 +23,32 @@ public struct SessionSettings: Sendable {
     /// OTSession's `apiQueue`), e.g. `.main`; a concurrent queue is used serially. Nil: a serial queue of the session's
     /// own. Frames and audio still come on each subscriber's media thread.
     public var apiQueue: DispatchQueue?
+    /// A PEM file of the CA certificates to trust for `wss://`/`https://` servers and `turns:` TURN servers, instead
+    /// of the system store (nil). A certificate they do not vouch for fails connecting with 9200.
+    public var tlsCAFile: String?
+    /// An HTTP proxy (`http://[user:password@]host:port`, as OTSessionSettings' proxyURL): signaling and TURN over
+    /// TCP or TLS go through its CONNECT tunnels. Nil: direct.
+    public var proxyURL: String?
 
     /// The server URL's default is the embedded server's (`ws://127.0.0.1:8080`), as the C ABI's.
     public init(serverURL: String = SessionSettings.defaultServerURL, connectionEventsSuppressed: Bool = false,
                 iceConfig: SessionICEConfig = SessionICEConfig(), connectTimeout: Duration = .seconds(15),
-                pingInterval: Duration = .seconds(10), apiQueue: DispatchQueue? = nil) {
+                pingInterval: Duration = .seconds(10), apiQueue: DispatchQueue? = nil, tlsCAFile: String? = nil, proxyURL: String? = nil) {
         self.serverURL = serverURL; self.connectionEventsSuppressed = connectionEventsSuppressed; self.iceConfig = iceConfig
         self.connectTimeout = connectTimeout; self.pingInterval = pingInterval; self.apiQueue = apiQueue
+        self.tlsCAFile = tlsCAFile; self.proxyURL = proxyURL
+    }
+
+    /// Checks the URLs (server, proxy); throws `.invalidParameter` naming what is wrong.
+    public func validate() throws {
+        _ = try ServerEndpoint.parse(serverURL)
+        if let p = proxyURL { _ = try ProxyEndpoint.parse(p) }
+    }
+
+    /// How signaling and TURN over TCP/TLS reach their servers: the TLS trust (nil: the system store) and the
+    /// proxy. Reads the CA file (throws `.invalidParameter` when it cannot).
+    func makeTransport() throws -> WebSocketTransport {
+        WebSocketTransport(tls: try tlsCAFile.map { try TLSClientContext(caFile: $0) }, proxy: try proxyURL.map { try ProxyEndpoint.parse($0) })
     }
 
     public static let defaultServerURL = "ws://127.0.0.1:8080"
@@ -105,6 +126,17 @@ public final class Session: @unchecked Sendable {
     private var machine: SignalingClient
     private var socket: WebSocketClient?
     private var endpoint: ServerEndpoint?
+    /// TLS trust and proxy, set up at `connect`.
+    private var transport = WebSocketTransport()
+    /// The session server's ICE servers (from the latest `connected`), and the addresses of the ICE servers' host
+    /// names and of the proxy, resolved anew for each socket (at connect and on every reconnection).
+    private var providedICE: [IceServer] = []
+    private var iceAddresses: [String: [IPAddress]] = [:]
+    private var iceFailures: [String] = []
+    private var mediaProxy: StreamRoute.Proxy?
+    /// Executor only: socket events held while those names are resolved, and the socket they were resolved for.
+    private var held: [(WebSocketClient.Event, Int)]?
+    private var resolvedGeneration = -1
     private var generation = 0
     private var completions: [Int: @Sendable (Result<RequestReply, OTError>) -> Void] = [:]
     /// The status last reported with `statusChanged` (lock held).
@@ -177,14 +209,17 @@ public final class Session: @unchecked Sendable {
     /// reconnection); the status stays `.connected` meanwhile, as in OpenTok.
     public var isReconnecting: Bool { lock.withLock { machine.isReconnecting } }
 
-    /// Connects with a token. Throws 1015 when not disconnected, 1011 for an empty token or bad server URL;
-    /// later failures come as `session(_:didFailWithError:)` (1004 bad token, 1005 unknown session,
-    /// 1006 server unreachable, 1021 timeout, 1027 session full).
+    /// Connects with a token. Throws 1015 when not disconnected, 1011 for an empty token, a bad server or proxy URL
+    /// or an unreadable CA file; later failures come as `session(_:didFailWithError:)` (1004 bad token, 1005 unknown
+    /// session, 1006 server unreachable or its name unknown, 1021 timeout, 1027 session full, 9200 the server's TLS
+    /// certificate not accepted).
     public func connect(token: String) throws {
         let endpoint = try ServerEndpoint.parse(settings.serverURL)
+        let transport = try settings.makeTransport()
         try lock.withLock {
             try machine.connect(token: token, now: MonotonicClock.now())
             self.endpoint = endpoint
+            self.transport = transport
             openSocket()
             apply([])
         }
@@ -403,7 +438,7 @@ public final class Session: @unchecked Sendable {
         guard let endpoint else { return }
         generation += 1
         let gen = generation
-        let ws = WebSocketClient(endpoint: endpoint, pingInterval: settings.pingInterval) { [weak self] ev in self?.socketEvent(ev, gen) }
+        let ws = WebSocketClient(endpoint: endpoint, transport: transport, pingInterval: settings.pingInterval) { [weak self] ev in self?.socketEvent(ev, gen) }
         socket = ws
         ws.start()
     }
@@ -421,21 +456,86 @@ public final class Session: @unchecked Sendable {
         executor.async { [self] in handleSocketEvent(ev, gen) }
     }
 
+    /// Executor: a socket event. The first `connected` of each socket waits until the ICE servers' names (the
+    /// session server's and the custom ones) and the proxy's are resolved, so that media connections made from
+    /// `sessionDidConnect` on have their servers; events behind it wait too, in order.
     private func handleSocketEvent(_ ev: WebSocketClient.Event, _ gen: Int) {
+        if held != nil { held?.append((ev, gen)); return }
+        var message: ServerMessage?
+        if case .text(let t) = ev {
+            do { message = try SignalingCodec.decodeServer(t) } catch {
+                Log.warn("session", "bad message from server: \(error)")
+                return
+            }
+        }
+        if case .connected(let info)? = message, resolvedGeneration != gen, lock.withLock({ gen == generation }) {
+            resolvedGeneration = gen
+            let connected = message
+            if resolveNames(for: info, then: { [self] in
+                receive(ev, connected, gen)
+                let queued = held ?? []
+                held = nil
+                for (e, g) in queued { handleSocketEvent(e, g) }
+            }) {
+                held = []
+                return
+            }
+        }
+        receive(ev, message, gen)
+    }
+
+    /// Executor: records the ICE servers of `info`; when names need resolving starts that and returns true (`then`
+    /// runs on the executor once they are), else returns false.
+    private func resolveNames(for info: ConnectedInfo, then: @escaping @Sendable () -> Void) -> Bool {
+        let provided = (info.iceServers ?? []).map { IceServer(urls: $0.urls, username: $0.username, credential: $0.credential) }
+        let ice = settings.iceConfig
+        var names = ice.hostNames
+        if ice.includeServers == .all { names.formUnion(SessionICEConfig.hostNames(provided)) }
+        let proxy = lock.withLock { () -> ProxyEndpoint? in
+            providedICE = provided
+            return transport.proxy
+        }
+        @Sendable func proxyRoute(_ addresses: [String: [IPAddress]]) -> StreamRoute.Proxy? {
+            guard let p = proxy, let ip = IPAddress(p.host) ?? addresses[p.host.lowercased()]?.first else { return nil }
+            return StreamRoute.Proxy(address: TransportAddress(ip: ip, port: p.port), credentials: p.credentials)
+        }
+        if let p = proxy, IPAddress(p.host) == nil { names.insert(p.host.lowercased()) }
+        guard !names.isEmpty else {
+            lock.withLock { iceAddresses = [:]; iceFailures = []; mediaProxy = proxyRoute([:]) }
+            return false
+        }
+        HostResolver.resolveAll(names) { [weak self] addresses, failures in
+            guard let self else { return }
+            for f in failures { Log.warn("session", "ICE/proxy server: \(f)") }
+            lock.withLock { iceAddresses = addresses; iceFailures = failures; mediaProxy = proxyRoute(addresses) }
+            executor.async { then(); self.rearm() }
+        }
+        return true
+    }
+
+    private func receive(_ ev: WebSocketClient.Event, _ message: ServerMessage?, _ gen: Int) {
         lock.withLock {
             guard gen == generation else { return }
             let now = MonotonicClock.now()
             switch ev {
             case .open:
                 apply(machine.transportOpened(now: now))
-            case .text(let t):
-                do { apply(machine.receive(try SignalingCodec.decodeServer(t), now: now)) } catch {
-                    Log.warn("session", "bad message from server: \(error)")
-                }
+            case .text:
+                if let message { apply(machine.receive(message, now: now)) }
             case .closed(let err):
                 socket = nil
                 apply(machine.transportClosed(error: err, now: now))
             }
+        }
+    }
+
+    /// What a publisher's or subscriber's media connection uses: the ICE servers (the session server's unless
+    /// `includeServers` is `.custom`, then the custom ones; names resolved) and the route of TURN over TCP/TLS.
+    func mediaServers() -> (servers: ResolvedICEServers, route: StreamRoute) {
+        lock.withLock {
+            var r = settings.iceConfig.servers(adding: providedICE, addresses: iceAddresses)
+            r.failures = iceFailures
+            return (r, StreamRoute(tls: transport.tls, proxy: mediaProxy))
         }
     }
 

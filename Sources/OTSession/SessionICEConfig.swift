@@ -2,76 +2,13 @@ import OTBase
 import OTTransport
 import OTWire
 
-/// A custom ICE server (as an entry of OTSessionICEConfig's custom servers): one or more `stun:` / `turn:` URLs
-/// sharing a username and credential (the credential is used by TURN only).
+/// An ICE server (an entry of OTSessionICEConfig's custom servers, or one the session server provides): one or more
+/// `stun:` / `turn:` / `turns:` URLs sharing a username and credential (the credential is used by TURN only).
 public struct IceServer: Sendable, Equatable {
     public var urls: [String]
     public var username: String?
     public var credential: String?
     public init(urls: [String], username: String? = nil, credential: String? = nil) { self.urls = urls; self.username = username; self.credential = credential }
-}
-
-/// One parsed ICE server URL (RFC 7064 `stun:`, RFC 7065 `turn:`): `stun:HOST[:PORT]`,
-/// `turn:HOST[:PORT][?transport=udp|tcp]`. HOST is an IPv4 address, a bracketed IPv6 address or `localhost`
-/// (host names are not resolved, as for the session server URL). The port defaults to 3478.
-public struct ICEServerURL: Sendable, Equatable {
-    public enum Scheme: String, Sendable { case stun, turn }
-    public var scheme: Scheme
-    public var address: TransportAddress
-    /// How a TURN server is reached (`?transport=`; UDP by default). Always UDP for STUN.
-    public var transport: TURNClient.ServerTransport
-
-    /// Parses a URL; throws `.invalidParameter` naming what is wrong (never traps).
-    public init(parsing url: String) throws {
-        func bad(_ why: String) -> OTError { OTError(.invalidParameter, "ICE server URL \"\(url.prefix(200))\": \(why)") }
-        guard let colon = url.firstIndex(of: ":") else { throw bad("expected stun: or turn:") }
-        let schemeText = url[..<colon].lowercased()
-        guard let scheme = Scheme(rawValue: schemeText) else {
-            throw bad(schemeText == "stuns" || schemeText == "turns" ? "TLS (stuns:/turns:) is not supported" : "expected stun: or turn:")
-        }
-        var rest = url[url.index(after: colon)...]
-        var transport = TURNClient.ServerTransport.udp
-        if let q = rest.firstIndex(of: "?") {
-            guard scheme == .turn else { throw bad("stun: URLs take no query") }
-            switch rest[rest.index(after: q)...].lowercased() {
-            case "transport=udp": transport = .udp
-            case "transport=tcp": transport = .tcp
-            default: throw bad("the query must be ?transport=udp or ?transport=tcp")
-            }
-            rest = rest[..<q]
-        }
-        if rest.hasPrefix("//") { throw bad("no // after the scheme (stun:host:port)") }
-        var hostText: Substring
-        var portText: Substring?
-        if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else { throw bad("unclosed [ in the IPv6 address") }
-            hostText = rest[rest.index(after: rest.startIndex)..<close]
-            let after = rest[rest.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":") else { throw bad("expected :port after ]") }
-                portText = after.dropFirst()
-            }
-        } else {
-            let parts = rest.split(separator: ":", omittingEmptySubsequences: false)
-            guard parts.count <= 2 else { throw bad("an IPv6 address must be in brackets") }
-            hostText = parts[0]
-            portText = parts.count == 2 ? parts[1] : nil
-        }
-        guard !hostText.isEmpty else { throw bad("no host") }
-        var port: UInt16 = 3478
-        if let portText {
-            guard let p = UInt16(portText), p > 0 else { throw bad("bad port") }
-            port = p
-        }
-        let ip: IPAddress
-        if hostText.lowercased() == "localhost" { ip = .v4(0x7F00_0001) } else {
-            guard let parsed = IPAddress(String(hostText)) else { throw bad("the host must be an IP address or localhost (names are not resolved)") }
-            ip = parsed
-        }
-        self.scheme = scheme
-        self.address = TransportAddress(ip: ip, port: port)
-        self.transport = transport
-    }
 }
 
 /// ICE settings of a session (as OTSessionICEConfig): custom STUN/TURN servers, the transport policy, which
@@ -87,10 +24,10 @@ public struct SessionICEConfig: Sendable, Equatable {
 
     /// Which ICE servers are used (OTSessionICEIncludeServers).
     public enum IncludeServers: Sendable, Equatable {
-        /// The platform's ICE servers and the custom ones. The session server (`ot-server`) provides none, so
-        /// today this is the custom servers.
+        /// The servers the session server provides in `connected` (`ot-server --ice-server`, with time-limited TURN
+        /// credentials) and the custom ones.
         case all
-        /// Only the custom servers (the seeds' `useCustomTurnOnly`).
+        /// Only the custom servers (the seeds' `useCustomTurnOnly`): the session server's are ignored.
         case custom
     }
 
@@ -125,31 +62,33 @@ public struct SessionICEConfig: Sendable, Equatable {
         customServers.append(s)
     }
 
-    /// The STUN servers to gather server-reflexive candidates from: `stun:` URLs and UDP `turn:` servers
-    /// (a TURN server answers Binding requests too, as browsers use it).
-    public var stunServers: [TransportAddress] {
-        var out: [TransportAddress] = []
-        for s in customServers {
-            for u in s.urls {
-                guard let p = try? ICEServerURL(parsing: u), p.transport == .udp, !out.contains(p.address) else { continue }
-                out.append(p.address)
-            }
+    /// The STUN servers to gather server-reflexive candidates from: `stun:` URLs and UDP `turn:` servers (a TURN
+    /// server answers Binding requests too, as browsers use it). IP literals only: names are resolved by the session
+    /// (`servers(adding:addresses:)`).
+    public var stunServers: [TransportAddress] { servers(adding: [], addresses: [:]).stun }
+
+    /// The TURN servers with their credentials, each reached over UDP, TCP or TLS as its URL says (the relayed
+    /// addresses are UDP either way). IP literals only, as `stunServers`.
+    public var turnServers: [TURNClient.Config] { servers(adding: [], addresses: [:]).turn }
+
+    /// The host names of the custom servers' URLs (lowercased), which need resolving.
+    public var hostNames: Set<String> { Self.hostNames(customServers) }
+
+    static func hostNames(_ servers: [IceServer]) -> Set<String> {
+        var names = Set<String>()
+        for s in servers {
+            for u in s.urls { if let p = try? ICEServerURL(parsing: u), p.address == nil { names.insert(p.host.lowercased()) } }
         }
-        return out
+        return names
     }
 
-    /// The TURN servers with their credentials, each reached over UDP or TCP as its URL says (the relayed
-    /// addresses are UDP either way).
-    public var turnServers: [TURNClient.Config] {
-        var out: [TURNClient.Config] = []
-        for s in customServers {
-            for u in s.urls {
-                guard let p = try? ICEServerURL(parsing: u), p.scheme == .turn else { continue }
-                var c = TURNClient.Config(server: p.address, username: s.username ?? "", password: s.credential ?? "")
-                c.transport = p.transport
-                out.append(c)
-            }
+    /// The servers a media connection uses: `provided` (the session server's) when `includeServers` is `.all`, then
+    /// the custom ones, with names looked up in `addresses`.
+    public func servers(adding provided: [IceServer], addresses: [String: [IPAddress]]) -> ResolvedICEServers {
+        var r = ResolvedICEServers()
+        for s in (includeServers == .all ? provided : []) + customServers {
+            r.add(urls: s.urls, username: s.username, credential: s.credential, addresses: addresses)
         }
-        return out
+        return r
     }
 }

@@ -138,7 +138,8 @@ final class SubscriberEngine: @unchecked Sendable {
             video?.restart()
             audio?.restart()
         }
-        let l = try MediaLink(config: PeerConnectionConfig(audio: true, video: true), settings: session.settings, queue: queue) { [weak self] events in
+        let l = try MediaLink(config: PeerConnectionConfig(audio: true, video: true), settings: session.settings,
+                              servers: session.mediaServers(), queue: queue) { [weak self] events in
             // Late events of a connection already replaced are dropped.
             guard let self, peerId == pid else { return }
             for e in events { linkEvent(e) }

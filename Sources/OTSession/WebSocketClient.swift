@@ -2,36 +2,50 @@ import OTBase
 import OTTransport
 import OTWire
 
-/// Where a WebSocket client connects: `ws://host:port/path` or `http://host:port` (path defaults to `/v2/signaling`).
+/// Where a WebSocket client connects: `ws://` / `wss://` `host[:port][/path]`, or `http://` / `https://` `host[:port]`
+/// (path `/v2/signaling`). The host is a DNS name, an IPv4 address or a bracketed IPv6 address; the port defaults to
+/// 80, or 443 with TLS.
 public struct ServerEndpoint: Sendable, Equatable {
     public var host: String
     public var port: UInt16
     public var path: String
+    /// TLS (`wss://`, `https://`): the server's certificate is verified and never skipped.
+    public var secure: Bool
 
-    public init(host: String, port: UInt16, path: String = "/v2/signaling") { self.host = host; self.port = port; self.path = path }
+    public init(host: String, port: UInt16, path: String = "/v2/signaling", secure: Bool = false) {
+        self.host = host; self.port = port; self.path = path; self.secure = secure
+    }
 
-    /// Parses a server URL; throws 1011 on anything else than ws/http with an IPv4 host or localhost.
+    /// `host:port` as a Host header writes it (IPv6 in brackets).
+    public var authority: String { HostPort.authority(host, port) }
+
+    /// Parses a server URL; throws 1011 for another scheme, a bad host or port.
     public static func parse(_ url: String) throws -> ServerEndpoint {
-        var rest = Substring(url)
-        var defaultPort: UInt16 = 80
-        if rest.hasPrefix("ws://") { rest = rest.dropFirst(5) } else if rest.hasPrefix("http://") { rest = rest.dropFirst(7) } else {
-            throw OTError(.invalidParameter, "server URL must start with ws:// or http:// (TLS is not supported): \(url)")
+        func bad(_ why: String) -> OTError { OTError(.invalidParameter, "server URL \"\(url.prefix(200))\": \(why)") }
+        let schemes: [(String, Bool)] = [("ws://", false), ("http://", false), ("wss://", true), ("https://", true)]
+        guard let (scheme, secure) = schemes.first(where: { url.lowercased().hasPrefix($0.0) }) else {
+            throw bad("it must start with ws://, wss://, http:// or https://")
         }
+        var rest = Substring(url.dropFirst(scheme.count))
         var path = "/v2/signaling"
         if let slash = rest.firstIndex(of: "/") {
             let p = String(rest[slash...])
             if p != "/" { path = p }
             rest = rest[..<slash]
         }
-        var host = String(rest)
-        if let colon = rest.lastIndex(of: ":") {
-            guard let p = UInt16(rest[rest.index(after: colon)...]), p > 0 else { throw OTError(.invalidParameter, "bad port in \(url)") }
-            defaultPort = p
-            host = String(rest[..<colon])
-        }
-        guard !host.isEmpty else { throw OTError(.invalidParameter, "no host in \(url)") }
-        return ServerEndpoint(host: host, port: defaultPort, path: path)
+        guard !rest.contains("@") else { throw bad("credentials in a server URL are not supported") }
+        let (host, port) = try HostPort.parse(rest, defaultPort: secure ? 443 : 80, context: bad)
+        return ServerEndpoint(host: host, port: port, path: path, secure: secure)
     }
+}
+
+/// How a WebSocket client reaches its server: TLS trust (for `wss://`) and an HTTP CONNECT proxy.
+public struct WebSocketTransport: Sendable {
+    /// The trust for `wss://` servers (nil: the system store).
+    public var tls: TLSClientContext?
+    /// Signaling goes through this proxy's CONNECT tunnel.
+    public var proxy: ProxyEndpoint?
+    public init(tls: TLSClientContext? = nil, proxy: ProxyEndpoint? = nil) { self.tls = tls; self.proxy = proxy }
 }
 
 /// A WebSocket client connection on the shared IO loop (no thread of its own).
@@ -46,6 +60,7 @@ public final class WebSocketClient: TCPConnectionDelegate, @unchecked Sendable {
     }
 
     public let endpoint: ServerEndpoint
+    private let transport: WebSocketTransport
     private let loop: TCPEventLoop
     private let handler: Handler
     private let pingInterval: Duration
@@ -57,23 +72,59 @@ public final class WebSocketClient: TCPConnectionDelegate, @unchecked Sendable {
     private var finished = false
     private var lastHeard = Instant.zero
     private var pingTimer: Int?
+    /// Addresses of the server (or proxy) not tried yet, and the last connect failure.
+    private var untried: [TransportAddress] = []
+    private var lastFailure: OTError?
 
-    public init(endpoint: ServerEndpoint, loop: TCPEventLoop = .shared, pingInterval: Duration = .seconds(10), handler: @escaping Handler) {
-        self.endpoint = endpoint; self.loop = loop; self.pingInterval = pingInterval; self.handler = handler
+    public init(endpoint: ServerEndpoint, transport: WebSocketTransport = WebSocketTransport(), loop: TCPEventLoop = .shared,
+                pingInterval: Duration = .seconds(10), handler: @escaping Handler) {
+        self.endpoint = endpoint; self.transport = transport; self.loop = loop; self.pingInterval = pingInterval; self.handler = handler
     }
 
-    /// Starts connecting.
+    /// Starts connecting: resolves the server's (or the proxy's) name on a worker thread, then tries its addresses in
+    /// the resolver's order until one connects.
     public func start() {
-        loop.execute { [self] in
-            guard !finished else { return }
-            key = WebSocketHandshake.makeKey()
-            guard let c = loop.connect(host: endpoint.host, port: endpoint.port, delegate: self) else {
-                finish(OTError(.connectionFailed, "cannot connect to \(endpoint.host):\(endpoint.port)"))
+        let (host, port) = transport.proxy.map { ($0.host, $0.port) } ?? (endpoint.host, endpoint.port)
+        HostResolver.resolve(host, port: port) { [self] result in
+            loop.execute { [self] in
+                guard !finished else { return }
+                switch result {
+                case .success(let addresses):
+                    untried = addresses
+                    key = WebSocketHandshake.makeKey()
+                    connectNext()
+                case .failure(let e):
+                    finish(e)
+                }
+            }
+        }
+    }
+
+    /// Loop thread: connects to the next address, through the proxy's tunnel and TLS as configured.
+    private func connectNext() {
+        guard !finished else { return }
+        guard !untried.isEmpty else {
+            finish(lastFailure ?? OTError(.connectionFailed, "cannot connect to \(endpoint.authority)"))
+            return
+        }
+        let address = untried.removeFirst()
+        var layers: [StreamLayer] = []
+        if let p = transport.proxy { layers.append(HTTPConnectTunnel(host: endpoint.host, port: endpoint.port, credentials: p.credentials)) }
+        if endpoint.secure {
+            do { layers.append(try TLSStream(client: try transport.tls ?? TLSClientContext.systemStore(), host: endpoint.host)) } catch {
+                finish(error as? OTError ?? OTError(.connectionFailed, "\(error)"))
                 return
             }
-            c.context = self
-            conn = c
         }
+        http = HTTPParser(kind: .response)
+        lastHeard = .zero
+        guard let c = loop.connect(to: address, layers: layers, delegate: self) else {
+            lastFailure = OTError(.connectionFailed, "cannot connect to \(address)")
+            connectNext()
+            return
+        }
+        c.context = self
+        conn = c
     }
 
     /// Sends a text message (dropped when not open).
@@ -88,7 +139,9 @@ public final class WebSocketClient: TCPConnectionDelegate, @unchecked Sendable {
     /// Closes: a close frame if open, then the socket. `.closed(nil)` follows.
     public func close() {
         loop.execute { [self] in
-            guard let c = conn, !finished else { return }
+            guard !finished else { return }
+            // Still resolving the name: nothing to close.
+            guard let c = conn else { finish(nil); return }
             if open { c.send(WebSocketFrame.close(code: 1000).encoded(maskKey: Self.maskKey())) }
             c.closeWhenFlushed()
         }
@@ -96,7 +149,9 @@ public final class WebSocketClient: TCPConnectionDelegate, @unchecked Sendable {
 
     /// Drops the socket without a close frame (as a network failure would).
     public func abort() {
-        loop.execute { [self] in conn?.close(error: OTError(.connectionDropped, "aborted")) }
+        loop.execute { [self] in
+            if let c = conn { c.close(error: OTError(.connectionDropped, "aborted")) } else { finish(OTError(.connectionDropped, "aborted")) }
+        }
     }
 
     private static func maskKey() -> (UInt8, UInt8, UInt8, UInt8) {
@@ -127,8 +182,8 @@ public final class WebSocketClient: TCPConnectionDelegate, @unchecked Sendable {
     }
 
     public func tcpConnected(_ conn: TCPConnection) {
-        let host = "\(endpoint.host):\(endpoint.port)"
-        conn.send(WebSocketHandshake.clientRequest(host: host, path: endpoint.path, key: key).serialized())
+        untried = []
+        conn.send(WebSocketHandshake.clientRequest(host: endpoint.authority, path: endpoint.path, key: key).serialized())
     }
 
     public func tcpReceived(_ conn: TCPConnection, _ bytes: UnsafeRawBufferPointer) {
@@ -169,6 +224,14 @@ public final class WebSocketClient: TCPConnectionDelegate, @unchecked Sendable {
     }
 
     public func tcpClosed(_ conn: TCPConnection, error: OTError?) {
+        guard conn === self.conn else { return }
+        // The socket did not connect: the next address, if any (another family, another server of the name).
+        if let error, error.code == .connectionFailed, !untried.isEmpty, lastHeard == .zero, !open {
+            lastFailure = error
+            self.conn = nil
+            connectNext()
+            return
+        }
         if !open && error == nil && http.leftover.isEmpty && lastHeard == .zero {
             finish(OTError(.connectionFailed, "the server closed the connection"))
         } else {

@@ -545,8 +545,12 @@ public final class ICEAgent {
         setState(.failed)
     }
 
+    /// Selects pair `p`, unless a nominated pair of higher priority is selected already: with several nominated pairs
+    /// both sides use the highest-priority one (RFC 8445 §8.1.1), so that a lite or controlled agent, which a full
+    /// controlling peer may nominate several pairs to (aggressive nomination towards a lite agent), ends on the pair
+    /// the peer keeps.
     private func select(_ p: Int, now: Instant) {
-        if let cur = selectedPairIndex, cur != p, pairs[cur].nominated, pairs[cur].priority > pairs[p].priority, config.role == .controlling { return }
+        if let cur = selectedPairIndex, cur != p, pairs[cur].nominated, pairs[cur].priority > pairs[p].priority { return }
         let lc = localCandidates[pairs[p].local], rc = remoteCandidates[pairs[p].remote]
         let changed = selected.map { $0.local.address != lc.address || $0.remote.address != rc.address } ?? true
         selectedPairIndex = p

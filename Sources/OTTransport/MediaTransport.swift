@@ -41,9 +41,10 @@ public final class MediaTransport {
         pump(now: now)
     }
 
-    /// The TCP connection from local `socket` to a TURN server closed (or could not be made): its client fails.
-    public func turnConnectionClosed(socket: TransportAddress, now: Instant) {
-        for t in turns where t.socket == socket && t.client.config.transport == .tcp { t.client.connectionClosed(now: now) }
+    /// The TCP (or TLS) connection from local `socket` to a TURN server closed (or could not be made, for `reason`):
+    /// its client fails.
+    public func turnConnectionClosed(socket: TransportAddress, now: Instant, reason: OTError? = nil) {
+        for t in turns where t.socket == socket && t.client.config.transport.isStream { t.client.connectionClosed(now: now, reason: reason) }
         pump(now: now)
     }
 

@@ -41,6 +41,9 @@ public struct PeerConnectionConfig: Sendable {
     public var bandwidthEstimation: BandwidthEstimatorConfig?
     /// How often transport-wide feedback goes out while packets carrying the extension arrive.
     public var transportFeedbackInterval: Duration = .milliseconds(50)
+    /// 1:1 NAT: host candidates are described with this address instead of the one their socket is bound at (the
+    /// public address that the NAT maps to the bound one, port unchanged). The media router's `advertise`.
+    public var advertisedHostIP: IPAddress?
 
     public init(audio: Bool = true, video: Bool = true, audioTrack: SDPLocalTrack? = nil, videoTrack: SDPLocalTrack? = nil, iceLite: Bool = false) {
         self.audio = audio; self.video = video; self.audioTrack = audioTrack; self.videoTrack = videoTrack; self.iceLite = iceLite
@@ -292,12 +295,12 @@ public final class PeerConnection {
         else { pendingTURN.append((TURNClient(config: turn), socket)) }
     }
 
-    /// The TCP connection from `socket` to a TURN server closed or could not be made: that server's relayed
-    /// candidate is gone (under the relay-only policy, losing the last one fails the connection).
-    public func turnConnectionClosed(socket: TransportAddress, now: Instant) {
+    /// The TCP (or TLS) connection from `socket` to a TURN server closed or could not be made (`reason`, when
+    /// known): that server's relayed candidate is gone (under the relay-only policy, losing the last one fails the connection).
+    public func turnConnectionClosed(socket: TransportAddress, now: Instant, reason: OTError? = nil) {
         lastNow = now
-        if let transport { transport.turnConnectionClosed(socket: socket, now: now); pump(now: now); return }
-        for t in pendingTURN where t.socket == socket && t.client.config.transport == .tcp { t.client.connectionClosed(now: now) }
+        if let transport { transport.turnConnectionClosed(socket: socket, now: now, reason: reason); pump(now: now); return }
+        for t in pendingTURN where t.socket == socket && t.client.config.transport.isStream { t.client.connectionClosed(now: now, reason: reason) }
         for t in pendingTURN {
             while let e = t.client.pollEvent() { if case .failed(let err) = e { turnFailed(err) } }
         }
@@ -344,6 +347,9 @@ public final class PeerConnection {
     private func localParameters(_ agent: ICEAgent) -> SDPLocalParameters {
         var p = SDPLocalParameters(iceUfrag: localUfrag, icePwd: localPwd, fingerprint: certificate.fingerprint)
         p.candidates = agent.candidatesToSignal
+        if let ip = config.advertisedHostIP {
+            for i in p.candidates.indices where p.candidates[i].kind == .host { p.candidates[i].address.ip = ip }
+        }
         p.endOfCandidates = config.iceLite || !isGathering
         candidatesCompleteSignalled = p.endOfCandidates
         describedLocally = true

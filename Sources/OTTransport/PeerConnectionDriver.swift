@@ -98,20 +98,25 @@ public final class PeerConnectionDriver: @unchecked Sendable {
     public func setRemoteAnswer(_ sdp: String) throws { try withPeerConnection { pc, now in try pc.setRemoteAnswer(sdp, now: now) } }
     public func addRemoteCandidate(_ c: SDPCandidate) { withPeerConnection { pc, now in pc.addRemoteCandidate(c, now: now) } }
     public func addTURN(_ turn: TURNClient.Config, socket: TransportAddress) { withPeerConnection { pc, now in pc.addTURN(turn, socket: socket, now: now) } }
-    /// Adds a TURN server, reached as its config says: over UDP from the first bound socket, over TCP through
-    /// a connection of its own on the IO thread (own sockets only). A TCP connection that cannot be made or
-    /// closes fails that server's allocation (`PeerConnection.turnConnectionClosed`).
-    public func addTURN(_ turn: TURNClient.Config) {
-        guard turn.transport == .tcp else {
+    /// Adds a TURN server, reached as its config says: over UDP from the first bound socket, over TCP or TLS
+    /// (`turns:`) through a connection of its own on the IO thread (own sockets only), through `route`'s proxy when
+    /// it has one. A TCP connection that cannot be made or closes (a TLS certificate refused, a proxy's refusal)
+    /// fails that server's allocation (`PeerConnection.turnConnectionClosed`).
+    public func addTURN(_ turn: TURNClient.Config, route: StreamRoute = StreamRoute()) {
+        guard turn.transport.isStream else {
             if let socket = localAddresses.first { addTURN(turn, socket: socket) }
             return
         }
         guard case .owned(let shared) = io else { return }
         do {
+            let name = turn.serverName ?? turn.server.ip.description
+            var layers: [StreamLayer] = []
+            if let p = route.proxy { layers.append(HTTPConnectTunnel(host: name, port: turn.server.port, credentials: p.credentials)) }
+            if turn.transport == .tls { layers.append(try TLSStream(client: try route.tls ?? TLSClientContext.systemStore(), host: name)) }
             // Under the lock: the connection's first event (it may close at once) waits until its client exists.
             try withPeerConnection { pc, now in
                 guard !closed else { return }
-                let local = try shared.connectTCP(to: turn.server, for: self)
+                let local = try shared.connectTCP(to: turn.server, via: route.proxy?.address, layers: layers, for: self)
                 tcpLocals.append(local)
                 pc.addTURN(turn, socket: local, now: now)
             }
@@ -121,7 +126,7 @@ public final class PeerConnectionDriver: @unchecked Sendable {
             let unconnected = TransportAddress(ip: .v4(0), port: 0)
             withPeerConnection { pc, now in
                 pc.addTURN(turn, socket: unconnected, now: now)
-                pc.turnConnectionClosed(socket: unconnected, now: now)
+                pc.turnConnectionClosed(socket: unconnected, now: now, reason: error as? OTError)
             }
         }
     }
@@ -177,8 +182,8 @@ public final class PeerConnectionDriver: @unchecked Sendable {
         deliver(events)
     }
 
-    func turnConnectionClosed(local: TransportAddress, now: Instant) {
-        withPeerConnection { pc, _ in if !closed { pc.turnConnectionClosed(socket: local, now: now) } }
+    func turnConnectionClosed(local: TransportAddress, now: Instant, reason: OTError?) {
+        withPeerConnection { pc, _ in if !closed { pc.turnConnectionClosed(socket: local, now: now, reason: reason) } }
     }
 
     func timeout(now: Instant) {
@@ -234,9 +239,12 @@ public final class MediaEndpoint: @unchecked Sendable {
     private let owner = WeakOwner()
     /// The shared socket's address: every connection's single host candidate.
     public let address: TransportAddress
+    /// The address clients are told (1:1 NAT: the public address mapped to `address`, same port), or `address`.
+    public let advertisedAddress: TransportAddress
 
-    /// Binds the shared socket (port 0 picks one) and starts its IO thread.
-    public init(bind: TransportAddress = TransportAddress(ip: .v4(0x7F00_0001), port: 0)) throws {
+    /// Binds the shared socket (port 0 picks one) and starts its IO thread. With `advertise`, connections describe
+    /// their candidate with that IP (a 1:1 NAT's public address) and the bound port.
+    public init(bind: TransportAddress = TransportAddress(ip: .v4(0x7F00_0001), port: 0), advertise: IPAddress? = nil) throws {
         let box = WeakBox<MediaEndpoint>()
         udp = try UDPDriver(threadName: "otsession-media") { event in
             guard let e = box.value else { return }
@@ -248,6 +256,7 @@ public final class MediaEndpoint: @unchecked Sendable {
         }
         deadlines = ConnectionDeadlines(udp: udp)
         address = try udp.bind(bind)
+        advertisedAddress = TransportAddress(ip: advertise ?? address.ip, port: address.port)
         box.value = self
         udp.start()
     }
@@ -287,6 +296,7 @@ public final class MediaEndpoint: @unchecked Sendable {
     public func makePeerConnection(config: PeerConnectionConfig, handler: @escaping PeerConnectionDriver.Handler) throws -> PeerConnectionDriver {
         var c = config
         c.iceLite = true
+        if advertisedAddress != address { c.advertisedHostIP = advertisedAddress.ip }
         let d = try PeerConnectionDriver(config: c, endpoint: self, handler: handler)
         state.withLock { $0.byUfrag[d.localUfrag] = d }
         return d

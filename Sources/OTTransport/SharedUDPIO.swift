@@ -39,7 +39,7 @@ final class SharedUDPIO: Sendable {
             case .datagram(let bytes, let from, let local, let now): io.owner(of: local)?.receive(bytes, from: from, local: local, now: now)
             case .timer(let now): io.deadlines.fire(now: now)
             // Only TURN uses TCP: the connection's TURN client fails (its relayed candidate is gone).
-            case .closed(let local, let now): io.owner(of: local)?.turnConnectionClosed(local: local, now: now)
+            case .closed(let local, let now, let error): io.owner(of: local)?.turnConnectionClosed(local: local, now: now, reason: error)
             }
         }
         deadlines = ConnectionDeadlines(udp: udp)
@@ -63,11 +63,12 @@ final class SharedUDPIO: Sendable {
         throw OTError(.internalError, "no free local address that another connection does not use")
     }
 
-    /// Opens a TCP connection for `d` (to a TURN server) and returns its local address, which names it. `d` owns
-    /// it before the IO thread watches it, so even an immediate close reaches `d`.
-    func connectTCP(to server: TransportAddress, for d: PeerConnectionDriver) throws -> TransportAddress {
+    /// Opens a TCP connection for `d` (to a TURN server, perhaps through a proxy at `via`, through `layers`) and
+    /// returns its local address, which names it. `d` owns it before the IO thread watches it, so even an immediate
+    /// close reaches `d`.
+    func connectTCP(to server: TransportAddress, via: TransportAddress?, layers: [StreamLayer], for d: PeerConnectionDriver) throws -> TransportAddress {
         for _ in 0..<8 {
-            if let local = try udp.connectTCP(to: server, admit: { claim($0, for: d) }) { return local }
+            if let local = try udp.connectTCP(to: server, via: via, layers: layers, admit: { claim($0, for: d) }) { return local }
         }
         throw OTError(.internalError, "no free local address that another connection does not use")
     }

@@ -6,6 +6,7 @@ import FoundationEssentials
 import COTShims
 import CEpoll
 import OTBase
+import OTWire
 
 /// Receives a TCP connection's events, always on its loop's thread.
 public protocol TCPConnectionDelegate: AnyObject {
@@ -24,13 +25,15 @@ extension TCPConnectionDelegate {
 }
 
 /// One non-blocking TCP socket owned by a `TCPEventLoop`. Use it only on the loop's thread
-/// (from delegate callbacks or blocks given to `loop.execute`).
+/// (from delegate callbacks or blocks given to `loop.execute`). With stream layers (TLS, a CONNECT tunnel) the
+/// delegate sees only application bytes: `send` takes them and `tcpReceived` gives them, and an outgoing
+/// connection is `tcpConnected` once every layer is open.
 public final class TCPConnection: @unchecked Sendable {
     public let loop: TCPEventLoop
     public let fd: Int32
     /// The loop's number for this connection (never reused, unlike `fd`).
     public let serial: Int
-    /// The peer's IPv4 address, for accepted connections.
+    /// The peer's address (IPv4 or IPv6, without port), for accepted connections.
     public let peerAddress: String?
     public weak var delegate: TCPConnectionDelegate?
     /// Any object the owner wants to hang on the connection.
@@ -50,6 +53,16 @@ public final class TCPConnection: @unchecked Sendable {
     public fileprivate(set) var readPaused = false
     /// Output came while over `maxPendingBytesPerConnection`: closed at the end of the iteration.
     fileprivate var overflowed = false
+    /// TLS and tunnels between the socket and the delegate (nil: plain bytes).
+    fileprivate var stack: StreamStack?
+    /// Accepted on a TLS listener, nothing read yet: the first byte says whether the peer speaks TLS.
+    fileprivate var sniffing = false
+    /// The stack's layers have all opened (reported to the delegate of an outgoing connection).
+    fileprivate var layersOpen = false
+    /// Refused by the loop itself (plain bytes on a TLS port): nothing more reaches the delegate.
+    fileprivate var refused = false
+    /// The TLS layer of the connection, if any (for its negotiated version and cipher).
+    public fileprivate(set) var tls: TLSStream?
 
     fileprivate init(loop: TCPEventLoop, fd: Int32, serial: Int, connecting: Bool, listener: Listener? = nil, peerAddress: String? = nil) {
         self.loop = loop; self.fd = fd; self.serial = serial; self.connecting = connecting; self.listener = listener
@@ -65,6 +78,20 @@ public final class TCPConnection: @unchecked Sendable {
     /// end of the iteration (`tcpClosed` with `connectionDropped`).
     public func send(_ bytes: [UInt8]) {
         guard !isClosed, !closeAfterFlush, !overflowed, !bytes.isEmpty else { return }
+        if let stack {
+            do { try stack.write(bytes) } catch {
+                loop.closeConnection(self, error: error as? OTError ?? OTError(.connectionDropped, "\(error)"))
+                return
+            }
+            queue(stack.takeOutgoing())
+            return
+        }
+        queue(bytes)
+    }
+
+    /// Queues bytes for the socket as they are (already through the stack).
+    fileprivate func queue(_ bytes: [UInt8]) {
+        guard !bytes.isEmpty, !isClosed, !overflowed else { return }
         if let l = listener {
             if pendingBytes > l.limits.maxPendingBytesPerConnection {
                 overflowed = true
@@ -81,9 +108,13 @@ public final class TCPConnection: @unchecked Sendable {
     /// room for newcomers. Loop thread only.
     public func markEstablished() { listener?.admission.establish(serial) }
 
-    /// Closes after queued bytes are written.
+    /// Closes after queued bytes are written (after a TLS close_notify on a TLS connection).
     public func closeWhenFlushed() {
-        guard !isClosed else { return }
+        guard !isClosed, !closeAfterFlush else { return }
+        if let stack, !connecting {
+            stack.shutdown()
+            queue(stack.takeOutgoing())
+        }
         if pendingBytes == 0 && !connecting { loop.closeConnection(self, error: nil) } else { closeAfterFlush = true }
     }
 
@@ -125,8 +156,10 @@ fileprivate final class Listener {
     var paused = false
     /// When running out of descriptors was last logged (at most once a minute).
     var exhaustionLogged: Instant?
-    init(fd: Int32, limits: TCPServerLimits, onAccept: @escaping TCPEventLoop.AcceptHandler) {
-        self.fd = fd; self.limits = limits; self.onAccept = onAccept
+    /// TLS on this port (the first byte of each connection tells TLS from plain).
+    let tls: TCPEventLoop.TLSListening?
+    init(fd: Int32, limits: TCPServerLimits, tls: TCPEventLoop.TLSListening?, onAccept: @escaping TCPEventLoop.AcceptHandler) {
+        self.fd = fd; self.limits = limits; self.tls = tls; self.onAccept = onAccept
         admission = ConnectionAdmission(maxConnections: limits.effectiveMaxConnections, maxPerAddress: limits.maxConnectionsPerAddress)
     }
 }
@@ -135,6 +168,17 @@ fileprivate final class Listener {
 /// cross-thread `execute`. No thread per connection.
 public final class TCPEventLoop: @unchecked Sendable {
     public typealias AcceptHandler = (TCPConnection) -> Void
+
+    /// TLS on a listening port: every connection whose first byte starts a TLS handshake record (0x16) gets a TLS
+    /// server layer with the credentials' current context; others are plain, which the port refuses unless
+    /// `allowPlaintext` (they get an HTTP 400 naming https and are closed).
+    public struct TLSListening: Sendable {
+        public var credentials: TLSServerCredentials
+        public var allowPlaintext: Bool
+        public init(credentials: TLSServerCredentials, allowPlaintext: Bool = false) {
+            self.credentials = credentials; self.allowPlaintext = allowPlaintext
+        }
+    }
 
     private let epfd: Int32
     private let wakeFd: Int32
@@ -186,28 +230,38 @@ public final class TCPEventLoop: @unchecked Sendable {
     /// Cancels a timer. Loop thread only.
     public func cancelTimer(_ id: Int) { timers.removeAll { $0.id == id } }
 
-    /// Listens on `host:port` (port 0 picks one); returns the bound port. Any thread. Accepted connections are
-    /// subject to `limits` (caps, eviction of pending sockets, output caps, backpressure).
+    /// Listens on `host:port` (an IPv4 or IPv6 address, or `localhost`; port 0 picks one); returns the bound port.
+    /// Any thread. Accepted connections are subject to `limits` (caps, eviction of pending sockets, output caps,
+    /// backpressure); with `tls`, the port speaks TLS.
     public func listen(host: String, port: UInt16, backlog: Int32 = 1024, limits: TCPServerLimits = TCPServerLimits(),
-                       onAccept: @escaping AcceptHandler) throws -> UInt16 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                       tls: TLSListening? = nil, onAccept: @escaping AcceptHandler) throws -> UInt16 {
+        guard let ip = host == "localhost" ? .v4(0x7F00_0001) : IPAddress(host) else {
+            throw OTError(.invalidParameter, "cannot listen on \(host): not an IP address")
+        }
+        let fd = socket(ip.isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw OTError(.internalError, "socket failed: errno \(errno)") }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var addr = try Self.address(host, port)
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        if ip.isIPv6 {
+            // `::` takes IPv4 too (its peers show as ::ffff:a.b.c.d); another IPv6 address only itself.
+            var v6only: Int32 = ip == .v6(0, 0) ? 0 : 1
+            setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &v6only, socklen_t(MemoryLayout<Int32>.size))
+        }
+        let rc = UDPDriver.withSockaddr(TransportAddress(ip: ip, port: port)) { bind(fd, $0, $1) }
         guard rc == 0, Glibc.listen(fd, backlog) == 0 else {
             let e = errno; Glibc.close(fd)
             throw OTError(.internalError, "cannot listen on \(host):\(port): errno \(e)")
         }
-        var bound = sockaddr_in(); var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        var storage = sockaddr_storage(); var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let bound = withUnsafeMutablePointer(to: &storage) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) == 0 ? UDPDriver.address(from: $0) : nil }
+        }
         execute { [self] in
-            listeners[fd] = Listener(fd: fd, limits: limits, onAccept: onAccept)
+            listeners[fd] = Listener(fd: fd, limits: limits, tls: tls, onAccept: onAccept)
             var ev = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: fd))
             _ = epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev)
         }
-        return UInt16(bigEndian: bound.sin_port)
+        return bound?.port ?? 0
     }
 
     /// Stops listening on every socket. Any thread.
@@ -218,22 +272,28 @@ public final class TCPEventLoop: @unchecked Sendable {
         }
     }
 
-    /// Starts a non-blocking connect; the delegate gets `tcpConnected` or `tcpClosed(error: 1006)`. Loop thread only.
-    public func connect(host: String, port: UInt16, delegate: TCPConnectionDelegate) -> TCPConnection? {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0, var addr = try? Self.address(host, port) else { if fd >= 0 { Glibc.close(fd) }; return nil }
+    /// Starts a non-blocking connect to `address` (IPv4 or IPv6) through `layers` (e.g. a CONNECT tunnel then TLS,
+    /// started in order once the socket is up); the delegate gets `tcpConnected` once every layer is open, or
+    /// `tcpClosed` with the error (1006 when the socket cannot connect). Loop thread only.
+    public func connect(to address: TransportAddress, layers: [StreamLayer] = [], delegate: TCPConnectionDelegate) -> TCPConnection? {
+        let fd = socket(address.ip.isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         let conn = TCPConnection(loop: self, fd: fd, serial: takeSerial(), connecting: true)
         conn.delegate = delegate
+        if !layers.isEmpty {
+            conn.stack = StreamStack(layers)
+            conn.tls = layers.lazy.compactMap { $0 as? TLSStream }.first
+        }
         connections[fd] = conn
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        let rc = UDPDriver.withSockaddr(address) { Glibc.connect(fd, $0, $1) }
         if rc != 0 && errno != EINPROGRESS {
             let e = errno
             var ev = epoll_event(events: 0, data: epoll_data_t(fd: fd))
             _ = epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev)
             // Report asynchronously so the caller sees one path.
-            schedule(after: .zero) { [self] in closeConnection(conn, error: OTError(.connectionFailed, "connect to \(host):\(port) failed: errno \(e)")) }
+            schedule(after: .zero) { [self] in closeConnection(conn, error: OTError(.connectionFailed, "connect to \(address) failed: errno \(e)")) }
             return conn
         }
         conn.interest = EPOLLOUT.rawValue | EPOLLIN.rawValue | EPOLLRDHUP.rawValue
@@ -317,15 +377,6 @@ public final class TCPEventLoop: @unchecked Sendable {
         c.context = nil
     }
 
-    private static func address(_ host: String, _ port: UInt16) throws -> sockaddr_in {
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = port.bigEndian
-        let h = host == "localhost" ? "127.0.0.1" : host
-        guard inet_pton(AF_INET, h, &addr.sin_addr) == 1 else { throw OTError(.invalidParameter, "not an IPv4 address: \(host)") }
-        return addr
-    }
-
     private func run() {
         lock.withLock { threadId = pthread_self() }
         var events = [epoll_event](repeating: epoll_event(), count: 256)
@@ -373,8 +424,8 @@ public final class TCPEventLoop: @unchecked Sendable {
     /// instead of spinning, and says so (at most once a minute).
     private func acceptAll(_ l: Listener) {
         while !l.paused {
-            var addr = sockaddr_in()
-            var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+            var addr = sockaddr_storage()
+            var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
             let fd = withUnsafeMutablePointer(to: &addr) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                     otshim_accept_nonblocking(l.fd, $0, &len)
@@ -397,7 +448,9 @@ public final class TCPEventLoop: @unchecked Sendable {
                 }
                 return
             }
-            let peer = Self.addressString(addr)
+            let peer = withUnsafeMutablePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { UDPDriver.address(from: $0)?.ip.description ?? "?" }
+            }
             let serial = takeSerial()
             switch l.admission.decide(address: peer) {
             case .refuse(let why):
@@ -413,6 +466,7 @@ public final class TCPEventLoop: @unchecked Sendable {
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             let c = TCPConnection(loop: self, fd: fd, serial: serial, connecting: false, listener: l, peerAddress: peer)
+            c.sniffing = l.tls != nil
             connections[fd] = c
             l.conns[serial] = c
             c.interest = EPOLLIN.rawValue | EPOLLRDHUP.rawValue
@@ -433,11 +487,50 @@ public final class TCPEventLoop: @unchecked Sendable {
         }
     }
 
-    private static func addressString(_ a: sockaddr_in) -> String {
-        var a = a
-        var buf = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
-        guard inet_ntop(AF_INET, &a.sin_addr, &buf, socklen_t(buf.count)) != nil else { return "?" }
-        return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    /// What the socket read, through the connection's layers (a TLS listener's first read picks them).
+    private func received(_ c: TCPConnection, _ bytes: UnsafeRawBufferPointer) {
+        guard !c.refused else { return }
+        if c.sniffing {
+            c.sniffing = false
+            guard let tls = c.listener?.tls else { return }
+            if bytes.first == 0x16 {
+                do {
+                    let layer = try TLSStream(server: tls.credentials.context)
+                    c.stack = StreamStack([layer])
+                    c.tls = layer
+                    try c.stack?.start()
+                } catch {
+                    closeConnection(c, error: error as? OTError ?? OTError(.internalError, "\(error)"))
+                    return
+                }
+            } else if !tls.allowPlaintext {
+                // Plain HTTP on a TLS port: say so (a client with the wrong URL scheme sees why) and close.
+                let body = "{\"code\":400,\"message\":\"this port speaks TLS: use https:// or wss://\"}"
+                c.queue(Array("HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8))
+                c.closeAfterFlush = true
+                c.refused = true
+                return
+            }
+        }
+        guard let stack = c.stack else { c.delegate?.tcpReceived(c, bytes); return }
+        do { try stack.receive(bytes) } catch {
+            let e = error as? OTError ?? OTError(.connectionDropped, "\(error)")
+            if c.listener != nil { Log.debug("tcp", "\(c.peerAddress ?? "?"): \(e.message)") }
+            closeConnection(c, error: e)
+            return
+        }
+        c.queue(stack.takeOutgoing())
+        layersOpened(c)
+        let plain = stack.takeIncoming()
+        if !plain.isEmpty, !c.isClosed, !c.closeAfterFlush { plain.withUnsafeBytes { c.delegate?.tcpReceived(c, $0) } }
+        if stack.peerClosed && !c.isClosed { closeConnection(c, error: nil) }
+    }
+
+    /// An outgoing connection's layers all opened: its delegate hears `tcpConnected` (once).
+    private func layersOpened(_ c: TCPConnection) {
+        guard c.listener == nil, !c.layersOpen, let stack = c.stack, stack.isOpen, !c.isClosed else { return }
+        c.layersOpen = true
+        c.delegate?.tcpConnected(c)
     }
 
     private func handle(_ c: TCPConnection, _ mask: UInt32, _ buf: inout [UInt8]) {
@@ -450,7 +543,13 @@ public final class TCPEventLoop: @unchecked Sendable {
                 return
             }
             c.connecting = false
-            c.delegate?.tcpConnected(c)
+            if let stack = c.stack {
+                do { try stack.start() } catch { closeConnection(c, error: error as? OTError ?? OTError(.connectionFailed, "\(error)")); return }
+                c.queue(stack.takeOutgoing())
+                layersOpened(c)
+            } else {
+                c.delegate?.tcpConnected(c)
+            }
             guard !c.isClosed else { return }
             c.flush()
             guard !c.isClosed else { return }
@@ -472,7 +571,7 @@ public final class TCPEventLoop: @unchecked Sendable {
                 let n = buf.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
                 if n > 0 {
                     reads += 1
-                    buf.withUnsafeBytes { c.delegate?.tcpReceived(c, UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                    buf.withUnsafeBytes { received(c, UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
                     if let l = c.listener, !c.isClosed, c.pendingBytes > l.limits.readPauseBytes {
                         // Backpressure: it does not read what it asked for; stop reading until half has drained.
                         c.readPaused = true

@@ -15,12 +15,21 @@ public enum TURNEvent: Sendable, Equatable {
 /// It talks only to the server: `pollTransmit` messages go from our local socket/connection to `config.server`.
 /// Over TCP, `handleReceive` takes stream bytes in any chunking and frames them itself.
 public final class TURNClient {
-    public enum ServerTransport: Sendable { case udp, tcp }
+    /// How the client reaches its server: UDP, TCP, or TLS over TCP (`turns:`; the driver adds the TLS layer, the
+    /// client sees the same byte stream as over TCP).
+    public enum ServerTransport: Sendable {
+        case udp, tcp, tls
+        /// A byte stream (TCP or TLS): messages are framed from it and requests are not retransmitted.
+        public var isStream: Bool { self != .udp }
+    }
 
     public struct Config: Sendable {
         public var server: TransportAddress
         /// How we reach the server.
         public var transport: ServerTransport = .udp
+        /// The server's host name as its URL gave it (a TLS connection checks the certificate against it; a proxy's
+        /// CONNECT names it). Nil: the address.
+        public var serverName: String?
         public var username: String
         public var password: String
         /// Requested allocation lifetime.
@@ -85,11 +94,17 @@ public final class TURNClient {
         request(.allocate, now: now)
     }
 
-    /// Over TCP: the connection to the server closed (or could not be made). The allocation dies with it
-    /// (RFC 8656 §3.1), so the client fails: `.connectionFailed` before the allocation, `.connectionDropped` after.
-    public func connectionClosed(now: Instant) {
-        let why = relayedAddress == nil ? "could not be made or closed before the allocation" : "closed: the allocation is gone"
-        fail(OTError(relayedAddress == nil ? .connectionFailed : .connectionDropped, "TURN: the TCP connection to \(config.server) \(why)"))
+    /// Over TCP or TLS: the connection to the server closed (or could not be made; `reason` says why when known, e.g.
+    /// a TLS certificate refused, 9200). The allocation dies with it (RFC 8656 §3.1), so the client fails: with the
+    /// reason's code, else `.connectionFailed` before the allocation and `.connectionDropped` after.
+    public func connectionClosed(now: Instant, reason: OTError? = nil) {
+        let kind = config.transport == .tls ? "TLS" : "TCP"
+        if let reason {
+            fail(OTError(reason.code, "TURN: the \(kind) connection to \(config.serverName ?? "\(config.server)") failed: \(reason.message)"))
+        } else {
+            let why = relayedAddress == nil ? "could not be made or closed before the allocation" : "closed: the allocation is gone"
+            fail(OTError(relayedAddress == nil ? .connectionFailed : .connectionDropped, "TURN: the \(kind) connection to \(config.server) \(why)"))
+        }
         relayedAddress = nil
     }
 
@@ -119,7 +134,7 @@ public final class TURNClient {
         }
         let bytes = m.encode(integrityKey: integrity, fingerprint: true)
         // Over TCP the one transmission is final: the transaction times out instead of being resent.
-        let tcp = config.transport == .tcp
+        let tcp = config.transport.isStream
         transactions[m.transactionID] = Transaction(purpose: purpose, bytes: bytes, transmissions: tcp ? config.maxTransmissions : 1,
                                                     rto: config.initialRTO, retransmitAt: now + (tcp ? config.tcpTransactionTimeout : config.initialRTO))
         transmits.push(bytes)
@@ -148,7 +163,7 @@ public final class TURNClient {
         if let c = channels[peer], c.bound {
             var w = ByteWriter(capacity: data.count + 8)
             w.u16(c.number); w.u16(UInt16(data.count)); w.append(data)
-            if config.transport == .tcp { w.zeros((4 - data.count % 4) % 4) }  // RFC 8656 §12.5: padded over TCP
+            if config.transport.isStream { w.zeros((4 - data.count % 4) % 4) }  // RFC 8656 §12.5: padded over TCP
             transmits.push(w.bytes)
             return
         }
@@ -176,7 +191,7 @@ public final class TURNClient {
     /// Handles a datagram (UDP) or stream bytes (TCP) from the TURN server. Returns false if it is not TURN traffic.
     @discardableResult
     public func handleReceive(_ bytes: [UInt8], now: Instant) -> Bool {
-        guard config.transport == .tcp else { return handleMessage(bytes, now: now) }
+        guard config.transport.isStream else { return handleMessage(bytes, now: now) }
         streamBuffer += bytes
         var offset = 0
         while streamBuffer.count - offset >= 4 {

@@ -19,17 +19,24 @@ public final class UDPDriver: Sendable {
         case datagram(bytes: [UInt8], from: TransportAddress, local: TransportAddress, now: Instant)
         /// The deadline set with `setDeadline` passed, or `wake()` was called.
         case timer(now: Instant)
-        /// A TCP connection (from `connectTCP`, known by its local address) closed or failed.
-        case closed(local: TransportAddress, now: Instant)
+        /// A TCP connection (from `connectTCP`, known by its local address) closed or failed; `error` says why
+        /// when a layer failed (a TLS certificate refused, a proxy's refusal).
+        case closed(local: TransportAddress, now: Instant, error: OTError?)
     }
 
     struct Socket: Sendable { let fd: Int32; let address: TransportAddress }
-    struct TCPConnection: Sendable {
+    /// Its stack is only touched under the state lock.
+    struct TCPConnection: @unchecked Sendable {
         let fd: Int32
         let local: TransportAddress
+        /// The server it names (what `send` and `.datagram` use), even when the socket goes to a proxy.
         let remote: TransportAddress
         var connected = false
+        /// Bytes for the socket (through the stack).
         var pending: [UInt8] = []
+        /// TLS, a CONNECT tunnel (nil: plain).
+        var stack: StreamStack?
+        var failure: OTError?
     }
     struct State: Sendable {
         var sockets: [Socket] = []
@@ -121,18 +128,21 @@ public final class UDPDriver: Sendable {
 
     /// Like `connectTCP(to:)`, but `admit` sees the local address before the IO thread watches the connection, so
     /// whatever it records is in place before the connection's first event. When it returns false the connection
-    /// is closed and nil returned.
-    public func connectTCP(to remote: TransportAddress, admit: (TransportAddress) -> Bool) throws -> TransportAddress? {
-        let fd = socket(remote.ip.isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    /// is closed and nil returned. The socket goes to `via` when given (a proxy) and carries the stream through
+    /// `layers` (a CONNECT tunnel, TLS), started once it is up; `send` and the events still name `remote`.
+    public func connectTCP(to remote: TransportAddress, via: TransportAddress? = nil, layers: [StreamLayer] = [],
+                           admit: (TransportAddress) -> Bool) throws -> TransportAddress? {
+        let target = via ?? remote
+        let fd = socket(target.ip.isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw OTError(.internalError, "driver: socket() failed (errno \(errno))") }
         guard otshim_set_nonblocking(fd) == 0 else { close(fd); throw OTError(.internalError, "driver: non-blocking failed") }
         var on: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
-        let r = Self.withSockaddr(remote) { sa, len in Glibc.connect(fd, sa, len) }
+        let r = Self.withSockaddr(target) { sa, len in Glibc.connect(fd, sa, len) }
         guard r == 0 || errno == EINPROGRESS else {
             let e = errno
             close(fd)
-            throw OTError(.connectionFailed, "driver: connect \(remote) failed (errno \(e))")
+            throw OTError(.connectionFailed, "driver: connect \(target) failed (errno \(e))")
         }
         var storage = sockaddr_storage()
         var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
@@ -141,7 +151,10 @@ public final class UDPDriver: Sendable {
         }
         guard let local else { close(fd); throw OTError(.internalError, "driver: getsockname failed") }
         guard admit(local) else { close(fd); return nil }
-        state.withLock { $0.tcp.append(TCPConnection(fd: fd, local: local, remote: remote, connected: r == 0)) }
+        var c = TCPConnection(fd: fd, local: local, remote: remote, connected: false, stack: layers.isEmpty ? nil : StreamStack(layers))
+        // Connected at once (loopback): start the layers now, as the IO thread does for a later connect.
+        if r == 0 { _ = Self.connected(&c) }
+        state.withLock { $0.tcp.append(c) }
         wake()
         return local
     }
@@ -165,6 +178,15 @@ public final class UDPDriver: Sendable {
         return found
     }
 
+    /// The socket connected: its layers start (their first flight is queued). Returns false when one failed.
+    private static func connected(_ c: inout TCPConnection) -> Bool {
+        c.connected = true
+        guard let stack = c.stack else { return true }
+        do { try stack.start() } catch { c.failure = error as? OTError ?? OTError(.connectionFailed, "\(error)"); return false }
+        c.pending += stack.takeOutgoing()
+        return true
+    }
+
     /// Writes what a connection has pending; call with the state locked. Returns false when the connection broke.
     private static func flush(_ c: inout TCPConnection) -> Bool {
         while c.connected && !c.pending.isEmpty {
@@ -181,7 +203,12 @@ public final class UDPDriver: Sendable {
     public func send(_ bytes: [UInt8], from local: TransportAddress, to destination: TransportAddress) -> Bool {
         let tcpResult = state.withLock { st -> Bool? in
             guard let i = st.tcp.firstIndex(where: { $0.local == local && $0.remote == destination }) else { return nil }
-            st.tcp[i].pending += bytes
+            if let stack = st.tcp[i].stack {
+                do { try stack.write(bytes) } catch { st.tcp[i].failure = error as? OTError; return false }
+                st.tcp[i].pending += stack.takeOutgoing()
+            } else {
+                st.tcp[i].pending += bytes
+            }
             return Self.flush(&st.tcp[i])
         }
         if let tcpResult {
@@ -302,7 +329,7 @@ public final class UDPDriver: Sendable {
                     var err: Int32 = 0
                     var len = socklen_t(MemoryLayout<Int32>.size)
                     guard getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0, err == 0 else { return false }
-                    st.tcp[i].connected = true
+                    guard Self.connected(&st.tcp[i]) else { return false }
                 }
                 return Self.flush(&st.tcp[i])
             }
@@ -311,7 +338,21 @@ public final class UDPDriver: Sendable {
             for _ in 0..<64 {
                 let n = buffer.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
                 if n > 0 {
-                    handler(.datagram(bytes: Array(buffer[0..<n]), from: c.remote, local: c.local, now: clock.now()))
+                    // Through the layers (TLS records, the proxy's answer) under the lock; application bytes out of it.
+                    let (ok, plain) = buffer.withUnsafeBytes { raw in
+                        state.withLock { st -> (Bool, [UInt8]) in
+                            guard let i = st.tcp.firstIndex(where: { $0.fd == c.fd }) else { return (false, []) }
+                            guard let stack = st.tcp[i].stack else { return (true, Array(raw[0..<n])) }
+                            do { try stack.receive(UnsafeRawBufferPointer(rebasing: raw[0..<n])) } catch {
+                                st.tcp[i].failure = error as? OTError ?? OTError(.connectionFailed, "\(error)")
+                                return (false, [])
+                            }
+                            st.tcp[i].pending += stack.takeOutgoing()
+                            return (Self.flush(&st.tcp[i]) && !stack.peerClosed, stack.takeIncoming())
+                        }
+                    }
+                    if !plain.isEmpty { handler(.datagram(bytes: plain, from: c.remote, local: c.local, now: clock.now())) }
+                    if !ok { broken = true; break }
                     continue
                 }
                 if n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) { broken = true }
@@ -320,14 +361,15 @@ public final class UDPDriver: Sendable {
         }
         guard broken else { return }
         // Unless `unbind` took it meanwhile (then it is retired and closed by the loop, without an event).
-        let removed = state.withLock { st -> Bool in
-            guard let i = st.tcp.firstIndex(where: { $0.fd == c.fd }) else { return false }
+        let removed = state.withLock { st -> (Bool, OTError?) in
+            guard let i = st.tcp.firstIndex(where: { $0.fd == c.fd }) else { return (false, nil) }
+            let failure = st.tcp[i].failure
             st.tcp.remove(at: i)
-            return true
+            return (true, failure)
         }
-        guard removed else { return }
+        guard removed.0 else { return }
         close(c.fd)
-        handler(.closed(local: c.local, now: clock.now()))
+        handler(.closed(local: c.local, now: clock.now(), error: removed.1))
     }
 
     /// Receives what the socket has, in batches (`recvmmsg`); what the handler queued meanwhile goes out after each.

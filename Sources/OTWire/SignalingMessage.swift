@@ -126,6 +126,17 @@ public struct ConnectRequest: Codable, Sendable, Equatable {
     }
 }
 
+/// An ICE server the session server hands its clients in `connected`, shaped as WebRTC's `RTCIceServer`: `stun:`,
+/// `turn:` or `turns:` URLs, with time-limited TURN credentials (docs/protocol.md, "ICE servers").
+public struct ICEServerInfo: Codable, Sendable, Equatable {
+    public var urls: [String]
+    public var username: String?
+    public var credential: String?
+    public init(urls: [String], username: String? = nil, credential: String? = nil) {
+        self.urls = urls; self.username = username; self.credential = credential
+    }
+}
+
 /// The `connected` answer.
 public struct ConnectedInfo: Codable, Sendable, Equatable {
     public var id: Int
@@ -146,12 +157,14 @@ public struct ConnectedInfo: Codable, Sendable, Equatable {
     public var reconnectGraceMillis: Int?
     /// True when the roster did not fit: the rest follows in `roster` messages, the last one marked `last`.
     public var rosterFollows: Bool?
+    /// STUN/TURN servers for this connection's media (absent when the server provides none).
+    public var iceServers: [ICEServerInfo]?
     public init(id: Int, connection: ConnectionInfo, role: SessionRole, resumeToken: String, connections: [ConnectionInfo],
                 streams: [StreamInfo], muteForced: Bool, resumed: Bool, relayed: Bool, e2ee: Bool, reconnectGraceMillis: Int? = nil,
-                rosterFollows: Bool? = nil) {
+                rosterFollows: Bool? = nil, iceServers: [ICEServerInfo]? = nil) {
         self.id = id; self.connection = connection; self.role = role; self.resumeToken = resumeToken; self.connections = connections
         self.streams = streams; self.muteForced = muteForced; self.resumed = resumed; self.relayed = relayed; self.e2ee = e2ee
-        self.reconnectGraceMillis = reconnectGraceMillis; self.rosterFollows = rosterFollows
+        self.reconnectGraceMillis = reconnectGraceMillis; self.rosterFollows = rosterFollows; self.iceServers = iceServers
     }
 }
 
@@ -458,7 +471,8 @@ public enum SignalingCodec {
         func fits(_ n: Int, _ budget: Int) -> Bool { size == 0 || size + n + 1 <= budget }
         var budget = maxBytes - overhead - encode(ServerMessage.connected(ConnectedInfo(id: info.id, connection: info.connection, role: info.role,
             resumeToken: info.resumeToken, connections: [], streams: [], muteForced: info.muteForced, resumed: info.resumed,
-            relayed: info.relayed, e2ee: info.e2ee, reconnectGraceMillis: info.reconnectGraceMillis, rosterFollows: true))).utf8.count
+            relayed: info.relayed, e2ee: info.e2ee, reconnectGraceMillis: info.reconnectGraceMillis, rosterFollows: true,
+            iceServers: info.iceServers))).utf8.count
         for c in info.connections {
             let n = encode(c).utf8.count
             if !fits(n, budget) { parts.append(([], [])); size = 0; budget = maxBytes - overhead }

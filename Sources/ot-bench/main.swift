@@ -5,6 +5,7 @@
 //   ot-bench router --workers K          the same load through 1 and K router workers, per CPU second
 //   ot-bench loss [--loss 5,10,20,30,burst] [--runs 3]  routed and relayed sessions under real packet loss (root)
 //   ot-bench cc [--quick]       bandwidth estimation vs the loss-only rule on emulated bottlenecks
+//   ot-bench connect [--rounds 40]  session connect time over ws:// and wss:// (the TLS handshake's cost)
 // Build for release: swift run -c release ot-bench <subcommand>
 import Glibc
 
@@ -16,6 +17,7 @@ let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)
     ("cycles", "connect/publish/subscribe/disconnect cycles: fds, threads and RSS against the warm-up level", runCyclesBenchmark),
     ("latency", "capture-to-render latency routed and relayed, subscribe-to-first-frame time", runLatencyBenchmark),
     ("loss", "sessions under nftables packet loss in network namespaces: first frame, frames rendered, freezes, concealment, repair", runLossBenchmark),
+    ("connect", "session connect time, plain ws:// vs wss:// with ECDSA and RSA certificates: what TLS adds", runConnectBenchmark),
     ("cc", "send-side bandwidth estimation (GCC) vs loss-only on emulated bottlenecks: convergence, utilisation, queue delay", runCongestionBenchmark),
 ]
 

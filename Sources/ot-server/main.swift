@@ -10,7 +10,10 @@ import OTWire
 
 let usage = """
 usage:
-  ot-server [--listen HOST:PORT] [--config FILE] [--project KEY:SECRET]... [--media-host IP] [--verbose]
+  ot-server [--listen HOST:PORT] [--config FILE] [--project KEY:SECRET]... [--verbose]
+            [--tls-cert FILE --tls-key FILE [--tls-allow-plain]]
+            [--media-host IP] [--media-port PORT] [--media-advertise IP]
+            [--ice-server URL]... [--turn-secret SECRET | --turn-secret-file FILE] [--turn-ttl SECONDS]
             [--max-connections N] [--max-connections-per-token N] [--max-streams-per-connection N]
             [--max-streams-per-session N] [--signal-rate N] [--reconnect-grace SECONDS]
             [--max-sockets N] [--max-sockets-per-address N] [--output-budget-mb N]
@@ -18,11 +21,21 @@ usage:
             [--allowed-origin ORIGIN]... [--media-workers N]
       Serves the OpenTok REST API and WebSocket signaling (ws://HOST:PORT/v2/signaling), and routes
       media of routed sessions on one UDP port of --media-host (default: HOST, or 127.0.0.1 for 0.0.0.0).
+      HOST is an IPv4 or IPv6 address ([::] for every interface). Default listen: 127.0.0.1:8080.
       Projects (KEY:SECRET) come from FILE (one per line, # comments allowed; keep it mode 600), from the
       environment variable OT_SERVER_PROJECTS (separated by spaces, commas or newlines) and from --project
-      (visible to every user of the machine in ps: for tests only). Default listen: 127.0.0.1:8080.
-      Limits and their defaults: docs/protocol.md, "Limits". --media-workers N: N media sockets, each with its own
-      thread (one per core); each session's media goes through one of them (default 1).
+      (visible to every user of the machine in ps: for tests only).
+      --tls-cert/--tls-key: HTTPS and WSS on the same port (PEM chain, leaf first, and its key; TLS 1.2 and
+      1.3); SIGHUP reads them again (open sessions carry on). Plain HTTP on that port gets a 400 unless
+      --tls-allow-plain.
+      --media-port: the router's UDP port (default: any). --media-advertise: the IP clients are told for the
+      router (1:1 NAT: the public address mapped to --media-host).
+      --ice-server: STUN/TURN URLs each client gets in `connected` (stun:, turn:, turns:); TURN credentials
+      are minted per connection with coturn's use-auth-secret secret (--turn-secret, or the first line of
+      --turn-secret-file, or OT_SERVER_TURN_SECRET), valid for --turn-ttl (default 86400 s).
+      --media-workers N: N media sockets, each with its own thread (one per core); each session's media goes
+      through one of them (default 1; with --media-port P, worker i binds P + i).
+      Deployment: docs/deploy.md. Limits and their defaults: docs/protocol.md, "Limits".
   ot-server keygen
       Prints a new KEY:SECRET pair (hex secret).
   ot-server token --session ID [--config FILE | --project KEY:SECRET] [--role R] [--data D] [--t1] [--ttl SECONDS]
@@ -144,16 +157,39 @@ default:
     let origins = args.values("--allowed-origin")
     let mediaHost = args.contains("--media-host") ? args.value("--media-host") : nil
     let mediaWorkers = intValue(&args, "--media-workers", 1...64) ?? 1
+    let mediaPort = UInt16(intValue(&args, "--media-port", 0...65535) ?? 0)
+    let advertiseText = args.contains("--media-advertise") ? args.value("--media-advertise") : nil
+    var tls: SessionServer.TLSSettings?
+    let cert = args.contains("--tls-cert") ? args.value("--tls-cert") : nil
+    let key = args.contains("--tls-key") ? args.value("--tls-key") : nil
+    let allowPlain = args.flag("--tls-allow-plain")
+    switch (cert, key) {
+    case (let c?, let k?): tls = SessionServer.TLSSettings(certificateFile: c, keyFile: k, allowPlaintext: allowPlain)
+    case (nil, nil): if allowPlain { fail("--tls-allow-plain needs --tls-cert and --tls-key") }
+    default: fail("--tls-cert and --tls-key go together")
+    }
+    var ice = ICEServerPolicy(urls: args.values("--ice-server"))
+    if args.contains("--turn-secret") { ice.turnSecret = args.value("--turn-secret") }
+    if args.contains("--turn-secret-file") {
+        let path = args.value("--turn-secret-file")
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { fail("cannot read \(path)") }
+        ice.turnSecret = text.split(separator: "\n").first.map { $0.trimmingCharacters(in: .whitespaces) }
+    }
+    if ice.turnSecret == nil, let env = ProcessInfo.processInfo.environment["OT_SERVER_TURN_SECRET"], !env.isEmpty { ice.turnSecret = env }
+    if let ttl = intValue(&args, "--turn-ttl", 60...(30 * 86_400)) { ice.credentialLifetime = .seconds(ttl) }
+    do { try ice.validate() } catch { fail("\((error as? OTError)?.message ?? "\(error)")") }
     if args.flag("--verbose") { Log.level = .info }
     guard args.isEmpty else { fail("unexpected arguments: \(args.list)\n\(usage)") }
     guard !projects.isEmpty else { fail("at least one project is needed (--config FILE, OT_SERVER_PROJECTS or --project)\n\(usage)") }
     guard let colon = listen.lastIndex(of: ":"), let port = UInt16(listen[listen.index(after: colon)...]) else { fail("bad --listen \(listen)") }
-    let server = SessionServer(.init(host: String(listen[..<colon]), port: port, projects: projects, limits: limits,
-                                     connectionLimits: sockets, timeouts: timeouts, allowedOrigins: origins))
+    var listenHost = String(listen[..<colon])
+    if listenHost.hasPrefix("[") && listenHost.hasSuffix("]") { listenHost = String(listenHost.dropFirst().dropLast()) }
+    let server = SessionServer(.init(host: listenHost, port: port, projects: projects, limits: limits,
+                                     connectionLimits: sockets, timeouts: timeouts, allowedOrigins: origins, tls: tls, iceServers: ice))
     do {
-        let bound = try server.start()
-        FileHandle.standardOutput.write(Data("ot-server listening on http://\(listen[..<colon]):\(bound) (signaling ws://\(listen[..<colon]):\(bound)\(SessionServer.signalingPath))\n".utf8))
-    } catch { fail("\(error)") }
+        try server.start()
+        FileHandle.standardOutput.write(Data("ot-server listening on \(server.apiURL) (signaling \(server.signalingURL))\n".utf8))
+    } catch { fail("\((error as? OTError)?.message ?? "\(error)")") }
     signal(SIGPIPE, SIG_IGN)
     let stop = DispatchSemaphore(value: 0)
     var sources: [DispatchSourceSignal] = []
@@ -164,14 +200,33 @@ default:
         src.resume()
         sources.append(src)
     }
+    // SIGHUP: the renewed certificate (e.g. after certbot), for new connections; sessions carry on.
+    signal(SIGHUP, SIG_IGN)
+    let hup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
+    hup.setEventHandler {
+        do {
+            try server.reloadTLS()
+            FileHandle.standardOutput.write(Data("ot-server: TLS certificate reloaded\n".utf8))
+        } catch {
+            FileOutput.stderr("ot-server: SIGHUP: \((error as? OTError)?.message ?? "\(error)")\n")
+        }
+    }
+    hup.resume()
+    sources.append(hup)
     // The media router's IO thread starts after the signal sources exist (libdispatch must see SIGINT/SIGTERM).
-    let host = mediaHost ?? (listen[..<colon] == "0.0.0.0" ? "127.0.0.1" : String(listen[..<colon]))
+    let host = mediaHost ?? (listenHost == "0.0.0.0" || listenHost == "::" ? "127.0.0.1" : listenHost)
     guard let ip = IPAddress(host) else { fail("bad --media-host \(host): an IP address clients can reach is needed") }
+    var advertise: IPAddress?
+    if let a = advertiseText {
+        guard let parsed = IPAddress(a) else { fail("bad --media-advertise \(a): an IP address is needed") }
+        advertise = parsed
+    }
     do {
-        let router = try MediaRouter(bind: TransportAddress(ip: ip, port: 0), workers: mediaWorkers)
+        let router = try MediaRouter(bind: TransportAddress(ip: ip, port: mediaPort), advertise: advertise, workers: mediaWorkers)
         server.mediaRouting = router
+        let shown = router.endpoint.advertisedAddress == router.endpoint.address ? "" : " (advertised as \(router.endpoint.advertisedAddress))"
         let ports = router.endpoints.map { "\($0.address)" }.joined(separator: ", ")
-        FileHandle.standardOutput.write(Data("ot-server media router on udp \(ports)\n".utf8))
+        FileHandle.standardOutput.write(Data("ot-server media router on udp \(ports)\(shown)\n".utf8))
     } catch { fail("media router: \(error)") }
     stop.wait()
     server.stop()

@@ -101,7 +101,7 @@ final class SessionConnectTests: XCTestCase {
         down.server.stop()
         XCTAssertEqual(failure(sid, good, url: downURL), [.failed(1006)])
         // Bad arguments are refused synchronously.
-        let s = Session(apiKey: ts.project.apiKey, sessionId: sid, delegate: nil, settings: SessionSettings(serverURL: "https://x"))
+        let s = Session(apiKey: ts.project.apiKey, sessionId: sid, delegate: nil, settings: SessionSettings(serverURL: "ftp://x"))
         XCTAssertThrowsError(try s.connect(token: good)) { XCTAssertEqual(($0 as? OTError)?.code, .invalidParameter) }
         let s2 = Session(apiKey: ts.project.apiKey, sessionId: sid, delegate: nil, settings: SessionSettings(serverURL: ts.server.signalingURL))
         XCTAssertThrowsError(try s2.connect(token: "")) { XCTAssertEqual(($0 as? OTError)?.code, .invalidParameter) }

@@ -4,30 +4,36 @@ import OTWire
 import Synchronization
 import XCTest
 
-/// A coturn `turnserver` started by the test on 127.0.0.1 (lt-cred-mech, no TLS, no CLI, no daemon), stopped after.
+/// A coturn `turnserver` started by the test on 127.0.0.1 (no CLI, no daemon), stopped after: long-term
+/// credentials (`user`/`password`), or with `authSecret` the shared-secret scheme (`use-auth-secret`) whose
+/// credentials `ot-server --turn-secret` mints; TLS on `tlsPort` with `tls` (certificate and key files).
 public final class Coturn {
     let process = Process()
     public let port: UInt16
+    /// The TURN-over-TLS port (`turns:`), with `tls`.
+    public let tlsPort: UInt16?
     let dir: URL
     public static let user = "otuser", password = "otpass", realm = "otsession.test"
 
-    public init() throws {
+    public init(authSecret: String? = nil, tls: (cert: String, key: String)? = nil) throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/turnserver") else { throw XCTSkip("coturn is not installed") }
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("ot-coturn-\(UInt32.random(in: 0 ... .max))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        port = UInt16.random(in: 20000 ... 29999)
+        port = UInt16.random(in: 20000 ... 29998)
+        tlsPort = tls == nil ? nil : port + 1
         let minPort = Int.random(in: 0 ..< 300) * 50 + 30000
+        let auth = authSecret.map { "use-auth-secret\nstatic-auth-secret=\($0)" } ?? "lt-cred-mech\nuser=\(Self.user):\(Self.password)"
+        let tlsLines = tls.map { "tls-listening-port=\(port + 1)\ncert=\($0.cert)\npkey=\($0.key)\nno-tlsv1\nno-tlsv1_1" } ?? "no-tls"
         let conf = """
             listening-ip=127.0.0.1
             relay-ip=127.0.0.1
             listening-port=\(port)
             min-port=\(minPort)
             max-port=\(minPort + 49)
-            lt-cred-mech
-            user=\(Self.user):\(Self.password)
+            \(auth)
             realm=\(Self.realm)
             allow-loopback-peers
-            no-tls
+            \(tlsLines)
             no-dtls
             no-cli
             no-rfc5780

@@ -22,11 +22,14 @@ public final class Recorder: SessionDelegate, @unchecked Sendable {
     }
     private let lock = NSLock()
     private var _events: [Event] = []
+    private var _errors: [OTError] = []
     let cond = NSCondition()
     public let name: String
     public init(_ name: String = "") { self.name = name }
 
     public var events: [Event] { lock.withLock { _events } }
+    /// The errors of `session(_:didFailWithError:)`, in order.
+    public var errors: [OTError] { lock.withLock { _errors } }
     private func add(_ e: Event) {
         lock.withLock { _events.append(e) }
         cond.lock(); cond.broadcast(); cond.unlock()
@@ -50,7 +53,10 @@ public final class Recorder: SessionDelegate, @unchecked Sendable {
 
     public func sessionDidConnect(_ session: Session) { add(.connected) }
     public func sessionDidDisconnect(_ session: Session) { add(.disconnected) }
-    public func session(_ session: Session, didFailWithError error: OTError) { add(.failed(error.code.rawValue)) }
+    public func session(_ session: Session, didFailWithError error: OTError) {
+        lock.withLock { _errors.append(error) }
+        add(.failed(error.code.rawValue))
+    }
     public func session(_ session: Session, connectionCreated connection: ConnectionInfo) { add(.connectionCreated(connection.id)) }
     public func session(_ session: Session, connectionDestroyed connection: ConnectionInfo) { add(.connectionDestroyed(connection.id)) }
     public func session(_ session: Session, streamCreated stream: StreamInfo) { add(.streamCreated(stream)) }

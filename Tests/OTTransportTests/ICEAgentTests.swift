@@ -235,6 +235,22 @@ final class ICEAgentTests: XCTestCase {
         XCTAssertTrue(pair.run(for: .seconds(30)) { server.agent.state == .failed })
     }
 
+    /// A full client facing a lite server nominates every pair it checks (aggressive nomination): the server must
+    /// end on the pair the client keeps, the highest-priority nominated one, not on whichever nominating check came
+    /// last (a client with a TURN server checks its relayed pair after its host pair: the router then routed the
+    /// client's media by the relayed address and dropped what came from the host).
+    func testLiteServerKeepsTheHighestPriorityNominatedPair() {
+        let client = makePeer("c", role: .controlling, ["[fd00::1]:5000", "10.0.0.1:5000"], seed: 60)
+        let server = makePeer("s", role: .controlled, ["[fd00::9]:3478", "10.0.0.9:3478"], seed: 61, lite: true)
+        var pair = EmulatedPair(seed: 60, conditions: LinkConditions(), a: client, b: server)
+        signal(client, server, now: pair.clock.now())
+        XCTAssertTrue(pair.run(for: .seconds(10)) { client.connected && server.connected })
+        _ = pair.run(for: .seconds(3))  // every check (and nomination) has arrived
+        XCTAssertEqual(client.agent.selectedPair?.local.address, TransportAddress("[fd00::1]:5000"))
+        XCTAssertEqual(server.agent.selectedPair?.remote.address, client.agent.selectedPair?.local.address)
+        XCTAssertEqual(server.agent.selectedPair?.local.address, client.agent.selectedPair?.remote.address)
+    }
+
     func testRejectsChecksWithBadIntegrity() throws {
         let agent = ICEAgent(config: ICEConfig(role: .controlled, localUfrag: "loca", localPwd: "local-password-0123456789", tieBreaker: 1, seed: 1))
         agent.addLocalCandidate(TransportAddress("10.0.0.1:5000")!)

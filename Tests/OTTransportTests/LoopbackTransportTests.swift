@@ -26,7 +26,7 @@ final class LoopbackPeer: @unchecked Sendable {
             guard let t else { return }
             switch event {
             case .datagram(let bytes, let from, let local, let now): t.handleReceive(bytes, from: from, local: local, now: now)
-            case .timer(let now), .closed(_, let now): t.handleTimeout(now: now)
+            case .timer(let now), .closed(_, let now, _): t.handleTimeout(now: now)
             }
             while let x = t.pollTransmit() { driver.send(x.bytes, from: x.source, to: x.destination) }
             while let e = t.pollEvent() { events.withLock { $0.append(e) } }

@@ -32,7 +32,7 @@ final class TURNHarness: @unchecked Sendable {
             switch e {
             case .datagram(let b, _, _, let now): c.handleReceive(b, now: now)
             case .timer(let now): c.handleTimeout(now: now)
-            case .closed(_, let now): closed = true; c.handleTimeout(now: now)
+            case .closed(_, let now, _): closed = true; c.handleTimeout(now: now)
             }
         }
     }

@@ -50,7 +50,7 @@ def sign_jwt(payload_json: str, secret: str) -> str:
 class Server:
     """One ot-server process on a free loopback port."""
 
-    def __init__(self, binary, args=(), nofile=None, verbose=False, log_path=None):
+    def __init__(self, binary, args=(), nofile=None, verbose=False, log_path=None, ssl_context=None):
         self.key = str(10_000_000 + secrets.randbelow(89_999_999))
         self.secret = secrets.token_hex(20)
         env = dict(os.environ, OT_SERVER_PROJECTS=f"{self.key}:{self.secret}")
@@ -65,7 +65,9 @@ class Server:
                                      env=env, preexec_fn=limit)
         line = self.proc.stdout.readline()
         assert "listening" in line, line
-        self.port = int(line.split("http://127.0.0.1:")[1].split()[0])
+        self.port = int(line.split("://127.0.0.1:")[1].split()[0])
+        #: With a TLS server: the client context of its CA (the REST calls of `http` use it).
+        self.ssl_context = ssl_context
         # Keep draining stdout so the server never blocks on a full pipe.
         threading.Thread(target=self._drain, daemon=True).start()
         self.baseline_rss = self.rss_kb()
@@ -122,7 +124,7 @@ class Server:
         h = {"Host": "127.0.0.1", "Connection": "close", "Content-Length": str(len(body))}
         h.update(headers or {})
         raw = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n"
-        head, _, rest = exchange(self.port, raw.encode() + body, timeout).partition(b"\r\n\r\n")
+        head, _, rest = exchange(self.port, raw.encode() + body, timeout, self.ssl_context).partition(b"\r\n\r\n")
         return int(head.split()[1]), rest
 
     def create_session(self):
@@ -153,9 +155,10 @@ class Server:
         return "T1==" + base64.b64encode(f"partner_id={self.key}&sig={sig}:{data}".encode()).decode()
 
 
-def exchange(port, raw, timeout=10):
-    """Sends `raw` on a fresh socket and returns everything the server sends until it closes."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+def exchange(port, raw, timeout=10, ssl_context=None):
+    """Sends `raw` on a fresh socket (TLS with `ssl_context`) and returns everything the server sends until it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as plain:
+        s = ssl_context.wrap_socket(plain, server_hostname="127.0.0.1") if ssl_context else plain
         s.sendall(raw)
         data = b""
         while True:
@@ -165,10 +168,11 @@ def exchange(port, raw, timeout=10):
             data += chunk
 
 
-def legit_join(server, sid, deadline=10.0):
-    """A legitimate client joins `sid` and sends itself a signal; returns the seconds that took."""
+def legit_join(server, sid, deadline=10.0, ssl_context=None, host="127.0.0.1"):
+    """A legitimate client joins `sid` and sends itself a signal (over TLS with `ssl_context`, checking the
+    certificate against `host`); returns the seconds that took."""
     t0 = time.monotonic()
-    c = SignalingClient(server.port)
+    c = SignalingClient(server.port, host=host, ssl_context=ssl_context)
     c.sock.settimeout(deadline)
     m = c.connect(server.key, sid, server.token(sid))
     assert m["type"] == "connected", m

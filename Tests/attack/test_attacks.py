@@ -546,3 +546,95 @@ def test_per_address_cap_and_origin_allow_list(server_factory):
     assert origins == {"https://evil.example": "403", "https://APP.example": "101", "none": "101"}, origins
     finish(srv, "60 sockets from one address (cap 50); foreign Origin", join_s,
            f"{refused} refused; Origin evil 403, allowed 101, none 101", 100)
+
+
+# 12. TLS: the handshake under the same deadlines, caps and eviction as a plain request.
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory):
+    from testca import TestCA
+    ca = TestCA(str(tmp_path_factory.mktemp("ca")))
+    cert, key = ca.issue(["127.0.0.1", "localhost"])
+    return ca, cert, key
+
+
+def client_hello(ctx):
+    """The bytes of a real TLS ClientHello (what a browser's first flight looks like)."""
+    import ssl
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+    with pytest.raises(ssl.SSLWantReadError):
+        obj.do_handshake()
+    return outgoing.read()
+
+
+@pytest.mark.parametrize("count,nofile", SCALE["slowloris"])
+def test_tls_handshake_slowloris(server_factory, tls_files, count, nofile):
+    # Half a ClientHello, a bare record header, or a finished handshake with no request: every such socket is
+    # pending (evictable at the cap) and closed by the request deadline, as a plain slowloris is.
+    import ssl
+    ca, cert, key = tls_files
+    srv = server_factory("--tls-cert", cert, "--tls-key", key, "--request-timeout", "2", nofile=nofile, ssl_context=ca.context())
+    sid = srv.create_session()
+    hello = client_hello(ca.context())
+    held = []
+    for i in range(count):
+        try:
+            s = raw_socket(srv.port, source=f"127.0.0.{2 + i % 5}", timeout=2)
+            s.sendall(hello[: len(hello) // 2] if i % 2 else hello[:5])
+            held.append(s)
+        except OSError:
+            pass
+    silent = []
+    for _ in range(20):
+        s = ca.context().wrap_socket(socket.create_connection(("127.0.0.1", srv.port), timeout=5), server_hostname="127.0.0.1")
+        silent.append(s)   # handshake done, no request
+    cpu0 = srv.cpu_seconds()
+    join_s = legit_join(srv, sid, JOIN_DEADLINE, ssl_context=ca.context())
+    assert srv.create_session().startswith("1_"), "the REST API still answers over TLS"
+    time.sleep(2)
+    cpu = srv.cpu_seconds() - cpu0
+    t0 = time.monotonic()
+    still = [s for s in held if not closed_by_peer(s, max(0.1, 6 - (time.monotonic() - t0)))]
+    silent_open = sum(1 for s in silent if not closed_by_peer(s, max(0.1, 6 - (time.monotonic() - t0))))
+    for s in held + silent:
+        s.close()
+    assert not still and not silent_open, f"{len(still)} half-handshakes and {silent_open} idle TLS sockets outlived the deadline"
+    assert cpu < 1.5, f"the server used {cpu:.2f} s of CPU in about 2 s of attack: spinning"
+    finish(srv, f"TLS slowloris, {count:,} half ClientHellos or record headers + 20 idle handshakes, nofile {nofile or 'inherited'}",
+           join_s, f"all closed by the 2 s request deadline (or evicted at the cap); server CPU {cpu:.2f} s", 150)
+
+
+def test_tls_handshake_flood(server_factory, tls_files):
+    # Full handshakes as fast as four threads make them for 3 s: each costs the server an ECDHE and an ECDSA
+    # signature on its loop thread. A legitimate client still joins; the report gives the server's CPU per handshake.
+    ca, cert, key = tls_files
+    srv = server_factory("--tls-cert", cert, "--tls-key", key, ssl_context=ca.context())
+    sid = srv.create_session()
+    stop = threading.Event()
+    done = [0] * 4
+
+    def flood(k):
+        ctx = ca.context()
+        while not stop.is_set():
+            try:
+                with ctx.wrap_socket(socket.create_connection(("127.0.0.1", srv.port), timeout=5), server_hostname="127.0.0.1"):
+                    done[k] += 1
+            except OSError:
+                pass
+
+    threads = [threading.Thread(target=flood, args=(k,), daemon=True) for k in range(4)]
+    cpu0 = srv.cpu_seconds()
+    for t in threads:
+        t.start()
+    time.sleep(1)
+    join_s = legit_join(srv, sid, JOIN_DEADLINE, ssl_context=ca.context())
+    time.sleep(2)
+    stop.set()
+    for t in threads:
+        t.join(10)
+    cpu = srv.cpu_seconds() - cpu0
+    n = sum(done)
+    assert n > 100, f"only {n} handshakes"
+    finish(srv, "TLS handshake flood, 4 clients for 3 s", join_s,
+           f"{n} handshakes ({n / 3:.0f}/s), server CPU {cpu * 1000 / n:.2f} ms per handshake (accept, TLS, close)", 150)

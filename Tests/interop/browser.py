@@ -17,6 +17,9 @@ import zlib
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 HARNESS = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "browser_harness.js"), encoding="utf-8").read()
+#: A web site's name that the browser resolves to 127.0.0.1: unlike localhost, a page there is a secure context (camera
+#: and microphone allowed) only when served over https.
+SITE_NAME = "ot.otsession.test"
 #: The pitch of the browser's fake microphone (the WAV file Chromium loops).
 BROWSER_TONE_HZ = 660
 
@@ -31,8 +34,21 @@ def write_tone_wav(path, hz, seconds=4, rate=48000):
         w.writeframes(b"".join(struct.pack("<h", int(12000 * math.sin(2 * math.pi * hz * i / rate))) for i in range(n)))
 
 
-def launch(workdir):
-    """Headless Chromium through Debian's chromedriver (selenium never looks anything up on the network)."""
+def trusting_home(workdir, ca_file):
+    """A home directory whose NSS database (~/.pki/nssdb, where Chromium on Linux keeps the certificates a user
+    installed) trusts `ca_file` to identify web sites, as `certutil` installs a company's CA."""
+    import subprocess
+
+    db = os.path.join(str(workdir), "home", ".pki", "nssdb")
+    os.makedirs(db, exist_ok=True)
+    for args in (["-N", "--empty-password"], ["-A", "-t", "C,,", "-n", "otsession test CA", "-i", ca_file]):
+        subprocess.run(["certutil", "-d", f"sql:{db}", *args], check=True, capture_output=True)
+    return os.path.join(str(workdir), "home")
+
+
+def launch(workdir, home=None):
+    """Headless Chromium through Debian's chromedriver (selenium never looks anything up on the network); with `home`
+    (trusting_home) as its HOME, so that it trusts that home's CAs."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -42,10 +58,12 @@ def launch(workdir):
     opts.binary_location = CHROMIUM
     for flag in ("--headless=new", "--no-sandbox", "--use-fake-device-for-media-stream",
                  f"--use-file-for-fake-audio-capture={wav}", "--autoplay-policy=no-user-gesture-required",
-                 "--disable-dev-shm-usage", "--window-size=1280,900", "--no-first-run", "--disable-extensions"):
+                 "--disable-dev-shm-usage", "--window-size=1280,900", "--no-first-run", "--disable-extensions",
+                 f"--host-resolver-rules=MAP {SITE_NAME} 127.0.0.1"):
         opts.add_argument(flag)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
+    env = dict(os.environ, HOME=home) if home else None
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER, env=env), options=opts)
     driver.set_page_load_timeout(30)
     return driver
 

@@ -73,6 +73,17 @@ window.H = (() => {
   H.subscriberStats = async (streamId) => H.subs.get(streamId).getStats();
   H.publisherStats = async () => H.publisher.getStats();
 
+  /** The local candidate of the pair the subscriber of `streamId` uses: {candidateType, relayProtocol, address}. */
+  H.selectedLocalCandidate = async (streamId) => {
+    const report = await H.subs.get(streamId).getRtcStatsReport();
+    const all = [...report.values()];
+    const transport = all.find((s) => s.type === "transport" && s.selectedCandidatePairId);
+    const pair = transport ? report.get(transport.selectedCandidatePairId)
+      : all.find((s) => s.type === "candidate-pair" && s.nominated && s.state === "succeeded");
+    const local = pair && report.get(pair.localCandidateId);
+    return local ? { candidateType: local.candidateType, relayProtocol: local.relayProtocol ?? null, address: local.address } : null;
+  };
+
   /** Waits until the subscriber of `streamId` decoded `n` more frames than `from`; returns its stats. */
   H.framesDecoded = async (streamId, n, from = 0) => until(`${n} frames of ${streamId}`, async () => {
     const s = await H.subs.get(streamId).getStats();

@@ -20,16 +20,30 @@ def _binary(product="ot-server", env="OT_SERVER_BIN"):
 
 
 @pytest.fixture(scope="session")
+def ot_server_binary():
+    return _binary()
+
+
+@pytest.fixture(scope="session")
 def ot_demo():
     return _binary("ot-demo", "OT_DEMO_BIN")
 
 
 @pytest.fixture(scope="session")
-def chromium(tmp_path_factory):
-    """One headless Chromium for every browser test of the run (browser.py)."""
+def test_ca(tmp_path_factory):
+    """A certificate authority made for this run (testca.py), trusted by `chromium` as a user's installed CA."""
+    from testca import TestCA
+
+    return TestCA(str(tmp_path_factory.mktemp("ca")))
+
+
+@pytest.fixture(scope="session")
+def chromium(tmp_path_factory, test_ca):
+    """One headless Chromium for every browser test of the run (browser.py), trusting `test_ca`."""
     import browser
 
-    driver = browser.launch(tmp_path_factory.mktemp("chromium"))
+    work = tmp_path_factory.mktemp("chromium")
+    driver = browser.launch(work, home=browser.trusting_home(work, test_ca.ca_file))
     yield driver
     driver.quit()
 

@@ -3,7 +3,10 @@ publishes the test pattern under its name, subscribes to the other client's stre
 frame counter back from what it decodes.
 
     python3 nat_client.py '{"url": ..., "api_key": ..., "session_id": ..., "token": ..., "name": ...,
-                            "stun": ["stun:IP:PORT"], "filter_lan": true, "frames": 30, "seconds": 40}'
+                            "stun": ["stun:IP:PORT"], "filter_lan": true, "frames": 30, "seconds": 40,
+                            "relay_only": false, "tls_ca_file": null}'
+
+(`relay_only` with no `stun`: the only ICE servers are those the session server hands out.)
 
 Prints one JSON line when it has seen `frames` frames, got an error or ran out of time: frame numbers seen,
 errors, and the subscriber's RTC stats report. Then keeps publishing until stdin closes."""
@@ -17,10 +20,12 @@ import otsession
 
 def main() -> None:
     cfg = json.loads(sys.argv[1])
-    ice = otsession.ICEConfig(filter_out_lan_candidates=cfg.get("filter_lan", False))
+    policy = otsession.ICETransportPolicy.RELAY if cfg.get("relay_only") else otsession.ICETransportPolicy.ALL
+    ice = otsession.ICEConfig(filter_out_lan_candidates=cfg.get("filter_lan", False), transport_policy=policy)
     for url in cfg.get("stun", []):
         ice.add_ice_server(url)
-    session = otsession.Session(cfg["api_key"], cfg["session_id"], server_url=cfg["url"], ice_config=ice)
+    session = otsession.Session(cfg["api_key"], cfg["session_id"], server_url=cfg["url"], ice_config=ice,
+                                tls_ca_file=cfg.get("tls_ca_file"))
     lock = threading.Lock()
     done = threading.Event()
     state = {"numbers": [], "sub_errors": [], "pub_errors": [], "session_errors": []}

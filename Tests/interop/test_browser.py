@@ -23,7 +23,7 @@ import time
 import pytest
 
 import otsession
-from browser import BROWSER_TONE_HZ, Page, PageError, TCPProxy, region_spread
+from browser import BROWSER_TONE_HZ, SITE_NAME, Page, PageError, TCPProxy, region_spread
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bindings", "python", "tests"))
 from session_recorder import SubscriberRecorder, wait_until  # noqa: E402
@@ -35,8 +35,8 @@ W, H = 320, 240
 class Native(otsession.Session):
     """A native client recording what the tests look at."""
 
-    def __init__(self, server, sid, role="publisher", data="native"):
-        super().__init__(server.api_key, sid, server_url=server.url)
+    def __init__(self, server, sid, role="publisher", data="native", **settings):
+        super().__init__(server.api_key, sid, **{"server_url": server.url, **settings})
         self.created, self.signals, self.events = queue.Queue(), queue.Queue(), queue.Queue()
         connected = threading.Event()
         self.on("connected", connected.set)
@@ -442,3 +442,56 @@ def test_a_roster_too_large_for_one_message_reaches_the_page_whole(chromium, ser
     finally:
         for c in others:
             c.close()
+
+
+def test_a_page_served_over_https_publishes_and_subscribes_through_wss(chromium, test_ca):
+    # The embedded server with a certificate of the run's CA (which the browser trusts as an installed CA) for a
+    # site name: the page is a secure context because it came over https, its otsession.js signals over wss:// to
+    # the same origin (the port answers plain HTTP with 400), and media goes both ways with a native wss:// client.
+    cert, key = test_ca.issue([SITE_NAME, "localhost"], label="browser-site")
+    with otsession.Server(api_key="4711", api_secret="ab" * 20, tls_cert=cert, tls_key=key) as server:
+        sid = server.create_session()
+        native = Native(server, sid, server_url=f"wss://localhost:{server.port}", tls_ca_file=test_ca.ca_file)
+        pub = otsession.Publisher("native", width=W, height=H)
+        page = None
+        try:
+            native.publish(pub)
+            page = Page(chromium, f"https://{SITE_NAME}:{server.port}")
+            assert page.js("[location.protocol, window.isSecureContext]") == ["https:", True]
+            page.call("connect", server.api_key, sid, server.token(sid, "publisher", data="browser"))
+            got = page.call("subscribe", "native")
+            stats = page.call("framesDecoded", got["streamId"], 30)
+            assert (stats["video"]["frameWidth"], stats["video"]["frameHeight"]) == (W, H), stats
+            page.call("publish", {"name": "browser"})
+            viewer = Viewer(native.stream_named("browser"))
+            native.subscribe(viewer)
+            viewer.expect("connected", timeout=20)
+            assert wait_until(lambda: len(viewer.frames) >= 30, timeout=20), (len(viewer.frames), page.log())
+            urls = page.js("performance.getEntriesByType('resource').map((e) => e.name)")
+            assert f"https://{SITE_NAME}:{server.port}/js/otsession.js" in urls, urls
+            native.unsubscribe(viewer)
+            viewer.close()
+        finally:
+            if page is not None:
+                page.close()
+            native.close()
+            pub.close()
+
+
+def test_a_relay_only_page_uses_the_servers_turn_credentials(chromium):
+    # coturn with use-auth-secret; the server hands its TURN URL (a host name) and this connection's credentials to
+    # the page in `connected` (and to the native publisher), and a page whose only ICE setting is the relay policy
+    # receives the native stream through coturn and the router.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bindings", "python", "tests"))
+    import coturn_support
+
+    with coturn_support.coturn(auth_secret="north-wind") as turn_port, \
+            otsession.Server(api_key="4711", api_secret="ab" * 20, ice_servers=[f"turn:localhost:{turn_port}?transport=udp"],
+                             turn_secret="north-wind") as server:
+        sid = server.create_session()
+        with native_and_page(chromium, server, sid, media=False) as (native, page):
+            page.call("connect", server.api_key, sid, server.token(sid, "subscriber"), {"iceConfig": {"transportPolicy": "relay"}})
+            got = page.call("subscribe", "native")
+            page.call("framesDecoded", got["streamId"], 20)
+            local = page.call("selectedLocalCandidate", got["streamId"])
+            assert local and local["candidateType"] == "relay", local

@@ -13,8 +13,12 @@ class Closed(Exception):
 
 
 class SignalingClient:
-    def __init__(self, port, host="127.0.0.1", path="/v2/signaling"):
+    """`ssl_context` (an ssl.SSLContext): wss://, with `host` as the name the certificate is checked against."""
+
+    def __init__(self, port, host="127.0.0.1", path="/v2/signaling", ssl_context=None):
         self.sock = socket.create_connection((host, port), timeout=10)
+        if ssl_context is not None:
+            self.sock = ssl_context.wrap_socket(self.sock, server_hostname=host)
         key = base64.b64encode(os.urandom(16)).decode()
         req = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n")

@@ -192,11 +192,13 @@ function bundleMid(sdp) {
   return m ? m[1] : "0";
 }
 
-function peerConfig(options) {
+/** RTCPeerConnection settings: the session server's ICE servers (`provided`, from `connected`, with this connection's
+ * TURN credentials) unless `iceConfig.includeServers` is "custom", then the custom servers. */
+function peerConfig(options, provided) {
   const ice = options.iceConfig || {};
+  const custom = (ice.customServers || []).map((s) => ({ urls: s.urls, username: s.username, credential: s.credential }));
   return {
-    iceServers: ice.includeServers === "custom" || ice.customServers
-      ? (ice.customServers || []).map((s) => ({ urls: s.urls, username: s.username, credential: s.credential })) : [],
+    iceServers: [...(ice.includeServers === "custom" ? [] : (provided || [])), ...custom],
     iceTransportPolicy: ice.transportPolicy === "relay" ? "relay" : "all",
     bundlePolicy: "max-bundle",
     rtcpMuxPolicy: "require",
@@ -209,7 +211,7 @@ class MediaPeer {
   constructor(session, peerId, onState) {
     this.session = session;
     this.peerId = peerId;
-    this.pc = new RTCPeerConnection(peerConfig(session._options));
+    this.pc = new RTCPeerConnection(peerConfig(session._options, session._iceServers));
     this.chain = Promise.resolve();
     this.localCandidates = [];
     this.closed = false;
@@ -1106,6 +1108,7 @@ export class Session extends Emitter {
     if (m.id !== this.#connectId) return;
     this.#resumeToken = m.resumeToken;
     if (m.reconnectGraceMillis > 0) this.#graceMs = m.reconnectGraceMillis;
+    this._iceServers = Array.isArray(m.iceServers) ? m.iceServers : [];
     this.#setRole(m.role);
     this.muteForced = !!m.muteForced;
     if (this.#reconnect) { this.#resumed(m); return; }

@@ -74,14 +74,15 @@ enum ot_ice_transport_policy {
 
 /** Which ICE servers are used (OTSessionICEIncludeServers). */
 enum ot_ice_include_servers {
-    /** The platform's servers and the custom ones (ot-server provides none: the custom ones). */
+    /** The session server's (ot-server --ice-server, with per-connection TURN credentials) and the custom ones. */
     OT_ICE_INCLUDE_SERVERS_ALL = 0,
-    /** Only the custom servers. */
+    /** Only the custom servers: the session server's are ignored. */
     OT_ICE_INCLUDE_SERVERS_CUSTOM = 1
 };
 
-/** A custom ICE server. `url`: "stun:HOST[:PORT]" or "turn:HOST[:PORT][?transport=udp|tcp]", HOST an IPv4
- * address, a bracketed IPv6 address or localhost; port 3478 by default. username/credential (TURN) may be NULL. */
+/** A custom ICE server. `url`: "stun:HOST[:PORT]", "turn:HOST[:PORT][?transport=udp|tcp]" or
+ * "turns:HOST[:PORT][?transport=tcp]" (TURN over TLS), HOST a DNS name (resolved off the IO threads), an IPv4
+ * address or a bracketed IPv6 address; port 3478 by default, 5349 for turns:. username/credential (TURN) may be NULL. */
 typedef struct ot_ice_server {
     const char *url;
     const char *username;
@@ -99,7 +100,8 @@ enum ot_callback_mode {
 /** Options for ot_session_new_with_settings; start from ot_session_settings_default().
  * Strings and the ice_servers array are read during the call only. */
 typedef struct ot_session_settings {
-    /** The session server: "ws://host:port" or "http://host:port". NULL means ws://127.0.0.1:8080. */
+    /** The session server: "ws://", "wss://", "http://" or "https://" host[:port] (host: a name, IPv4, or [IPv6]).
+     * NULL means ws://127.0.0.1:8080. With TLS the certificate is verified (see tls_ca_file). */
     const char *server_url;
     /** When true, no connection created/destroyed callbacks are made for other clients. */
     ot_bool connection_events_suppressed;
@@ -118,6 +120,13 @@ typedef struct ot_session_settings {
     int64_t ping_interval_ms;
     /** One of ot_callback_mode (default OT_CALLBACK_THREAD). */
     int callback_mode;
+    /** A PEM file of the CA certificates to trust for wss:// / https:// servers and turns: TURN servers, instead of
+     * the system store (NULL). A certificate they do not vouch for, or for another host name, fails connecting with
+     * OT_ERR_TLS_CERTIFICATE_REJECTED. */
+    const char *tls_ca_file;
+    /** An HTTP proxy, "http://[user:password@]host:port" (OTSessionSettings.proxyURL): signaling and TURN over
+     * TCP/TLS go through its CONNECT tunnels. NULL: direct. */
+    const char *proxy_url;
 } ot_session_settings;
 
 /** What the token's role allows (OTSessionCapabilities). */

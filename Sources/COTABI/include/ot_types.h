@@ -58,7 +58,11 @@ enum ot_status_code {
     /** A capture or playout device could not be opened: no sound server, no such device (docs/devices.md). */
     OT_ERR_DEVICE_UNAVAILABLE = 9100,
     /** A capture or playout device in use vanished (unplugged, removed, the sound server gone). */
-    OT_ERR_DEVICE_LOST = 9101
+    OT_ERR_DEVICE_LOST = 9101,
+    /** The server's TLS certificate was not accepted (https:// or wss:// server URL, turns: ICE server): not trusted
+     * by the system store or ot_session_settings.tls_ca_file, expired, or for another host name. The message names
+     * the reason. The library never falls back to a clear connection. */
+    OT_ERR_TLS_CERTIFICATE_REJECTED = 9200
 };
 
 /** Log levels for ot_log_set_level. */

@@ -30,4 +30,19 @@ int otshim_dtls_set_timer(SSL *ssl, unsigned int initial_us, unsigned int max_us
 int otshim_dtls_expect_peer_sha256(SSL *ssl, const unsigned char *sha256);
 /** SSL_get_peer_certificate's SHA-256 into out[32]. Returns 1 when the peer sent a certificate. */
 int otshim_ssl_peer_cert_sha256(SSL *ssl, unsigned char *out);
+
+/* TLS over TCP (signaling, TURN over TLS): contexts and streams for sans-IO drivers on memory BIOs. */
+
+/** A TLS context for TLS 1.2 and 1.3 only, without compression or renegotiation, with SSL_MODE_RELEASE_BUFFERS
+ *  (idle connections give their record buffers back) and partial writes allowed. `server`: server ciphers
+ *  (ECDHE with AES-GCM or ChaCha20 for TLS 1.2) preferred over the client's. NULL on failure. */
+SSL_CTX *otshim_tls_ctx_new(int server);
+/** Client side: verify the peer's chain against the context's trust store. */
+void otshim_tls_ctx_verify_peer(SSL_CTX *ctx);
+/** SSL_set_tlsext_host_name (a macro): the SNI name. Returns 1 on success. */
+int otshim_tls_set_sni(SSL *ssl, const char *name);
+/** The certificate must be for `host`: a DNS name (SSL_set1_host) or an IP literal (its IP SAN). Returns 1 on success. */
+int otshim_tls_expect_host(SSL *ssl, const char *host, int is_ip);
+/** The oldest error on this thread's OpenSSL error queue as text (empty when none); the queue is cleared. */
+void otshim_tls_last_error(char *buf, size_t size);
 #endif

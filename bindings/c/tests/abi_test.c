@@ -69,6 +69,7 @@ static void expect_server_calls(ot_server *sv, ot_status want) {
     EXPECT(ot_server_create_session(sv, OT_FALSE, buf, sizeof buf) == want);
     EXPECT(ot_server_create_session_with_options(sv, OT_FALSE, OT_TRUE, buf, sizeof buf) == want);
     EXPECT(ot_server_new_token(sv, "1_x", OT_ROLE_PUBLISHER, NULL, OT_TOKEN_JWT, buf, sizeof buf) == want);
+    EXPECT(ot_server_reload_tls(sv) == want);
     EXPECT(ot_server_stop(sv) == want);
     EXPECT(ot_server_delete(sv) == want);
 }
@@ -149,6 +150,49 @@ static void test_bad_handles(void) {
         EXPECT(ot_session_settings_validate(&st) == OT_ERR_INVALID_PARAM);
         st.server_url = "ws://127.0.0.1:99999";
         EXPECT(ot_session_new_with_settings("123", "1_s", &no_callbacks, &st) == NULL);
+        /* TLS and a proxy: wss/https URLs with names, a CA file (read at connect), an http:// proxy only. */
+        st.server_url = "wss://ot.example.org";
+        EXPECT(st.tls_ca_file == NULL && st.proxy_url == NULL);
+        st.tls_ca_file = "/etc/ssl/certs/ca-certificates.crt";
+        st.proxy_url = "http://user:pw@proxy.example.org:3128";
+        EXPECT(ot_session_settings_validate(&st) == OT_OK);
+        st.proxy_url = "https://proxy.example.org";
+        EXPECT(ot_session_settings_validate(&st) == OT_ERR_INVALID_PARAM);
+        st.proxy_url = NULL;
+        st.tls_ca_file = "";
+        EXPECT(ot_session_settings_validate(&st) == OT_ERR_INVALID_PARAM);
+    }
+
+    /* Server options: TLS files go together, ICE URLs are checked, a TURN URL needs the shared secret. */
+    {
+        ot_server_options o;
+        EXPECT(ot_server_options_default(NULL) == OT_ERR_INVALID_PARAM);
+        EXPECT(ot_server_options_default(&o) == OT_OK && o.turn_credential_ttl_s == 86400 && o.host == NULL);
+        EXPECT(ot_server_new_with_options(NULL) == NULL);
+        EXPECT(ot_server_new_with_options(&o) == NULL); /* no project */
+        o.api_key = "123";
+        o.api_secret = "abcdef";
+        const char *urls[] = {"stun:stun.example.org", "turn:turn.example.org?transport=tcp"};
+        o.ice_server_urls = urls;
+        o.ice_server_url_count = 2;
+        EXPECT(ot_server_new_with_options(&o) == NULL); /* turn: without turn_secret */
+        o.turn_secret = "north-wind";
+        o.tls_cert_file = "/nonexistent.pem";
+        EXPECT(ot_server_new_with_options(&o) == NULL); /* a certificate without its key */
+        o.tls_cert_file = NULL;
+        o.media_advertise = "not-an-ip";
+        EXPECT(ot_server_new_with_options(&o) == NULL);
+        o.media_advertise = "203.0.113.7";
+        ot_server *sv2 = ot_server_new_with_options(&o);
+        EXPECT(sv2 != NULL);
+        EXPECT(ot_server_reload_tls(sv2) == OT_ERR_ILLEGAL_STATE); /* no TLS */
+        EXPECT(ot_server_delete(sv2) == OT_OK);
+        o.tls_cert_file = "/nonexistent.pem";
+        o.tls_key_file = "/nonexistent.key";
+        sv2 = ot_server_new_with_options(&o);
+        EXPECT(sv2 != NULL);
+        EXPECT(ot_server_start(sv2, NULL) == OT_ERR_INVALID_PARAM); /* the files are read at start */
+        EXPECT(ot_server_delete(sv2) == OT_OK);
     }
 
     /* Streams and connections. */

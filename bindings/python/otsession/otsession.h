@@ -65,7 +65,11 @@ enum ot_status_code {
     /** A capture or playout device could not be opened: no sound server, no such device (docs/devices.md). */
     OT_ERR_DEVICE_UNAVAILABLE = 9100,
     /** A capture or playout device in use vanished (unplugged, removed, the sound server gone). */
-    OT_ERR_DEVICE_LOST = 9101
+    OT_ERR_DEVICE_LOST = 9101,
+    /** The server's TLS certificate was not accepted (https:// or wss:// server URL, turns: ICE server): not trusted
+     * by the system store or ot_session_settings.tls_ca_file, expired, or for another host name. The message names
+     * the reason. The library never falls back to a clear connection. */
+    OT_ERR_TLS_CERTIFICATE_REJECTED = 9200
 };
 
 /** Log levels for ot_log_set_level. */
@@ -384,6 +388,34 @@ enum ot_token_format {
     OT_TOKEN_T1 = 1
 };
 
+/** Options of an embedded server (ot_server_new_with_options); start from ot_server_options_default().
+ * Strings and the URL array are read during the call only. */
+typedef struct ot_server_options {
+    /** The address to listen on: IPv4, IPv6 ("::" for every interface) or "localhost"; NULL: 127.0.0.1. */
+    const char *host;
+    /** The port (0: any free port). */
+    int32_t port;
+    /** The project: key of 1 to 64 of [A-Za-z0-9_-], secret of 1 to 256 bytes. Required. */
+    const char *api_key;
+    const char *api_secret;
+    /** TLS (HTTPS and WSS on the port, TLS 1.2 and 1.3): a PEM certificate chain (leaf first) and its key; both or
+     * neither. ot_server_reload_tls reads them again. */
+    const char *tls_cert_file;
+    const char *tls_key_file;
+    /** STUN/TURN URLs every client gets when it connects (stun:, turn:, turns:; ice_server_url_count of them). */
+    const char *const *ice_server_urls;
+    size_t ice_server_url_count;
+    /** coturn's use-auth-secret secret: TURN credentials are minted per connection with it. Needed for turn: URLs. */
+    const char *turn_secret;
+    /** How long a connection's TURN credentials are valid, in seconds (60..2592000; default 86400). */
+    int64_t turn_credential_ttl_s;
+    /** The media router's address (NULL: host, or 127.0.0.1 for 0.0.0.0/::) and UDP port (0: any). */
+    const char *media_host;
+    int32_t media_port;
+    /** 1:1 NAT: the IP clients are told for the media router (NULL: media_host). */
+    const char *media_advertise;
+} ot_server_options;
+
 #endif /* OT_SERVER_TYPES_H */
 
 /* Types of the session API: status values, settings, capabilities and the
@@ -461,14 +493,15 @@ enum ot_ice_transport_policy {
 
 /** Which ICE servers are used (OTSessionICEIncludeServers). */
 enum ot_ice_include_servers {
-    /** The platform's servers and the custom ones (ot-server provides none: the custom ones). */
+    /** The session server's (ot-server --ice-server, with per-connection TURN credentials) and the custom ones. */
     OT_ICE_INCLUDE_SERVERS_ALL = 0,
-    /** Only the custom servers. */
+    /** Only the custom servers: the session server's are ignored. */
     OT_ICE_INCLUDE_SERVERS_CUSTOM = 1
 };
 
-/** A custom ICE server. `url`: "stun:HOST[:PORT]" or "turn:HOST[:PORT][?transport=udp|tcp]", HOST an IPv4
- * address, a bracketed IPv6 address or localhost; port 3478 by default. username/credential (TURN) may be NULL. */
+/** A custom ICE server. `url`: "stun:HOST[:PORT]", "turn:HOST[:PORT][?transport=udp|tcp]" or
+ * "turns:HOST[:PORT][?transport=tcp]" (TURN over TLS), HOST a DNS name (resolved off the IO threads), an IPv4
+ * address or a bracketed IPv6 address; port 3478 by default, 5349 for turns:. username/credential (TURN) may be NULL. */
 typedef struct ot_ice_server {
     const char *url;
     const char *username;
@@ -486,7 +519,8 @@ enum ot_callback_mode {
 /** Options for ot_session_new_with_settings; start from ot_session_settings_default().
  * Strings and the ice_servers array are read during the call only. */
 typedef struct ot_session_settings {
-    /** The session server: "ws://host:port" or "http://host:port". NULL means ws://127.0.0.1:8080. */
+    /** The session server: "ws://", "wss://", "http://" or "https://" host[:port] (host: a name, IPv4, or [IPv6]).
+     * NULL means ws://127.0.0.1:8080. With TLS the certificate is verified (see tls_ca_file). */
     const char *server_url;
     /** When true, no connection created/destroyed callbacks are made for other clients. */
     ot_bool connection_events_suppressed;
@@ -505,6 +539,13 @@ typedef struct ot_session_settings {
     int64_t ping_interval_ms;
     /** One of ot_callback_mode (default OT_CALLBACK_THREAD). */
     int callback_mode;
+    /** A PEM file of the CA certificates to trust for wss:// / https:// servers and turns: TURN servers, instead of
+     * the system store (NULL). A certificate they do not vouch for, or for another host name, fails connecting with
+     * OT_ERR_TLS_CERTIFICATE_REJECTED. */
+    const char *tls_ca_file;
+    /** An HTTP proxy, "http://[user:password@]host:port" (OTSessionSettings.proxyURL): signaling and TURN over
+     * TCP/TLS go through its CONNECT tunnels. NULL: direct. */
+    const char *proxy_url;
 } ot_session_settings;
 
 /** What the token's role allows (OTSessionCapabilities). */
@@ -702,7 +743,8 @@ ot_status ot_server_create_session_with_options(ot_server * server, ot_bool rela
 /// Stops and releases the server.
 ot_status ot_server_delete(ot_server * server);
 
-/// Copies the server's base URL ("http://host:port", for the REST API and ot_session_settings.server_url) into `buf`.
+/// Copies the server's base URL ("http://host:port", or "https://host:port" with TLS; for the REST API and
+/// ot_session_settings.server_url) into `buf`.
 ot_status ot_server_get_url(ot_server * server, char * buf, size_t size);
 
 /// Creates an embedded session server for one project (REST API, WebSocket signaling, and a media router for
@@ -716,7 +758,22 @@ ot_server * ot_server_new(char const * host, int32_t port, char const * api_key,
 /// format: OT_TOKEN_JWT or OT_TOKEN_T1) into `buf` (OT_TOKEN_BUFFER_SIZE is always enough).
 ot_status ot_server_new_token(ot_server * server, char const * session_id, int32_t role, char const * data, int32_t format, char * buf, size_t size);
 
+/// Creates an embedded session server with options (ot_server_options_default, then set at least api_key and
+/// api_secret): TLS, the ICE servers its clients get, the media router's placement. NULL when an option is invalid
+/// (the reason is logged); files are read at ot_server_start.
+ot_server * ot_server_new_with_options(ot_server_options const * options);
+
+/// Fills `options` with the defaults: 127.0.0.1, any port, no project (set api_key and api_secret), no TLS, no ICE
+/// servers, TURN credentials valid for a day, the media router on the server's host at any port.
+ot_status ot_server_options_default(ot_server_options * options);
+
+/// Reads the TLS certificate and key files again (after a renewal): new connections get the new certificate, open
+/// sessions carry on. OT_ERR_ILLEGAL_STATE without TLS or before ot_server_start; OT_ERR_INVALID_PARAM (the old
+/// certificate stays; the reason is logged) when the files are unusable.
+ot_status ot_server_reload_tls(ot_server * server);
+
 /// Starts serving (REST API and WebSocket signaling on one port); the bound port goes to `port` (may be NULL).
+/// OT_ERR_INVALID_PARAM when the TLS files cannot be used (the reason is logged).
 ot_status ot_server_start(ot_server * server, int32_t * port);
 
 /// Stops the server (connected clients are dropped).
@@ -834,7 +891,8 @@ ot_status ot_session_set_encryption_secret(ot_session * session, char const * se
 ot_status ot_session_set_speaker(ot_session * session, char const * sink);
 
 /// Fills `settings` with the defaults: server ws://127.0.0.1:8080, events not suppressed, no custom ICE servers,
-/// every candidate type, LAN candidates signalled, 15 s connect timeout, 10 s keepalive, callbacks on a library thread.
+/// every candidate type, LAN candidates signalled, 15 s connect timeout, 10 s keepalive, callbacks on a library thread,
+/// the system's CA certificates, no proxy.
 ot_status ot_session_settings_default(ot_session_settings * settings);
 
 /// Checks settings as ot_session_new_with_settings does: OT_OK, or OT_ERR_INVALID_PARAM (1011) for a NULL

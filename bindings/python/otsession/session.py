@@ -54,8 +54,9 @@ class ICEIncludeServers(enum.IntEnum):
 
 @dataclass(frozen=True)
 class ICEServer:
-    """A custom ICE server: "stun:HOST[:PORT]" or "turn:HOST[:PORT][?transport=udp|tcp]" (HOST an IP address or
-    localhost); username/credential for TURN."""
+    """A custom ICE server: "stun:HOST[:PORT]", "turn:HOST[:PORT][?transport=udp|tcp]" or
+    "turns:HOST[:PORT][?transport=tcp]" (TURN over TLS); HOST a name, an IPv4 address or [IPv6]; username/credential
+    for TURN."""
     url: str
     username: Optional[str] = None
     credential: Optional[str] = None
@@ -199,13 +200,42 @@ class Capabilities:
 
 
 class Server:
-    """An embedded session server (REST API and WebSocket signaling on one loopback port)."""
+    """An embedded session server (REST API and WebSocket signaling on one port, a media router on UDP).
 
-    def __init__(self, api_key: str = "100", api_secret: str = "0" * 32, host: str = "127.0.0.1", port: int = 0):
+    `tls_cert`/`tls_key`: PEM files for HTTPS and WSS on the port (`reload_tls()` reads them again). `ice_servers`:
+    STUN/TURN URLs every client gets when it connects, TURN credentials minted per connection with coturn's
+    use-auth-secret `turn_secret` (valid `turn_ttl` seconds). `media_host`/`media_port`: where the router binds;
+    `media_advertise`: the IP clients are told for it (1:1 NAT). Raises OTError(1011) for options the library
+    refuses (the reason is logged)."""
+
+    def __init__(self, api_key: str = "100", api_secret: str = "0" * 32, host: str = "127.0.0.1", port: int = 0,
+                 tls_cert: Optional[str] = None, tls_key: Optional[str] = None, ice_servers: Iterable[str] = (),
+                 turn_secret: Optional[str] = None, turn_ttl: int = 86400, media_host: Optional[str] = None,
+                 media_port: int = 0, media_advertise: Optional[str] = None):
         self.api_key, self.api_secret = api_key, api_secret
-        self._h = lib().fn.ot_server_new(host.encode(), port, api_key.encode(), api_secret.encode())
+        l = lib()
+        o = l.decl.structs["ot_server_options"]()
+        check(l.fn.ot_server_options_default(ctypes.byref(o)))
+        keep = []
+
+        def c_str(v):
+            if v is None:
+                return None
+            b = str(v).encode()
+            keep.append(b)
+            return b
+        o.host, o.port = c_str(host), port
+        o.api_key, o.api_secret = c_str(api_key), c_str(api_secret)
+        o.tls_cert_file, o.tls_key_file = c_str(tls_cert), c_str(tls_key)
+        urls = [c_str(u) for u in ice_servers]
+        arr = (ctypes.c_char_p * max(1, len(urls)))(*urls)
+        o.ice_server_urls = ctypes.cast(arr, type(o.ice_server_urls)) if urls else None
+        o.ice_server_url_count = len(urls)
+        o.turn_secret, o.turn_credential_ttl_s = c_str(turn_secret), turn_ttl
+        o.media_host, o.media_port, o.media_advertise = c_str(media_host), media_port, c_str(media_advertise)
+        self._h = l.fn.ot_server_new_with_options(ctypes.byref(o))
         if not self._h:
-            raise OTError(1011, "Server")
+            raise OTError(1011, "Server: invalid options")
         self.port = 0
 
     def start(self) -> int:
@@ -218,6 +248,10 @@ class Server:
     def url(self) -> str:
         """Base URL for the REST API and for Session(server_url=...)."""
         return _buffer_call(lib().fn.ot_server_get_url, self._h, context="Server.url")
+
+    def reload_tls(self) -> None:
+        """Reads the TLS certificate and key again: new connections get the new certificate, sessions carry on."""
+        check(lib().fn.ot_server_reload_tls(self._h), "Server.reload_tls")
 
     def create_session(self, relayed: bool = False, e2ee: bool = False) -> str:
         """A new session id: routed, or relayed (peer to peer); end-to-end encrypted when `e2ee` (routed only)."""
@@ -256,10 +290,15 @@ class Session:
     def __init__(self, api_key: str, session_id: str, server_url: Optional[str] = None,
                  connection_events_suppressed: bool = False, relay_only: bool = False,
                  ice_config: Optional[ICEConfig] = None, callback_mode: CallbackMode = CallbackMode.THREAD,
-                 connect_timeout: float = 15.0, ping_interval: float = 10.0):
-        """`ice_config`: custom STUN/TURN servers, transport policy, LAN filter; `relay_only=True` is a shortcut
-        for its RELAY transport policy. `connect_timeout` and `ping_interval` in seconds. Raises OTError(1011) for
-        settings the library refuses (e.g. a bad URL, a timeout out of range)."""
+                 connect_timeout: float = 15.0, ping_interval: float = 10.0, tls_ca_file: Optional[str] = None,
+                 proxy_url: Optional[str] = None):
+        """`server_url`: ws://, wss://, http:// or https:// host[:port] (names are resolved). `ice_config`: custom
+        STUN/TURN servers, transport policy, which servers (the session server's too, or only the custom ones), LAN
+        filter; `relay_only=True` is a shortcut for its RELAY transport policy. `connect_timeout` and
+        `ping_interval` in seconds. `tls_ca_file`: a PEM file of CA certificates to trust instead of the system's
+        (a certificate they do not vouch for fails connecting with 9200, TLS_CERTIFICATE_REJECTED). `proxy_url`:
+        http://[user:password@]host:port, an HTTP CONNECT proxy for signaling and TURN over TCP/TLS. Raises
+        OTError(1011) for settings the library refuses (e.g. a bad URL, a timeout out of range)."""
         l = lib()
         self._listeners: dict[str, list[Callable]] = {e: [] for e in _EVENTS}
         self._signals: dict[int, tuple[concurrent.futures.Future, Optional[Callable]]] = {}
@@ -301,6 +340,10 @@ class Session:
         settings.connect_timeout_ms = int(connect_timeout * 1000)
         settings.ping_interval_ms = int(ping_interval * 1000)
         settings.callback_mode = CallbackMode(callback_mode).value
+        self._tls_ca = None if tls_ca_file is None else str(tls_ca_file).encode()
+        self._proxy = None if proxy_url is None else proxy_url.encode()
+        settings.tls_ca_file = self._tls_ca
+        settings.proxy_url = self._proxy
         status = l.fn.ot_session_settings_validate(ctypes.byref(settings))
         if status != 0:
             raise OTError(status, f"Session: invalid settings (ICE servers: {[s.url for s in ice.custom_servers]})")

@@ -141,8 +141,11 @@ def test_ice_config_is_validated():
     s = otsession.Session("123", "1_s", ice_config=ice)
     s.close()
     ice.add_ice_server("turn:127.0.0.1:3479?transport=tcp", "user", "secret")
+    ice.add_ice_server("turns:turn.example.org:443", "user", "secret")   # TURN over TLS, a name resolved when used
+    ice.add_ice_server("stun:stun.example.org")
     otsession.Session("123", "1_s", ice_config=ice).close()
-    for url in ("stun://127.0.0.1", "turns:127.0.0.1", "stun:stun.example.org", "turn:127.0.0.1?transport=sctp"):
+    for url in ("stun://127.0.0.1", "stuns:127.0.0.1", "turns:127.0.0.1?transport=udp", "stun:exa mple.org",
+                "turn:127.0.0.1?transport=sctp"):
         with pytest.raises(OTError) as e:
             otsession.Session("123", "1_s", ice_config=otsession.ICEConfig([otsession.ICEServer(url)]))
         assert e.value.code == ErrorCode.INVALID_PARAM, url

@@ -1,53 +1,24 @@
 """TURN over TCP through the Python package: relay-only sessions reach coturn (started here, on 127.0.0.1) over
 TCP, and the test pattern arrives through the relay; a TCP TURN server nobody listens on fails the subscriber."""
 import json
-import os
 import queue
-import random
-import shutil
 import socket
-import subprocess
-import tempfile
 import threading
 import time
 
+import coturn_support
 import pytest
 
 import otsession
 from otsession import Role
+from coturn_support import PASSWORD, USER
 from session_recorder import SubscriberRecorder
-
-USER, PASSWORD = "otuser", "otpass"
 
 
 @pytest.fixture
 def coturn():
-    if not os.path.exists("/usr/bin/turnserver"):
-        pytest.skip("coturn is not installed")
-    d = tempfile.mkdtemp(prefix="ot-coturn-")
-    port = random.randint(20000, 29999)
-    low = random.randint(0, 299) * 50 + 30000
-    conf = os.path.join(d, "turnserver.conf")
-    with open(conf, "w") as f:
-        f.write(f"listening-ip=127.0.0.1\nrelay-ip=127.0.0.1\nlistening-port={port}\nmin-port={low}\nmax-port={low + 49}\n"
-                f"lt-cred-mech\nuser={USER}:{PASSWORD}\nrealm=otsession.test\nallow-loopback-peers\nno-tls\nno-dtls\n"
-                f"no-cli\nno-rfc5780\nno-stdout-log\nlog-file={d}/turn.log\npidfile={d}/turn.pid\nuserdb={d}/turndb\n")
-    proc = subprocess.Popen(["/usr/bin/turnserver", "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 10
-        while True:  # ready once its TCP listener accepts
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.time() > deadline:
-                    pytest.skip("coturn did not start")
-                time.sleep(0.05)
+    with coturn_support.coturn() as port:
         yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def relay_ice(url):

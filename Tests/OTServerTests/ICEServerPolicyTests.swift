@@ -1,0 +1,74 @@
+import OTBase
+@testable import OTServer
+import OTTransport
+import OTWire
+import XCTest
+
+/// The STUN/TURN servers a server hands its clients in `connected`, with coturn's use-auth-secret credentials.
+final class ICEServerPolicyTests: XCTestCase {
+    let project = Project(apiKey: "100", secret: "abcdef0123456789")
+    let ms: Int64 = 1_800_000_000_000
+
+    /// The credentials coturn checks: username `<expiry>:<user>`, password base64(HMAC-SHA1(secret, username)) (the
+    /// expected password computed with Python's hmac module).
+    func testCredentialsAreCoturnsSharedSecretScheme() {
+        let c = ICEServerPolicy.credentials(secret: "north-wind", connectionId: "0a1b", expiry: 1_800_086_400)
+        XCTAssertEqual(c.username, "1800086400:0a1b")
+        XCTAssertEqual(c.password, "s77lnA4n8MOnusCbWRy8ero07W0=")
+    }
+
+    func testEachConnectionGetsItsOwnTimeLimitedCredentials() throws {
+        let policy = ICEServerPolicy(urls: ["stun:stun.example.org", "turn:turn.example.org?transport=udp", "turns:turn.example.org:443"],
+                                     turnSecret: "north-wind", credentialLifetime: .seconds(3600))
+        try policy.validate()
+        let r = SignalingRouter(projects: [project])
+        r.iceServers = { policy.servers(connectionId: $0, nowMillis: $1) }
+        let sid = try r.createSession(apiKey: project.apiKey, nowMillis: ms)
+        var seen: [String] = []
+        for socket in 1...2 {
+            let token = try ClientToken(apiKey: project.apiKey, sessionId: sid, role: .publisher, createTime: ms / 1000).mint(secret: project.secret)
+            let out = r.receive(socket: socket, .connect(ConnectRequest(id: 1, apiKey: project.apiKey, sessionId: sid, token: token)),
+                                now: Instant(micros: 1), nowMillis: ms)
+            guard case .send(_, .connected(let info))? = out.first, let ice = info.iceServers else { return XCTFail("\(out)") }
+            XCTAssertEqual(ice.count, 2)
+            XCTAssertEqual(ice[0], ICEServerInfo(urls: ["stun:stun.example.org"]))
+            XCTAssertEqual(ice[1].urls, ["turn:turn.example.org?transport=udp", "turns:turn.example.org:443"])
+            let username = try XCTUnwrap(ice[1].username)
+            XCTAssertEqual(username, "\(ms / 1000 + 3600):\(info.connection.id)")
+            XCTAssertEqual(ice[1].credential, ICEServerPolicy.credentials(secret: "north-wind", connectionId: info.connection.id,
+                                                                          expiry: ms / 1000 + 3600).password)
+            seen.append(username)
+            // The wire form is RTCIceServer's (what otsession.js hands its RTCPeerConnection).
+            let text = SignalingCodec.encode(ServerMessage.connected(info))
+            XCTAssertTrue(text.contains("\"iceServers\":[{\"urls\":[\"stun:stun.example.org\"]}"), text)
+        }
+        XCTAssertNotEqual(seen[0], seen[1])
+    }
+
+    func testNoServersNoField() throws {
+        let r = SignalingRouter(projects: [project])
+        let sid = try r.createSession(apiKey: project.apiKey, nowMillis: ms)
+        let token = try ClientToken(apiKey: project.apiKey, sessionId: sid, role: .publisher, createTime: ms / 1000).mint(secret: project.secret)
+        let out = r.receive(socket: 1, .connect(ConnectRequest(id: 1, apiKey: project.apiKey, sessionId: sid, token: token)),
+                            now: Instant(micros: 1), nowMillis: ms)
+        guard case .send(_, .connected(let info))? = out.first else { return XCTFail() }
+        XCTAssertNil(info.iceServers)
+        XCTAssertFalse(SignalingCodec.encode(ServerMessage.connected(info)).contains("iceServers"))
+    }
+
+    func testPoliciesThatClientsWouldRefuseAreRefused() {
+        let bad: [ICEServerPolicy] = [
+            ICEServerPolicy(urls: ["turn:turn.example.org"]),                        // TURN without a secret
+            ICEServerPolicy(urls: ["stuns:stun.example.org"]),
+            ICEServerPolicy(urls: ["turn:1.2.3.4?transport=sctp"], turnSecret: "s"),
+            ICEServerPolicy(urls: ["stun:s"], turnSecret: ""),
+            ICEServerPolicy(urls: ["turn:t"], turnSecret: "s", credentialLifetime: .seconds(5)),
+        ]
+        for p in bad { XCTAssertThrowsError(try p.validate(), "\(p)") { XCTAssertEqual(($0 as? OTError)?.code, .invalidParameter) } }
+        XCTAssertNoThrow(try ICEServerPolicy(urls: ["stun:stun.example.org"]).validate())
+        // The server refuses to start with such a policy.
+        let server = SessionServer(.init(projects: [project], iceServers: ICEServerPolicy(urls: ["turn:t"])))
+        XCTAssertThrowsError(try server.start())
+        server.stop()
+    }
+}
