@@ -14,6 +14,8 @@ final class ConnectionDeadlines: Sendable {
     private struct State {
         var entries: [ObjectIdentifier: Entry] = [:]
         var earliest: Instant?
+        /// The IO object's owner's own deadline (`MediaEndpoint.setTimerDeadline`).
+        var owner: Instant?
     }
 
     private let udp: UDPDriver
@@ -26,6 +28,16 @@ final class ConnectionDeadlines: Sendable {
         // The IO driver's deadline is set under the lock so updates from several threads cannot reorder.
         state.withLock { s in
             s.entries[ObjectIdentifier(d)] = at.map { Entry(driver: d, at: $0) }
+            guard let at, s.earliest.map({ at < $0 }) ?? true else { return }
+            s.earliest = at
+            udp.setDeadline(at)
+        }
+    }
+
+    /// Sets (or with nil clears) the owner's deadline, multiplexed with the connections'.
+    func setOwner(_ at: Instant?) {
+        state.withLock { s in
+            s.owner = at
             guard let at, s.earliest.map({ at < $0 }) ?? true else { return }
             s.earliest = at
             udp.setDeadline(at)
@@ -48,7 +60,7 @@ final class ConnectionDeadlines: Sendable {
         }
         for d in due { d.timeout(now: now) }
         state.withLock { s in
-            s.earliest = s.entries.values.map(\.at).min()
+            s.earliest = [s.entries.values.map(\.at).min(), s.owner].compactMap { $0 }.min()
             udp.setDeadline(s.earliest)
         }
     }

@@ -25,6 +25,8 @@ public final class PeerConnectionDriver: @unchecked Sendable {
     private var closed = false
     /// The remote address a shared endpoint routes to this connection.
     private var routedAddress: TransportAddress?
+    /// The deadline last given to the IO (not repeated while it stays the same, as it does from packet to packet).
+    private var deadlineGiven: Instant??
     /// The sockets this connection's host candidates are bound at.
     public private(set) var localAddresses: [TransportAddress] = []
     /// The local addresses of its TCP connections to TURN servers.
@@ -186,6 +188,7 @@ public final class PeerConnectionDriver: @unchecked Sendable {
 
     func timeout(now: Instant) {
         lock.lock()
+        deadlineGiven = nil  // the IO forgot it when it fired
         if !closed { pc.handleTimeout(now: now) }
         let events = flushLocked()
         lock.unlock()
@@ -197,10 +200,12 @@ public final class PeerConnectionDriver: @unchecked Sendable {
         switch io {
         case .owned(let shared):
             while let t = pc.pollTransmit() { shared.send(t.bytes, from: t.source, to: t.destination) }
-            shared.setDeadline(closed ? nil : pc.pollTimeout(), for: self)
+            let d = closed ? nil : pc.pollTimeout()
+            if deadlineGiven != .some(d) { deadlineGiven = d; shared.setDeadline(d, for: self) }
         case .shared(let endpoint):
             while let t = pc.pollTransmit() { endpoint.send(t.bytes, to: t.destination) }
-            endpoint.setDeadline(closed ? nil : pc.pollTimeout(), for: self)
+            let d = closed ? nil : pc.pollTimeout()
+            if deadlineGiven != .some(d) { deadlineGiven = d; endpoint.setDeadline(d, for: self) }
         case nil:
             break
         }
@@ -229,6 +234,9 @@ public final class MediaEndpoint: @unchecked Sendable {
     private let udp: UDPDriver
     private let deadlines: ConnectionDeadlines
     private let state = Mutex(State())
+    /// Work queued for the IO thread (`async`), and the owner that gets its timer events (`setOwner`).
+    private let inbox = Mutex<[@Sendable () -> Void]>([])
+    private let owner = WeakOwner()
     /// The shared socket's address: every connection's single host candidate.
     public let address: TransportAddress
     /// The address clients are told (1:1 NAT: the public address mapped to `address`, same port), or `address`.
@@ -242,7 +250,7 @@ public final class MediaEndpoint: @unchecked Sendable {
             guard let e = box.value else { return }
             switch event {
             case .datagram(let bytes, let from, _, let now): e.route(bytes, from: from, now: now)
-            case .timer(let now): e.deadlines.fire(now: now)
+            case .timer(let now): e.timer(now: now)
             case .closed: break  // the shared endpoint is UDP only
             }
         }
@@ -251,6 +259,29 @@ public final class MediaEndpoint: @unchecked Sendable {
         advertisedAddress = TransportAddress(ip: advertise ?? address.ip, port: address.port)
         box.value = self
         udp.start()
+    }
+
+    /// Whether the caller runs on the endpoint's IO thread.
+    public var isIOThread: Bool { udp.isIOThread }
+
+    /// Runs `work` on the IO thread soon (in order with other such work; before the connections' timers).
+    public func async(_ work: @escaping @Sendable () -> Void) {
+        inbox.withLock { $0.append(work) }
+        udp.wake()
+    }
+
+    /// The endpoint's owner (the router driver, held weakly) gets every IO-thread timer event, after the queued work and
+    /// the connections' timers; `setTimerDeadline` sets when the next one comes at the latest.
+    public func setOwner(_ o: any MediaEndpointOwner) { owner.value = o }
+
+    /// When the owner's timer handler must next run (nil: no deadline of its own).
+    public func setTimerDeadline(_ at: Instant?) { deadlines.setOwner(at) }
+
+    private func timer(now: Instant) {
+        let work = inbox.withLock { w in defer { w = [] }; return w }
+        for w in work { w() }
+        deadlines.fire(now: now)
+        owner.value?.endpointTimer(now: now)
     }
 
     deinit { udp.stop() }
@@ -287,7 +318,8 @@ public final class MediaEndpoint: @unchecked Sendable {
         deadlines.remove(d)
     }
 
-    func send(_ bytes: [UInt8], to destination: TransportAddress) { udp.send(bytes, from: address, to: destination) }
+    /// Sends a datagram from the shared socket: batched with the IO thread's others when called there.
+    func send(_ bytes: [UInt8], to destination: TransportAddress) { udp.sendBatched(bytes, from: address, to: destination) }
 
     /// Routes non-STUN datagrams from `remote` to `d` (its ICE agent selected that address).
     func route(_ remote: TransportAddress, to d: PeerConnectionDriver) {
@@ -310,6 +342,23 @@ public final class MediaEndpoint: @unchecked Sendable {
             return s.byAddress[from]
         }
         target?.receive(bytes, from: from, local: address, now: now)
+    }
+}
+
+/// What owns a `MediaEndpoint` and runs on its IO thread (the router's worker).
+public protocol MediaEndpointOwner: AnyObject, Sendable {
+    /// Called on the IO thread at every timer event (the deadline set with `setTimerDeadline`, or queued work).
+    func endpointTimer(now: Instant)
+}
+
+/// The endpoint's weak reference to its owner. (Not a closure in a `Mutex`: taking a closure out of `Mutex.withLock`
+/// leaked two blocks per call.)
+private final class WeakOwner: @unchecked Sendable {
+    private let lock = Lock()
+    private weak var object: (any MediaEndpointOwner)?
+    var value: (any MediaEndpointOwner)? {
+        get { lock.lock(); defer { lock.unlock() }; return object }
+        set { lock.lock(); object = newValue; lock.unlock() }
     }
 }
 

@@ -56,6 +56,15 @@ public final class UDPDriver: Sendable {
     private let handler: @Sendable (Event) -> Void
     private let clock: any TimeSource
     private let threadName: String
+    /// The IO thread's `pthread_self()` while it runs (0 before).
+    private let ioThread = Atomic<UInt>(0)
+    /// What only the IO thread touches: its batches and its view of the sockets.
+    private final class IOThreadState: @unchecked Sendable {
+        let received = DatagramBatch()
+        let outgoing = DatagramBatch()
+        var sockets: [Socket] = []
+    }
+    private let io = IOThreadState()
 
     /// - Parameters:
     ///   - threadName: the IO thread's name (shown by `top -H`, `/proc/self/task/*/comm`; 15 characters used).
@@ -213,6 +222,17 @@ public final class UDPDriver: Sendable {
         return n == bytes.count
     }
 
+    /// On the IO thread (in the handler): queues a datagram from the UDP socket bound at `local`; queued datagrams go
+    /// out together (`sendmmsg`, UDP GSO where the kernel has it) after the handler returns from the current batch of
+    /// received datagrams or timer. Elsewhere, or for a socket the IO thread does not know yet, it is `send`.
+    @discardableResult
+    public func sendBatched(_ bytes: [UInt8], from local: TransportAddress, to destination: TransportAddress) -> Bool {
+        if isIOThread, let fd = io.sockets.first(where: { $0.address == local })?.fd, io.outgoing.queue(bytes, fd: fd, to: destination) {
+            return true
+        }
+        return send(bytes, from: local, to: destination)
+    }
+
     /// Sets when the handler next gets `.timer` (the minimum of the engines' `pollTimeout`s).
     public func setDeadline(_ deadline: Instant?) {
         let changed = state.withLock { s -> Bool in
@@ -250,14 +270,20 @@ public final class UDPDriver: Sendable {
         signalWake()
     }
 
+    /// Whether the caller runs on the IO thread (in the handler).
+    public var isIOThread: Bool { ioThread.load(ordering: .acquiring) == UInt(pthread_self()) }
+
     private func run() {
         _ = otshim_block_async_signals()
+        ioThread.store(UInt(pthread_self()), ordering: .releasing)
+        defer { ioThread.store(0, ordering: .releasing) }
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
             let (running, sockets, deadline, tcp, retired) = state.withLock { s in
                 defer { s.retired = [] }
                 return (s.running, s.sockets, s.deadline, s.tcp, s.retired)
             }
+            io.sockets = sockets
             for fd in retired { close(fd) }
             guard running else { return }
             var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
@@ -287,7 +313,10 @@ public final class UDPDriver: Sendable {
                 st.wakePending = false
                 return f
             }
-            if fire { handler(.timer(now: now)) }
+            if fire {
+                handler(.timer(now: now))
+                io.outgoing.flush()
+            }
         }
     }
 
@@ -343,19 +372,17 @@ public final class UDPDriver: Sendable {
         handler(.closed(local: c.local, now: clock.now(), error: removed.1))
     }
 
+    /// Receives what the socket has, in batches (`recvmmsg`); what the handler queued meanwhile goes out after each.
     private func receiveAll(_ s: Socket, _ buffer: inout [UInt8]) {
-        for _ in 0..<256 {
-            var storage = sockaddr_storage()
-            var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
-            let n = buffer.withUnsafeMutableBytes { buf in
-                withUnsafeMutablePointer(to: &storage) { p in
-                    p.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(s.fd, buf.baseAddress, buf.count, 0, $0, &len) }
-                }
+        let batch = io.received
+        for _ in 0..<8 {
+            let n = batch.receive(from: s.fd)
+            for i in 0..<n {
+                guard let (bytes, from) = batch.datagram(i) else { continue }
+                handler(.datagram(bytes: bytes, from: from, local: s.address, now: clock.now()))
             }
-            guard n >= 0 else { return }  // EAGAIN: drained
-            let from = withUnsafeMutablePointer(to: &storage) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { Self.address(from: $0) } }
-            guard let from else { continue }
-            handler(.datagram(bytes: Array(buffer[0..<n]), from: from, local: s.address, now: clock.now()))
+            io.outgoing.flush()
+            guard n == DatagramBatch.capacity else { return }  // drained
         }
     }
 

@@ -104,6 +104,16 @@ final class ForwardingClients: Sendable {
         waitUntil(seconds) { state.withLock { s in (0...n).allSatisfy { s.connected.contains($0) } } }
     }
 
+    /// Waits until the clients `ids` are connected (bounded); returns whether they are.
+    func waitConnected(ids: [Int], seconds: Double = 30) -> Bool {
+        waitUntil(seconds) { state.withLock { s in ids.allSatisfy { s.connected.contains($0) } } }
+    }
+
+    /// Packets delivered to each of clients `ids` so far, and all their bytes.
+    func delivered(ids: [Int]) -> (packets: [Int], bytes: Int) {
+        state.withLock { s in (ids.map { s.packets[$0] ?? 0 }, s.bytes) }
+    }
+
     /// Packets delivered to each of subscribers 1...n so far, and all their bytes.
     func delivered(_ n: Int) -> (packets: [Int], bytes: Int) {
         state.withLock { s in ((1...n).map { s.packets[$0] ?? 0 }, s.bytes) }
@@ -238,7 +248,7 @@ private func extensionRewriteCost() -> (rewrite: Double, copy: Double) {
     return (rewrite, copy)
 }
 
-/// `ot-bench router [--quick] [--janus]`: the forwarding cost of one publisher to N subscribers, each client a
+/// `ot-bench router [--quick] [--janus] [--workers K]`: the forwarding cost of one publisher to N subscribers, each client a
 /// full `PeerConnectionDriver` on 127.0.0.1. Ours: a `MediaRouter` in this process; its cost is the CPU time
 /// of its IO thread ("otsession-media"), the clients' threads are not counted. With `--janus` (root, Debian
 /// package `janus`), the whole run moves into a private network namespace (`BenchNamespace`) and, for each N,
@@ -247,6 +257,10 @@ private func extensionRewriteCost() -> (rewrite: Double, copy: Double) {
 func runRouterBenchmark(_ args: [String]) throws {
     let quick = args.contains("--quick")
     let seconds = quick ? 1.0 : 4.0
+    if let i = args.firstIndex(of: "--workers") {
+        guard i + 1 < args.count, let k = Int(args[i + 1]), (1...16).contains(k) else { throw BenchError("--workers needs a count, 1 to 16") }
+        return try runWorkersBenchmark(k, seconds: seconds)
+    }
     let withJanus = args.contains("--janus")
     if withJanus && !BenchNamespace.isInside {
         // Both SFUs are measured inside the namespace Janus needs, under the same conditions.
@@ -287,6 +301,97 @@ func runRouterBenchmark(_ args: [String]) throws {
         let jt = j.threadsCPU.map { Double(j.delivered) / max($0, 1e-9) }
         print(pad("\(o.n)", 4) + pad(whole(op), 10) + pad(whole(jp), 12) + pad(fmt(op / jp, 2), 12)
               + pad(jt.map { whole($0) } ?? "-", 13) + pad(jt.map { fmt(op / $0, 2) } ?? "-", 12))
+    }
+}
+
+/// One `MediaRouter` with `workers` workers; `sessions` sessions, each one publisher and `subscribers` subscribers, the
+/// sessions' ids chosen so they spread evenly over the workers. Every publisher sends `ForwardingLoad`'s rate. The
+/// router's cost is the CPU time of all its IO threads ("otsession-media").
+private func measureWorkers(workers: Int, sessions: Int, subscribers: Int, seconds: Double) throws -> ForwardingResult {
+    let router = try MediaRouter(workers: workers)
+    defer { router.stop() }
+    let clients = ForwardingClients()
+    var sessionIds: [String] = []
+    var candidate = 0
+    while sessionIds.count < sessions {
+        let id = "bench-\(candidate)"
+        candidate += 1
+        if router.workerIndex(sessionId: id) == sessionIds.count % workers { sessionIds.append(id) }
+    }
+    func offer(_ d: PeerConnectionDriver, session: String, peer: String, _ dir: MediaDirection) throws {
+        let answer = Mutex<Result<String, OTError>?>(nil)
+        router.handleOffer(MediaOfferRequest(sessionId: session, connectionId: peer, peerId: peer, streamId: "s-\(session)", direction: dir,
+                                             sdp: try d.createOffer())) { r in answer.withLock { $0 = r } }
+        guard waitUntil(10, { answer.withLock { $0 != nil } }), let r = answer.withLock({ $0 }) else { throw BenchError("router: no answer") }
+        try d.setRemoteAnswer(try r.get())
+    }
+    var pubs: [PeerConnectionDriver] = [], subs: [PeerConnectionDriver] = [], subIds: [Int] = []
+    defer { for d in pubs + subs { d.close() } }
+    for (k, sid) in sessionIds.enumerated() {
+        let base = k * (subscribers + 1)
+        let pub = try clients.make(base, publishing: true)
+        try offer(pub, session: sid, peer: "pub\(k)", .publish)
+        pubs.append(pub)
+        for i in 1...subscribers {
+            let s = try clients.make(base + i, publishing: false)
+            try offer(s, session: sid, peer: "sub\(k)-\(i)", .subscribe)
+            subs.append(s)
+            subIds.append(base + i)
+        }
+    }
+    guard clients.waitConnected(ids: Array(0..<(sessions * (subscribers + 1)))) else { throw BenchError("router: not every client connected") }
+    var loads = pubs.map { _ in ForwardingLoad(seconds: seconds) }
+    for (i, pub) in pubs.enumerated() {
+        var k = loads[i].packet(keyframe: true)
+        _ = pub.sendRTP(&k)
+    }
+    usleep(300_000)
+    let before = clients.delivered(ids: subIds)
+    let cpu0 = threadCPUSeconds(named: "otsession-media")
+    // The publishers' paced loads, interleaved in this thread.
+    let rate = loads[0].rate
+    let t0 = monotonicSeconds()
+    var sent = 0
+    while monotonicSeconds() - t0 < seconds {
+        let due = Int((monotonicSeconds() - t0) * Double(rate))
+        while sent < due {
+            for (i, pub) in pubs.enumerated() {
+                var p = loads[i].packet(keyframe: false)
+                _ = pub.sendRTP(&p)
+            }
+            sent += 1
+        }
+        usleep(2000)
+    }
+    let wall = monotonicSeconds() - t0
+    usleep(200_000)
+    let cpu1 = threadCPUSeconds(named: "otsession-media")
+    let after = clients.delivered(ids: subIds)
+    return ForwardingResult(n: sessions * subscribers, sent: sent, wall: wall, perSubscriber: zip(after.packets, before.packets).map { $0 - $1 },
+                            bytes: after.bytes - before.bytes, cpu: cpu1 - cpu0, threadsCPU: nil)
+}
+
+/// `ot-bench router --workers K`: the same load (2K sessions of one publisher and 4 subscribers each) through a router
+/// with one worker, then with K; packets delivered per CPU second of the router's IO threads, and the ratio.
+private func runWorkersBenchmark(_ k: Int, seconds: Double) throws {
+    let sessions = 2 * k, subscribers = 4
+    print("router workers: \(sessions) sessions of 1 publisher and \(subscribers) subscribers, \(ForwardingLoad(seconds: 0).rate) packets/s per publisher, "
+          + "\(fmt(seconds)) s; router CPU is all its IO threads'")
+    print(pad("workers", 9) + pad("sent pkt/s", 12) + pad("delivered pkt/s", 17) + pad("min/max per sub", 17) + pad("CPU", 9)
+          + pad("pkt per CPU-s", 15) + pad("CPU µs/pkt", 11))
+    var perCPU: [Int: Double] = [:]
+    for w in [1, k] {
+        let r = try measureWorkers(workers: w, sessions: sessions, subscribers: subscribers, seconds: seconds)
+        let minSub = r.perSubscriber.min() ?? 0, maxSub = r.perSubscriber.max() ?? 0
+        let share = { (x: Int) in fmt(Double(x) / Double(max(r.sent, 1)) * 100) }
+        print(pad("\(w)", 9) + pad(whole(Double(r.sent * sessions) / r.wall), 12) + pad(whole(Double(r.delivered) / r.wall), 17)
+              + pad("\(share(minSub))/\(share(maxSub)) %", 17) + pad(fmt(r.cpu, 2) + " s", 9) + pad(r.perCPUSecond(r.cpu), 15)
+              + pad(r.delivered > 0 ? fmt(r.cpu * 1e6 / Double(r.delivered), 2) : "-", 11))
+        try checkEverySubscriber(r, "ours, \(w) workers")
+        perCPU[w] = Double(r.delivered) / max(r.cpu, 1e-9)
+    }
+    if let one = perCPU[1], let many = perCPU[k] {
+        print("delivered per CPU-second, \(k) workers / 1 worker: \(fmt(many / one, 2))")
     }
 }
 

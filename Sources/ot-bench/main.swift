@@ -2,6 +2,7 @@
 //   ot-bench codec [--quick]    codecs, payloads and SRTP against raw libvpx/libopus
 //   ot-bench pipeline [--quick] the publisher/subscriber media pipelines in one process
 //   ot-bench router [--quick] [--janus]  the media router's forwarding cost with N subscribers (and Janus's)
+//   ot-bench router --workers K          the same load through 1 and K router workers, per CPU second
 //   ot-bench loss [--loss 5,10,20,30,burst] [--runs 3]  routed and relayed sessions under real packet loss (root)
 //   ot-bench cc [--quick]       bandwidth estimation vs the loss-only rule on emulated bottlenecks
 //   ot-bench connect [--rounds 40]  session connect time over ws:// and wss:// (the TLS handshake's cost)
@@ -11,7 +12,7 @@ import Glibc
 let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)] = [
     ("codec", "VP8/Opus raw codec vs whole media path, SRTP packets/s, allocations per packet", runCodecBenchmark),
     ("pipeline", "frames/s through the send and receive media pipelines vs raw libvpx", runPipelineBenchmark),
-    ("router", "media router forwarding: packets/s and Mbit/s out per CPU second, N subscribers; --janus: vs Janus", runRouterBenchmark),
+    ("router", "media router forwarding: packets/s and Mbit/s out per CPU second, N subscribers; --janus: vs Janus; --workers K: 1 vs K workers", runRouterBenchmark),
     ("meeting", "N clients each publishing and subscribing to all others: fps, order, latency, freezes per pair", runMeetingBenchmark),
     ("cycles", "connect/publish/subscribe/disconnect cycles: fds, threads and RSS against the warm-up level", runCyclesBenchmark),
     ("latency", "capture-to-render latency routed and relayed, subscribe-to-first-frame time", runLatencyBenchmark),

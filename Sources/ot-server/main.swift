@@ -18,7 +18,7 @@ usage:
             [--max-streams-per-session N] [--signal-rate N] [--reconnect-grace SECONDS]
             [--max-sockets N] [--max-sockets-per-address N] [--output-budget-mb N]
             [--request-timeout SECONDS] [--idle-timeout SECONDS] [--connect-timeout SECONDS]
-            [--allowed-origin ORIGIN]...
+            [--allowed-origin ORIGIN]... [--media-workers N]
       Serves the OpenTok REST API and WebSocket signaling (ws://HOST:PORT/v2/signaling), and routes
       media of routed sessions on one UDP port of --media-host (default: HOST, or 127.0.0.1 for 0.0.0.0).
       HOST is an IPv4 or IPv6 address ([::] for every interface). Default listen: 127.0.0.1:8080.
@@ -33,6 +33,8 @@ usage:
       --ice-server: STUN/TURN URLs each client gets in `connected` (stun:, turn:, turns:); TURN credentials
       are minted per connection with coturn's use-auth-secret secret (--turn-secret, or the first line of
       --turn-secret-file, or OT_SERVER_TURN_SECRET), valid for --turn-ttl (default 86400 s).
+      --media-workers N: N media sockets, each with its own thread (one per core); each session's media goes
+      through one of them (default 1; with --media-port P, worker i binds P + i).
       Deployment: docs/deploy.md. Limits and their defaults: docs/protocol.md, "Limits".
   ot-server keygen
       Prints a new KEY:SECRET pair (hex secret).
@@ -154,6 +156,7 @@ default:
     if let t = intValue(&args, "--connect-timeout", 1...3600) { timeouts.webSocketConnect = .seconds(t) }
     let origins = args.values("--allowed-origin")
     let mediaHost = args.contains("--media-host") ? args.value("--media-host") : nil
+    let mediaWorkers = intValue(&args, "--media-workers", 1...64) ?? 1
     let mediaPort = UInt16(intValue(&args, "--media-port", 0...65535) ?? 0)
     let advertiseText = args.contains("--media-advertise") ? args.value("--media-advertise") : nil
     var tls: SessionServer.TLSSettings?
@@ -219,10 +222,11 @@ default:
         advertise = parsed
     }
     do {
-        let router = try MediaRouter(bind: TransportAddress(ip: ip, port: mediaPort), advertise: advertise)
+        let router = try MediaRouter(bind: TransportAddress(ip: ip, port: mediaPort), advertise: advertise, workers: mediaWorkers)
         server.mediaRouting = router
         let shown = router.endpoint.advertisedAddress == router.endpoint.address ? "" : " (advertised as \(router.endpoint.advertisedAddress))"
-        FileHandle.standardOutput.write(Data("ot-server media router on udp \(router.endpoint.address)\(shown)\n".utf8))
+        let ports = router.endpoints.map { "\($0.address)" }.joined(separator: ", ")
+        FileHandle.standardOutput.write(Data("ot-server media router on udp \(ports)\(shown)\n".utf8))
     } catch { fail("media router: \(error)") }
     stop.wait()
     server.stop()

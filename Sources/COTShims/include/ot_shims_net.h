@@ -13,4 +13,20 @@ int otshim_set_thread_name(const char *name);
 /** Blocks asynchronous signals (SIGINT, SIGTERM, ...) in the calling thread, so a library IO thread never takes the
     application's signals (libdispatch signal sources miss signals a foreign thread consumed). Returns 0 or an errno. */
 int otshim_block_async_signals(void);
+
+/** Most datagrams one batch call moves (recvmmsg/sendmmsg vector length; also UDP GSO's segment limit). */
+#define OTSHIM_BATCH_MAX 64
+
+/** Receives up to `count` (at most OTSHIM_BATCH_MAX) datagrams with one recvmmsg(2): datagram i goes to
+    `buffer + i * slot`, its length to lens[i] (-1 when it was longer than `slot`: truncated, to be dropped) and its
+    source to addrs[i]. Returns how many were received (0 when none was waiting) or -1 (errno set). */
+int otshim_recv_batch(int fd, unsigned char *buffer, size_t slot, unsigned count, long *lens, struct sockaddr_storage *addrs);
+
+/** Sends `count` (at most OTSHIM_BATCH_MAX) datagrams with sendmmsg(2): datagram i is `lens[i]` bytes at
+    `buffer + i * slot`, to addrs[i] (addrlens[i] bytes). With `*gso` set, runs of datagrams to one destination of
+    one size (the run's last may be shorter) go as one UDP GSO buffer (UDP_SEGMENT); when the kernel refuses GSO,
+    `*gso` is cleared and they go one by one. Datagrams to one destination keep their order. Returns how many
+    datagrams were handed to the kernel (the rest were dropped: buffer full or an error). */
+int otshim_send_batch(int fd, const unsigned char *buffer, size_t slot, unsigned count, const long *lens,
+                      const struct sockaddr_storage *addrs, const socklen_t *addrlens, int *gso);
 #endif

@@ -1,0 +1,160 @@
+import OTBase
+@testable import OTServer
+import OTTransport
+@testable import OTWire
+import XCTest
+
+/// `RouterCore` alone, sans-IO: packets, connection events and virtual instants in; forwards, commands and deadlines out.
+final class RouterCoreTests: XCTestCase {
+    static let audio: UInt32 = 0xA0D1, video: UInt32 = 0x71DE
+    let pub = 1, sub1 = 2, sub2 = 3
+    private func at(_ ms: Int64) -> Instant { Instant(micros: 1_000_000 + ms * 1000) }
+
+    private func section(_ kind: String, pt: UInt8, ssrc: UInt32?) -> SDPNegotiatedMedia {
+        SDPNegotiatedMedia(kind: kind, mid: kind == "audio" ? "0" : "1",
+                           codec: SDPCodec(payloadType: pt, name: kind == "audio" ? "opus" : "VP8", clockRate: kind == "audio" ? 48000 : 90000),
+                           rtxPayloadType: nil, feedback: [], extmaps: [], remoteSSRCs: ssrc.map { [$0] } ?? [], remoteRTXSSRCs: [:],
+                           direction: .sendrecv)
+    }
+
+    /// A core with a publisher of audio and video and two subscribers, all connected at `at(0)`; commands drained.
+    private func makeCore(quality: QualityFallbackConfig = QualityFallbackConfig(), fallback: Bool = true) -> RouterCore {
+        let core = RouterCore(config: RouterCore.Config(pliInterval: .milliseconds(300), quality: quality, qualityInterval: .seconds(1)), now: at(0))
+        _ = core.addPublisher(peerId: "pub", handle: pub, sessionId: "s", connectionId: "cp", streamId: "st", audioFallbackEnabled: fallback,
+                              media: [section("audio", pt: 111, ssrc: Self.audio), section("video", pt: 96, ssrc: Self.video)])
+        for (h, id) in [(sub1, "sub1"), (sub2, "sub2")] {
+            core.addSubscriber(peerId: id, handle: h, sessionId: "s", connectionId: "c\(id)", streamId: "st", audioFallbackEnabled: true,
+                               media: [section("audio", pt: 111, ssrc: nil), section("video", pt: 100, ssrc: nil)], now: at(0))
+        }
+        return core
+    }
+
+    private func vp8(seq: UInt16, keyframe: Bool) -> [UInt8] {
+        RTPPacket(marker: true, payloadType: 96, sequenceNumber: seq, timestamp: UInt32(seq) * 3000, ssrc: Self.video,
+                  payload: [0x10, keyframe ? 0x00 : 0x01, UInt8(seq & 0xFF)]).serialized()
+    }
+    private func opus(seq: UInt16) -> [UInt8] {
+        RTPPacket(payloadType: 111, sequenceNumber: seq, timestamp: UInt32(seq) * 960, ssrc: Self.audio, payload: [0xF8]).serialized()
+    }
+    private func commands(_ core: RouterCore) -> [RouterCore.Command] {
+        var out: [RouterCore.Command] = []
+        while let c = core.pollCommand() { out.append(c) }
+        return out
+    }
+    /// (handle, sequence number, payload type) of each forward of the last `receive`.
+    private func forwarded(_ core: RouterCore) -> [(Int, UInt16, UInt8)] {
+        core.forwards.map { ($0.handle, UInt16($0.out[2]) << 8 | UInt16($0.out[3]), $0.out[1] & 0x7F) }
+    }
+
+    func testVideoWaitsForAKeyframeAndAudioFlowsAtOnceWithEachSubscribersPayloadType() {
+        let core = makeCore()
+        core.receive(opus(seq: 7), from: pub, now: at(1))
+        XCTAssertEqual(forwarded(core).map(\.0), [sub1, sub2])
+        core.receive(vp8(seq: 10, keyframe: false), from: pub, now: at(2))
+        XCTAssertTrue(core.forwards.isEmpty, "a delta frame is held for both")
+        XCTAssertEqual(core.counters(streamId: "st")?.packetsHeldForKeyframe, 2)
+        core.receive(vp8(seq: 11, keyframe: true), from: pub, now: at(3))
+        XCTAssertEqual(forwarded(core).map(\.0), [sub1, sub2])
+        XCTAssertEqual(forwarded(core).map(\.2), [100, 100], "rewritten to the subscribers' payload type")
+        XCTAssertEqual(forwarded(core).map(\.1), [11, 11])
+        core.receive(vp8(seq: 12, keyframe: false), from: pub, now: at(4))
+        XCTAssertEqual(forwarded(core).map(\.1), [12, 12])
+        core.recordSent(packets: 2, bytes: 40)
+        XCTAssertEqual(core.counters(streamId: "st")?.packetsOut, 2)
+        core.receive(vp8(seq: 13, keyframe: false), from: sub1, now: at(5))
+        XCTAssertTrue(core.forwards.isEmpty, "a subscriber's packets go nowhere")
+    }
+
+    func testKeyframeRequestsAreAggregatedAndRepeatedWhileASubscriberWaits() {
+        let core = makeCore()
+        core.subscriberConnected(sub1, now: at(0))
+        XCTAssertEqual(commands(core), [.requestKeyframe(publisher: pub, ssrc: Self.video)])
+        XCTAssertEqual(core.nextDeadline, at(300), "the window's end is checked")
+        core.subscriberRequestedKeyframe(sub2, now: at(50))
+        XCTAssertEqual(commands(core), [], "folded into the request already sent")
+        // No keyframe came: at the window's end the request goes again, and again one window later.
+        core.handleTimeout(now: at(300))
+        XCTAssertEqual(commands(core), [.requestKeyframe(publisher: pub, ssrc: Self.video)])
+        core.handleTimeout(now: at(600))
+        XCTAssertEqual(commands(core), [.requestKeyframe(publisher: pub, ssrc: Self.video)])
+        // The keyframe passes: nobody waits any more, so the next window's end sends nothing.
+        core.receive(vp8(seq: 1, keyframe: true), from: pub, now: at(650))
+        core.handleTimeout(now: at(900))
+        XCTAssertEqual(commands(core), [])
+        XCTAssertEqual(core.counters(streamId: "st")?.keyframeRequestsSent, 3)
+        XCTAssertEqual(core.counters(streamId: "st")?.keyframeRequestsAggregated, 1)
+    }
+
+    func testAPausedSubscriberResumesWithoutASequenceGapFromAKeyframe() {
+        let core = makeCore()
+        core.receive(vp8(seq: 100, keyframe: true), from: pub, now: at(1))
+        core.receive(vp8(seq: 101, keyframe: false), from: pub, now: at(2))
+        core.setSubscription(peerId: "sub1", audio: true, video: false, now: at(3))
+        core.receive(vp8(seq: 102, keyframe: false), from: pub, now: at(4))
+        XCTAssertEqual(forwarded(core).map(\.0), [sub2])
+        core.setSubscription(peerId: "sub1", audio: true, video: true, now: at(5))
+        XCTAssertEqual(commands(core), [.requestKeyframe(publisher: pub, ssrc: Self.video)], "resumed video needs a keyframe")
+        core.receive(vp8(seq: 103, keyframe: false), from: pub, now: at(6))
+        XCTAssertEqual(forwarded(core).map(\.0), [sub2], "held until the keyframe")
+        core.receive(vp8(seq: 104, keyframe: true), from: pub, now: at(7))
+        XCTAssertEqual(forwarded(core).map { [$0.0, Int($0.1)] }, [[sub1, 102], [sub2, 104]], "sub1 continues right after 101")
+    }
+
+    func testPoorDownlinkDropsVideoThenGoodOneBringsItBackOnVirtualTime() {
+        let quality = QualityFallbackConfig(warnAfter: .seconds(2), disableAfter: .seconds(4), recoverAfter: .seconds(3))
+        let core = makeCore(quality: quality)
+        _ = commands(core)
+        var highest: UInt32 = 0
+        var events: [MediaQualityEvent] = []
+        func second(_ s: Int64, lost: UInt8) {
+            highest += 100
+            core.subscriberReport(sub1, RTCPReportBlock(ssrc: Self.video, fractionLost: lost, extendedHighestSequence: highest))
+            core.subscriberReport(sub2, RTCPReportBlock(ssrc: Self.video, fractionLost: 0, extendedHighestSequence: highest))
+            XCTAssertLessThanOrEqual(core.nextDeadline, at(s * 1000))
+            core.handleTimeout(now: at(s * 1000))
+            for case .quality(let peer, let e) in commands(core) { XCTAssertEqual(peer, "sub1"); events.append(e) }
+        }
+        for s in Int64(1)...6 { second(s, lost: 128) }  // half the packets lost after repair
+        XCTAssertEqual(events, [.videoDisableWarning, .videoDisabled])
+        core.receive(vp8(seq: 5, keyframe: true), from: pub, now: at(6001))
+        XCTAssertEqual(forwarded(core).map(\.0), [sub2], "sub1 gets no video")
+        core.receive(opus(seq: 5), from: pub, now: at(6002))
+        XCTAssertEqual(forwarded(core).map(\.0), [sub1, sub2], "audio continues")
+        XCTAssertEqual(core.counters(streamId: "st")?.subscribersVideoDisabled, 1)
+        events = []
+        for s in Int64(7)...11 { second(s, lost: 0) }
+        XCTAssertEqual(events, [.videoEnabled])
+        XCTAssertEqual(core.counters(streamId: "st")?.subscribersVideoDisabled, 0)
+        core.receive(vp8(seq: 6, keyframe: true), from: pub, now: at(11_001))
+        XCTAssertEqual(forwarded(core).map(\.0), [sub1, sub2])
+    }
+
+    func testPublisherLossIsReportedToSubscribedStreamsAndTheStreamGoesWithItsLastPeer() {
+        let core = makeCore()
+        XCTAssertEqual(core.close(peerId: "pub"), pub)
+        XCTAssertEqual(commands(core), [.publisherLink(streamId: "st", up: false)])
+        XCTAssertEqual(core.streamCount, 1, "its subscribers hold it")
+        _ = core.addPublisher(peerId: "pub2", handle: 9, sessionId: "s", connectionId: "cp", streamId: "st", audioFallbackEnabled: true,
+                              media: [section("video", pt: 96, ssrc: Self.video)])
+        core.publisherLink(9, up: true)
+        XCTAssertEqual(commands(core), [.publisherLink(streamId: "st", up: true)])
+        core.close(peerId: "sub1"); core.close(peerId: "sub2"); core.close(peerId: "pub2")
+        XCTAssertEqual(core.streamCount, 0)
+        XCTAssertEqual(core.peerCount, 0)
+    }
+
+    func testASubscribeOfferWaitsForItsPublisherAndCanBeDropped() {
+        let core = RouterCore(config: RouterCore.Config(), now: at(0))
+        XCTAssertNil(core.source(forSubscriberOf: "st", sessionId: "s", token: 41))
+        XCTAssertNil(core.source(forSubscriberOf: "other", sessionId: "s", token: 42))
+        XCTAssertEqual(core.streamCount, 2)
+        core.dropPending(tokens: [42])
+        XCTAssertEqual(core.streamCount, 1)
+        let r = core.addPublisher(peerId: "pub", handle: pub, sessionId: "s", connectionId: "cp", streamId: "st", audioFallbackEnabled: true,
+                                  media: [section("video", pt: 96, ssrc: Self.video)])
+        XCTAssertEqual(r.pending, [41])
+        let source = core.source(forSubscriberOf: "st", sessionId: "s", token: 43)
+        XCTAssertEqual(source?.video, .some(Self.video))
+        XCTAssertNil(source?.audio ?? nil, "no audio published")
+    }
+}
