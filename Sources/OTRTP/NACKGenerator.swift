@@ -3,8 +3,9 @@ import OTBase
 /// Decides which lost sequence numbers of one SSRC to NACK and when (RFC 4585 generic NACK), sans-IO.
 ///
 /// A gap is NACKed at once; a packet still missing is NACKed again every `retryInterval(rtt:)` (so a retransmission
-/// that was lost too is asked for again), up to `maxRetries` times. A packet is given up when its last NACK had its
-/// chance to be answered, when it has been missing for `maxAge`, or when a gap is too large to track; given-up
+/// that was lost too is asked for again), up to `maxRetries` times, and on a fast path for at least `minRepairWindow`.
+/// A packet is given up when its last NACK had its chance to be answered (and the window has passed), when it has
+/// been missing for `maxAge`, or when a gap is too large to track; given-up
 /// sequence numbers are handed out by `takeGivenUp()`: a receiver stops waiting for them (and asks for a keyframe).
 public struct NACKGenerator: Sendable {
     struct Entry { var firstMissing: Instant; var lastSent: Instant?; var retries: Int }
@@ -14,6 +15,11 @@ public struct NACKGenerator: Sendable {
     /// takes a scheduling round or two on a busy host to come back.
     public var minRetryInterval: Duration = .milliseconds(20)
     public var maxAge: Duration = .seconds(1)
+    /// However short the path, a packet is not given up before it has been missing this long: through the router the
+    /// receiver's NACKs find nothing until the publisher's leg has repaired the packet, which takes rounds of its own
+    /// (at 20 % loss per leg, ten retries 20 ms apart ran out while the uplink was still repairing, and each give-up
+    /// froze video until a keyframe came).
+    public var minRepairWindow: Duration = .milliseconds(500)
     /// Gaps larger than this are not tracked (a restart or a long outage); the packets missing before one are given up.
     public var maxGap = 500
     private var unwrapper = SequenceUnwrapper()
@@ -58,12 +64,13 @@ public struct NACKGenerator: Sendable {
             guard let e = missing[ext] else { continue }
             let waited = e.lastSent.map { now - $0 }
             // Too old, or every retry was made and the last one had its time to be answered: nothing will come.
-            if now - e.firstMissing >= maxAge || (e.retries >= maxRetries && (waited ?? interval) >= interval) {
+            let exhausted = e.retries >= maxRetries && now - e.firstMissing >= minRepairWindow
+            if now - e.firstMissing >= maxAge || (exhausted && (waited ?? interval) >= interval) {
                 missing[ext] = nil
                 abandon(ext)
                 continue
             }
-            if e.retries >= maxRetries { continue }
+            if exhausted { continue }
             if let waited, waited < interval { continue }
             missing[ext]?.lastSent = now
             missing[ext]?.retries += 1

@@ -35,6 +35,7 @@ final class NACKGeneratorTests: XCTestCase {
     func testGivesUpOnlyAfterTheLastRetryHadItsChance() {
         var g = NACKGenerator()
         g.maxRetries = 3
+        g.minRepairWindow = .zero
         let rtt = Duration.milliseconds(80)  // 100 ms between NACKs
         g.received(sequence: 1, now: at(0))
         g.received(sequence: 3, now: at(0))
@@ -49,6 +50,28 @@ final class NACKGeneratorTests: XCTestCase {
         XCTAssertEqual(g.givenUp, 1)
         XCTAssertEqual(g.outstanding, 0)
         XCTAssertEqual(g.takeGivenUp(), [], "handed out once")
+    }
+
+    func testOnAFastPathRetriesGoOnUntilTheRepairWindowHasPassed() {
+        var g = NACKGenerator()  // 10 retries, 500 ms window
+        let rtt = Duration.microseconds(200)  // loopback: NACKs 20 ms apart
+        g.received(sequence: 1, now: at(0))
+        g.received(sequence: 3, now: at(0))
+        var sent = 0
+        var t: Int64 = 0
+        while t < 500 {
+            sent += g.poll(now: at(t), rtt: rtt).count
+            XCTAssertEqual(g.takeGivenUp(), [], "still repairable at \(t) ms: the uplink may be repairing it")
+            t += 20
+        }
+        XCTAssertEqual(sent, 25, "one NACK every 20 ms, past the 10 retries")
+        _ = g.poll(now: at(520), rtt: rtt)
+        XCTAssertEqual(g.takeGivenUp(), [2], "given up once the window passed and the last NACK had its chance")
+        g.received(sequence: 5, now: at(600))  // 4 missing: it arrives at 630 after 2 NACKs
+        XCTAssertEqual(g.poll(now: at(600), rtt: rtt), [4])
+        XCTAssertEqual(g.poll(now: at(620), rtt: rtt), [4])
+        g.received(sequence: 4, now: at(630))
+        XCTAssertEqual(g.outstanding, 0)
     }
 
     func testGivesUpPacketsOlderThanMaxAgeAndBeforeAnUntrackableGap() {
