@@ -23,8 +23,25 @@ class Viewer(otsession.Subscriber):
         self.connected = threading.Event()
         self.first = threading.Event()
         self.first_at = None
+        self.start = time.monotonic()
         self.numbers = []
         self.errors = []
+        self.events = []
+
+    def on_video_disabled(self, reason):
+        with self.lock:
+            self.events.append(f"video disabled ({reason.name.lower()}) at {self.elapsed()} ms")
+
+    def on_video_enabled(self, reason):
+        with self.lock:
+            self.events.append(f"video enabled ({reason.name.lower()}) at {self.elapsed()} ms")
+
+    def on_video_disable_warning(self):
+        with self.lock:
+            self.events.append(f"video disable warning at {self.elapsed()} ms")
+
+    def elapsed(self):
+        return round((time.monotonic() - self.start) * 1000)
 
     def on_connected(self, stream):
         self.connected.set()
@@ -59,7 +76,7 @@ def main(mode: str, rounds: int, seconds: float) -> None:
         pub_s.publish(pub)
         if not ready.wait(15):
             raise SystemExit("the stream did not reach the subscriber")
-        result = {"first_frames_ms": [], "connected": 0, "errors": []}
+        result = {"first_frames_ms": [], "connected": 0, "errors": [], "events": []}
         for r in range(rounds + 1):
             v = Viewer(streams[0])
             start = time.monotonic()
@@ -74,6 +91,7 @@ def main(mode: str, rounds: int, seconds: float) -> None:
                 result["rendered"] = len(nums)
                 result["counter_span"] = (max(nums) - min(nums) + 1) if nums else 0
             result["errors"] += v.errors
+            result["events"] += v.events
             v.close()
             time.sleep(0.2)
         print(json.dumps(result), flush=True)
