@@ -33,6 +33,8 @@ public struct DepacketizerStats: Equatable, Sendable {
     public var latePackets = 0
     public var duplicatePackets = 0
     public var keyframeRequests = 0
+    /// Times every packet from the next expected on was here and still made no frame (given up like a loss).
+    public var unassemblable = 0
     public init() {}
 }
 

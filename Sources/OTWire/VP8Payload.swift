@@ -389,7 +389,10 @@ public struct VP8Depacketizer: RTPDepacketizer {
         guard !waitingForKeyframe, let n = nextExpected, let h = highest, h - n >= Int64(reorderWindow) else { return }
         var missing = 0
         for s in n...h where slot(s) == nil { missing += 1 }
-        guard missing > 0 else { return }
+        // With nothing missing, the packets from n on still make no frame (no start, or a start whose packets never
+        // end in a marker): no repair can complete it, so it is lost all the same (else the stream would stall while
+        // packets keep arriving and no one asks for a keyframe).
+        if missing == 0 { stats.unassemblable += 1 }
         // Everything from n on depends on the missing packets (VP8 frames reference earlier ones).
         nextExpected = nil
         requestKeyframe(.packetLoss(missing: missing), deliver)

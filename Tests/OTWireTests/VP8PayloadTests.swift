@@ -127,6 +127,41 @@ final class VP8PayloadTests: XCTestCase {
         XCTAssertEqual(requests, 0)
     }
 
+    /// Every packet from the next expected number on is here, yet they make no frame (a frame's start never came
+    /// under its number: here a sender's continuation packets take the numbers after the last frame): no repair can
+    /// help, so after the reorder window the depacketizer gives up as for a loss and asks for a keyframe, instead of
+    /// holding every later frame for ever while nobody asks.
+    func testPacketsThatCanNeverMakeAFrameAreGivenUpLikeALoss() {
+        var sender = FakeVP8Sender()
+        var d = VP8Depacketizer(reorderWindow: 16)
+        var got: [[UInt8]] = [], requests: [KeyframeRequestReason] = []
+        func insert(_ packets: [RTPPacket]) {
+            for p in packets {
+                d.insert(p) { e in
+                    switch e {
+                    case .frame(let fr): got.append(Array(fr.data))
+                    case .keyframeRequest(let r): requests.append(r)
+                    }
+                }
+            }
+        }
+        insert(sender.send(fakeVP8Frame(key: true, size: 250)))
+        XCTAssertEqual(got.count, 1)
+        var broken = sender.send(fakeVP8Frame(key: false, size: 350, fill: 7))
+        broken.removeFirst()  // its start is gone, and its continuations are numbered from where the start would be
+        for i in broken.indices { broken[i].sequenceNumber &-= 1 }
+        sender.seq &-= 1
+        insert(broken)
+        for i in 0..<20 { insert(sender.send(fakeVP8Frame(key: false, size: 90, fill: UInt8(10 + i)))) }
+        XCTAssertEqual(got.count, 1, "nothing after the broken frame can be decoded")
+        XCTAssertEqual(requests, [.packetLoss(missing: 0)], "given up as lost once the window passed: a keyframe is asked for")
+        XCTAssertEqual(d.stats.unassemblable, 1)
+        XCTAssertTrue(d.isWaitingForKeyframe)
+        insert(sender.send(fakeVP8Frame(key: true, size: 250, fill: 3)))
+        insert(sender.send(fakeVP8Frame(key: false, size: 90, fill: 4)))
+        XCTAssertEqual(got.count, 3, "the keyframe and what follows it decode")
+    }
+
     /// FEC packets share the media's sequence numbers (ULPFEC inside RED) and never reach the depacketizer: the next
     /// picture ID says a frame follows the last one across those numbers, so nothing waits and no keyframe is asked
     /// for; a whole missing frame (a picture ID skipped) still waits.
