@@ -333,6 +333,10 @@ public struct VP8Depacketizer: RTPDepacketizer {
             } else if !waitingForKeyframe && (nextExpected == start || followsLastFrame(slots[Int(start & mask)].pictureId, start: start)) {
                 emitFrame(start: start, end: end, keyframe: false, deliver)
             } else if waitingForKeyframe {
+                // A keyframe still being assembled (a packet of it missing, being repaired) comes before this frame:
+                // keep it, it decodes once the keyframe completes. Dropped, its numbers would be what the stream
+                // waits for next while the transport, which received them, never reports them lost.
+                if keyframeAssembling(before: start) { return }
                 for s in start...end { release(s) }
                 stats.framesDropped += 1
                 droppedSinceRequest += 1
@@ -350,6 +354,12 @@ public struct VP8Depacketizer: RTPDepacketizer {
             guard let next = completeFrame(around: end + 1) ?? nextPicture(after: end) else { return }
             (start, end) = next
         }
+    }
+
+    /// Whether a keyframe's first packet is held with a number below `seq` (the keyframe is incomplete: complete, it
+    /// would have been delivered).
+    private func keyframeAssembling(before seq: Int64) -> Bool {
+        slots.contains { $0.seq >= 0 && $0.seq < seq && $0.startsFrame && VP8FrameHeader.isKeyframe($0.data[...]) }
     }
 
     /// A complete frame held within `ULPFECPayload.maxProtected` numbers after `end` that is the next picture.
