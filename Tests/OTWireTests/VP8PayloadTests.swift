@@ -35,6 +35,26 @@ struct FakeVP8Sender {
     }
 }
 
+/// A depacketizer with what it delivered: frames and keyframe requests, in order.
+struct DepacketizerProbe {
+    var d: VP8Depacketizer
+    var got: [[UInt8]] = []
+    var requests: [KeyframeRequestReason] = []
+
+    init(reorderWindow: Int) { d = VP8Depacketizer(reorderWindow: reorderWindow) }
+
+    mutating func insert(_ packets: [RTPPacket]) {
+        for p in packets {
+            d.insert(p) { e in
+                switch e {
+                case .frame(let fr): got.append(Array(fr.data))
+                case .keyframeRequest(let r): requests.append(r)
+                }
+            }
+        }
+    }
+}
+
 final class VP8PayloadTests: XCTestCase {
     func testDescriptorRoundTrips() throws {
         let cases = [
@@ -132,31 +152,20 @@ final class VP8PayloadTests: XCTestCase {
     /// dropped while waiting, they were what the stream then waited for, and video stopped for good).
     func testFramesAfterAKeyframeBeingRepairedAreKeptAndFollowIt() {
         var sender = FakeVP8Sender()
-        var d = VP8Depacketizer(reorderWindow: 256)
-        var got: [[UInt8]] = [], requests = 0
-        func insert(_ packets: [RTPPacket]) {
-            for p in packets {
-                d.insert(p) { e in
-                    switch e {
-                    case .frame(let fr): got.append(Array(fr.data))
-                    case .keyframeRequest: requests += 1
-                    }
-                }
-            }
-        }
+        var probe = DepacketizerProbe(reorderWindow: 256)
         let key = fakeVP8Frame(key: true, size: 450)
         var keyPackets = sender.send(key)
         let late = keyPackets.remove(at: 2)
-        insert(keyPackets)
+        probe.insert(keyPackets)
         let deltas = (0..<3).map { fakeVP8Frame(key: false, size: 60, fill: UInt8(20 + $0)) }
-        for f in deltas { insert(sender.send(f)) }
-        XCTAssertEqual(got.count, 0, "nothing before the keyframe is whole")
-        insert([late])
-        XCTAssertEqual(got, [key] + deltas, "the keyframe, then the frames kept meanwhile")
+        for f in deltas { probe.insert(sender.send(f)) }
+        XCTAssertEqual(probe.got.count, 0, "nothing before the keyframe is whole")
+        probe.insert([late])
+        XCTAssertEqual(probe.got, [key] + deltas, "the keyframe, then the frames kept meanwhile")
         let next = fakeVP8Frame(key: false, size: 60, fill: 30)
-        insert(sender.send(next))
-        XCTAssertEqual(got.last, next, "and the stream goes on")
-        XCTAssertEqual(requests, 0, "no keyframe asked for: the one being repaired is enough")
+        probe.insert(sender.send(next))
+        XCTAssertEqual(probe.got.last, next, "and the stream goes on")
+        XCTAssertEqual(probe.requests.count, 0, "no keyframe asked for: the one being repaired is enough")
     }
 
     /// Every packet from the next expected number on is here, yet they make no frame (a frame's start never came
@@ -165,33 +174,22 @@ final class VP8PayloadTests: XCTestCase {
     /// holding every later frame for ever while nobody asks.
     func testPacketsThatCanNeverMakeAFrameAreGivenUpLikeALoss() {
         var sender = FakeVP8Sender()
-        var d = VP8Depacketizer(reorderWindow: 16)
-        var got: [[UInt8]] = [], requests: [KeyframeRequestReason] = []
-        func insert(_ packets: [RTPPacket]) {
-            for p in packets {
-                d.insert(p) { e in
-                    switch e {
-                    case .frame(let fr): got.append(Array(fr.data))
-                    case .keyframeRequest(let r): requests.append(r)
-                    }
-                }
-            }
-        }
-        insert(sender.send(fakeVP8Frame(key: true, size: 250)))
-        XCTAssertEqual(got.count, 1)
+        var probe = DepacketizerProbe(reorderWindow: 16)
+        probe.insert(sender.send(fakeVP8Frame(key: true, size: 250)))
+        XCTAssertEqual(probe.got.count, 1)
         var broken = sender.send(fakeVP8Frame(key: false, size: 350, fill: 7))
         broken.removeFirst()  // its start is gone, and its continuations are numbered from where the start would be
         for i in broken.indices { broken[i].sequenceNumber &-= 1 }
         sender.seq &-= 1
-        insert(broken)
-        for i in 0..<20 { insert(sender.send(fakeVP8Frame(key: false, size: 90, fill: UInt8(10 + i)))) }
-        XCTAssertEqual(got.count, 1, "nothing after the broken frame can be decoded")
-        XCTAssertEqual(requests, [.packetLoss(missing: 0)], "given up as lost once the window passed: a keyframe is asked for")
-        XCTAssertEqual(d.stats.unassemblable, 1)
-        XCTAssertTrue(d.isWaitingForKeyframe)
-        insert(sender.send(fakeVP8Frame(key: true, size: 250, fill: 3)))
-        insert(sender.send(fakeVP8Frame(key: false, size: 90, fill: 4)))
-        XCTAssertEqual(got.count, 3, "the keyframe and what follows it decode")
+        probe.insert(broken)
+        for i in 0..<20 { probe.insert(sender.send(fakeVP8Frame(key: false, size: 90, fill: UInt8(10 + i)))) }
+        XCTAssertEqual(probe.got.count, 1, "nothing after the broken frame can be decoded")
+        XCTAssertEqual(probe.requests, [.packetLoss(missing: 0)], "given up as lost once the window passed: a keyframe is asked for")
+        XCTAssertEqual(probe.d.stats.unassemblable, 1)
+        XCTAssertTrue(probe.d.isWaitingForKeyframe)
+        probe.insert(sender.send(fakeVP8Frame(key: true, size: 250, fill: 3)))
+        probe.insert(sender.send(fakeVP8Frame(key: false, size: 90, fill: 4)))
+        XCTAssertEqual(probe.got.count, 3, "the keyframe and what follows it decode")
     }
 
     /// FEC packets share the media's sequence numbers (ULPFEC inside RED) and never reach the depacketizer: the next
@@ -199,57 +197,42 @@ final class VP8PayloadTests: XCTestCase {
     /// for; a whole missing frame (a picture ID skipped) still waits.
     func testFramesFollowByPictureIDAcrossNumbersThatCarriedFEC() {
         var sender = FakeVP8Sender()
-        var d = VP8Depacketizer(reorderWindow: 16)
-        var got: [[UInt8]] = [], requests = 0
-        func insert(_ packets: [RTPPacket]) {
-            for p in packets {
-                d.insert(p) { e in
-                    switch e {
-                    case .frame(let fr): got.append(Array(fr.data))
-                    case .keyframeRequest: requests += 1
-                    }
-                }
-            }
-        }
+        var probe = DepacketizerProbe(reorderWindow: 16)
         var frames: [[UInt8]] = []
         for i in 0..<30 {
             let f = fakeVP8Frame(key: i == 0, size: 150 + 20 * (i % 4), fill: UInt8(i))
             frames.append(f)
-            insert(sender.send(f))
+            probe.insert(sender.send(f))
             sender.seq &+= UInt16(1 + i % 2)  // one or two FEC packets after each frame
         }
-        XCTAssertEqual(got, frames)
-        XCTAssertEqual(requests, 0)
+        XCTAssertEqual(probe.got, frames)
+        XCTAssertEqual(probe.requests.count, 0)
         // A frame lost whole, FEC and all: its successor does not follow, and waits (here until the window gives up).
         _ = sender.send(fakeVP8Frame(key: false, size: 120, fill: 99))
         sender.seq &+= 1
-        for i in 0..<10 { insert(sender.send(fakeVP8Frame(key: false, size: 120, fill: UInt8(100 + i)))) }
-        XCTAssertEqual(got.count, 30)
-        XCTAssertEqual(requests, 1, "the loss is noticed")
+        for i in 0..<10 { probe.insert(sender.send(fakeVP8Frame(key: false, size: 120, fill: UInt8(100 + i)))) }
+        XCTAssertEqual(probe.got.count, 30)
+        XCTAssertEqual(probe.requests.count, 1, "the loss is noticed")
     }
 
     /// The next picture may complete before the current one does (its last packet came late, repaired), with FEC
     /// numbers between them: once the current one completes, the next one held is delivered too, and those after.
     func testAPictureHeldAcrossFECNumbersIsDeliveredWhenTheOneBeforeCompletes() {
         var sender = FakeVP8Sender()
-        var d = VP8Depacketizer(reorderWindow: 64)
-        var got: [[UInt8]] = []
-        func insert(_ packets: [RTPPacket]) {
-            for p in packets { d.insert(p) { if case .frame(let fr) = $0 { got.append(Array(fr.data)) } } }
-        }
+        var probe = DepacketizerProbe(reorderWindow: 64)
         let frames = (0..<6).map { fakeVP8Frame(key: $0 == 0, size: $0 == 2 ? 180 : 60, fill: UInt8($0)) }
-        insert(sender.send(frames[0]))
-        insert(sender.send(frames[1]))
+        probe.insert(sender.send(frames[0]))
+        probe.insert(sender.send(frames[1]))
         let third = sender.send(frames[2])  // two packets; its last one comes late
         XCTAssertEqual(third.count, 2)
-        insert([third[0]])
+        probe.insert([third[0]])
         sender.seq &+= 1  // an FEC packet
-        insert(sender.send(frames[3]))
-        insert([third[1]])
-        insert(sender.send(frames[4]))
+        probe.insert(sender.send(frames[3]))
+        probe.insert([third[1]])
+        probe.insert(sender.send(frames[4]))
         sender.seq &+= 2
-        insert(sender.send(frames[5]))
-        XCTAssertEqual(got, frames)
+        probe.insert(sender.send(frames[5]))
+        XCTAssertEqual(probe.got, frames)
     }
 
     func testReorderedPacketsWithinWindowStillAssemble() {
