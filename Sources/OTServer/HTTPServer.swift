@@ -3,6 +3,18 @@ import OTBase
 import OTTransport
 import OTWire
 
+/// TLS on a server's port: a PEM certificate chain (leaf first) and its key; TLS 1.2 and 1.3.
+public struct ServerTLSSettings: Sendable, Equatable {
+    public var certificateFile: String
+    public var keyFile: String
+    /// Also serve plain HTTP on the port (the first byte tells them apart). Off: a plain request gets a 400
+    /// that names https, and the socket closes.
+    public var allowPlaintext: Bool
+    public init(certificateFile: String, keyFile: String, allowPlaintext: Bool = false) {
+        self.certificateFile = certificateFile; self.keyFile = keyFile; self.allowPlaintext = allowPlaintext
+    }
+}
+
 /// What an `HTTPServer` hands to the layer above it, on the server's loop thread.
 protocol HTTPServerDelegate: AnyObject {
     /// The response to an HTTP request that is not a WebSocket upgrade.
@@ -33,7 +45,7 @@ final class HTTPServer: @unchecked Sendable {
         /// Cross-origin WebSocket upgrades must name one of these (`scheme://host[:port]`, case-insensitive); a
         /// same-origin upgrade (the Origin's host and port are the request's Host) always passes. Empty: any origin.
         var allowedOrigins: [String]
-        var tls: SessionServer.TLSSettings?
+        var tls: ServerTLSSettings?
     }
 
     let configuration: Configuration

@@ -9,17 +9,8 @@ import OTWire
 /// Embeddable: `start()` on port 0 returns the port picked; `stop()` closes everything. This type is the driver: it
 /// carries the signaling router's outputs out to sockets and to the media router, on the HTTP server's loop thread.
 public final class SessionServer: @unchecked Sendable {
-    /// TLS on the server's port: a PEM certificate chain (leaf first) and its key; TLS 1.2 and 1.3.
-    public struct TLSSettings: Sendable, Equatable {
-        public var certificateFile: String
-        public var keyFile: String
-        /// Also serve plain HTTP on the port (the first byte tells them apart). Off: a plain request gets a 400
-        /// that names https, and the socket closes.
-        public var allowPlaintext: Bool
-        public init(certificateFile: String, keyFile: String, allowPlaintext: Bool = false) {
-            self.certificateFile = certificateFile; self.keyFile = keyFile; self.allowPlaintext = allowPlaintext
-        }
-    }
+    /// TLS on the server's port.
+    public typealias TLSSettings = ServerTLSSettings
 
     /// Where the server's own media router binds, and how many workers it runs.
     public struct MediaSettings: Sendable, Equatable {

@@ -1,7 +1,7 @@
 import OTBase
 
 /// What the signaling router refuses, in its own terms. It knows nothing of HTTP: the REST API maps these to statuses
-/// (`RESTAPI.status(for:)`) and the WebSocket replies carry `protocolCode` (docs/protocol.md, "Errors").
+/// (`RESTAPI.status(for:)`) and the WebSocket replies carry `protocolCode` (the table in docs/protocol.md, "REST API").
 public enum SignalingError: Error, Equatable {
     /// No such session on this server.
     case sessionNotFound(String)
