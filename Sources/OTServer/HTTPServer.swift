@@ -216,9 +216,7 @@ final class HTTPServer: @unchecked Sendable {
             guard let hostEnd else { return a.hasPrefix("[") ? nil : a + ":" + defaultPort }
             let portPart = a[hostEnd...]
             if portPart.isEmpty { return a + ":" + defaultPort }
-            guard portPart.first == ":", portPart.count > 1, portPart.dropFirst().allSatisfy(\.isASCII), Int(portPart.dropFirst()) != nil else {
-                return nil
-            }
+            guard portPart.first == ":", portPart.count > 1, portPart.dropFirst().allSatisfy({ $0 >= "0" && $0 <= "9" }) else { return nil }
             return a
         }
         guard let o = normalized(origin[origin.index(colon, offsetBy: 3)...]), let h = normalized(Substring(host)) else { return false }
