@@ -2,7 +2,6 @@ import COTABI
 import OTBase
 import OTServer
 import OTWire
-import Synchronization
 
 /// The object behind an `ot_server *`: the session server (with its media router, started and stopped with it).
 final class ServerObject: Sendable {
