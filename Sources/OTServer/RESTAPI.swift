@@ -12,7 +12,7 @@ struct RESTError: Error, Equatable {
 /// The OpenTok REST API the server SDKs call (docs/protocol.md, "REST API"): routes, the project JWT in
 /// `X-OPENTOK-AUTH`, JSON and form bodies, and the signaling router's `SignalingError`s mapped to HTTP statuses.
 /// No sockets: a request and the time in, a response and the router's outputs (for the driver to carry out) out.
-struct RESTAPI {
+enum RESTAPI {
     /// A response, and what the signaling router asked the driver to do (signals, disconnects, mutes).
     struct Answer {
         var response: HTTPResponse

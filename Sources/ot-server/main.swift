@@ -20,7 +20,8 @@ usage:
             [--request-timeout SECONDS] [--idle-timeout SECONDS] [--connect-timeout SECONDS]
             [--allowed-origin ORIGIN]... [--media-workers N]
       Serves the OpenTok REST API and WebSocket signaling (ws://HOST:PORT/v2/signaling), and routes
-      media of routed sessions on one UDP port of --media-host (default: HOST, or 127.0.0.1 for 0.0.0.0).
+      media of routed sessions on one UDP port of --media-host (default: HOST, or 127.0.0.1 for 0.0.0.0, ::
+      and localhost).
       HOST is an IPv4 or IPv6 address ([::] for every interface). Default listen: 127.0.0.1:8080.
       Projects (KEY:SECRET) come from FILE (one per line, # comments allowed; keep it mode 600), from the
       environment variable OT_SERVER_PROJECTS (separated by spaces, commas or newlines) and from --project
