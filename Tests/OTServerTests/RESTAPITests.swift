@@ -60,9 +60,7 @@ final class RESTAPITests: XCTestCase {
     func testCallsOnASessionReturnTheRoutersOutputsAndMapItsRefusals() throws {
         let r = SignalingRouter(projects: [project])
         let sid = try r.createSession(apiKey: project.apiKey, nowMillis: ms)
-        let token = try ClientToken(apiKey: project.apiKey, sessionId: sid, role: .publisher, createTime: ms / 1000).mint(secret: project.secret)
-        let joined = r.receive(socket: 9, .connect(ConnectRequest(id: 1, apiKey: project.apiKey, sessionId: sid, token: token)),
-                               now: Instant(micros: 1_000_000), nowMillis: ms)
+        let joined = try connectSocket(r, project, sid: sid, socket: 9, nowMillis: ms)
         guard case .send([9], .connected(let info))? = joined.first else { return XCTFail("not connected: \(joined)") }
         let P = "/v2/project/\(project.apiKey)/session/\(sid)"
         let signal = answer(r, try request("POST", "\(P)/connection/\(info.connection.id)/signal", body: #"{"type":"t","data":"d"}"#))

@@ -22,8 +22,7 @@ final class SignalingRouterTests: XCTestCase {
 
     /// Connects a socket; returns its connection id and resume token.
     func join(_ r: SignalingRouter, _ sid: String, socket: Int, role: SessionRole = .publisher) throws -> (String, String) {
-        let out = r.receive(socket: socket, .connect(ConnectRequest(id: 1, apiKey: project.apiKey, sessionId: sid, token: try token(sid, role))),
-                            now: t, nowMillis: ms)
+        let out = try connectSocket(r, project, sid: sid, socket: socket, role: role, now: t, nowMillis: ms)
         guard case .send([socket], .connected(let info))? = out.first else { XCTFail("not connected: \(out)"); return ("", "") }
         return (info.connection.id, info.resumeToken)
     }
