@@ -88,6 +88,9 @@ public final class SessionServer: @unchecked Sendable {
         http.delegate = self
     }
 
+    /// A server dropped without `stop()` still ends its media router's threads (the HTTP server ends its own).
+    deinit { ownRouter?.stop() }
+
     /// Starts the media router of `configuration.media` (if any), binds and starts serving; returns the bound port.
     /// Throws `.invalidParameter` for unusable settings (ICE servers, TLS files, media host or worker count).
     @discardableResult
