@@ -160,7 +160,7 @@ def _router_port(viewer):
 def test_two_media_workers_each_carry_a_routed_session():
     """A server with media_workers=2 (out-of-range counts refused): two routed sessions pinned to different workers
     both carry a publisher's frames to their subscriber, through two different router ports."""
-    for bad in (0, 65, -1):
+    for bad in (0, 65, -1, 2**32 + 2):
         with pytest.raises(OTError):
             otsession.Server(api_key="778", api_secret="ef" * 20, media_workers=bad)
     with otsession.Server(api_key="778", api_secret="ef" * 20, media_workers=2) as server:
