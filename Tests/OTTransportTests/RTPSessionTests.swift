@@ -149,6 +149,23 @@ final class RTPSessionTests: XCTestCase {
 }
 
 final class TransportCCRecorderTests: XCTestCase {
+    /// The receive-side counters (W3C-style transport loss) and when feedback is due: from the first packet a
+    /// feedback covers, cleared when it is built.
+    func testCountsArrivalsAndLossAndSchedulesFeedback() {
+        var r = TransportCCRecorder()
+        r.feedbackInterval = .milliseconds(50)
+        let t0 = Instant(micros: 1_000_000)
+        XCTAssertNil(r.feedbackDue)
+        for (i, seq) in [UInt16(65530), 65531, 65534, 0, 1, 1].enumerated() { r.record(sequence: seq, arrival: t0 + .milliseconds(Int64(i))) }
+        XCTAssertEqual(r.packetsRecorded, 6, "duplicates counted")
+        XCTAssertEqual(r.packetsLost, 2, "8 numbers from 65530 to 1 (wrapped), 6 packets recorded (a duplicate among them)")
+        XCTAssertEqual(r.feedbackDue, t0 + .milliseconds(50))
+        XCTAssertNotNil(r.feedback(senderSSRC: 1, mediaSSRC: 2))
+        XCTAssertNil(r.feedbackDue)
+        r.record(sequence: 2, arrival: t0 + .milliseconds(70))
+        XCTAssertEqual(r.feedbackDue, t0 + .milliseconds(120))
+    }
+
     func testFeedbackReportsArrivalsAndLosses() throws {
         var r = TransportCCRecorder()
         let t0 = Instant(micros: 10_000_000)  // a multiple of 64 ms plus 16 ms
