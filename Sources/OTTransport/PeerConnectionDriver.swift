@@ -195,8 +195,13 @@ public final class PeerConnectionDriver: @unchecked Sendable {
         deliver(events)
     }
 
+    /// The events one call produced: most calls produce none or one (a packet), which need no array.
+    private enum Events {
+        case none, one(PeerConnectionEvent), many([PeerConnectionEvent])
+    }
+
     /// Sends pending datagrams and updates the deadline; returns the events to deliver. Called under `lock`.
-    private func flushLocked() -> [PeerConnectionEvent] {
+    private func flushLocked() -> Events {
         switch io {
         case .owned(let shared):
             while let t = pc.pollTransmit() { shared.send(t.bytes, from: t.source, to: t.destination) }
@@ -209,15 +214,23 @@ public final class PeerConnectionDriver: @unchecked Sendable {
         case nil:
             break
         }
-        var events: [PeerConnectionEvent] = []
+        guard let first = pc.pollEvent() else { return .none }
+        guard let second = pc.pollEvent() else { return .one(first) }
+        var events = [first, second]
         while let e = pc.pollEvent() { events.append(e) }
-        return events
+        return .many(events)
     }
 
-    private func deliver(_ events: [PeerConnectionEvent]) {
-        guard !events.isEmpty else { return }
-        delivery.lock()
-        for e in events { handler(e) }
+    private func deliver(_ events: Events) {
+        switch events {
+        case .none: return
+        case .one(let e):
+            delivery.lock()
+            handler(e)
+        case .many(let all):
+            delivery.lock()
+            for e in all { handler(e) }
+        }
         delivery.unlock()
     }
 }
