@@ -629,6 +629,11 @@ public final class PeerConnection {
         return true
     }
 
+    /// Whether `sendRTP` may set a timer (so the caller asks `pollTimeout` again after it): only with TURN servers,
+    /// whose clients may open a permission or channel for the packet. On a direct path sending moves no deadline
+    /// (the RTP session's, ICE's and DTLS's timers do not depend on what is sent).
+    public var mediaSendsMaySetTimers: Bool { !(transport?.turns.isEmpty ?? true) }
+
     /// Numbers (transport-wide; `stamped`: already numbered, with that number), records (for NACK), protects and queues
     /// one RTP packet of ours.
     private func transmit(_ packet: inout [UInt8], header: (ssrc: UInt32, seq: UInt16, ts: UInt32, pt: UInt8)? = nil, srtp: SRTPContext,

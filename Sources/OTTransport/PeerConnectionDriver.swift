@@ -136,7 +136,8 @@ public final class PeerConnectionDriver: @unchecked Sendable {
     public func sendRTP(_ packet: inout [UInt8]) -> Bool {
         lock.lock()
         let ok = pc.sendRTP(&packet, now: MonotonicClock.now())
-        let events = flushLocked()
+        // Sending media moves no deadline on a direct path (the router's forwarding path asks nothing more).
+        let events = flushLocked(deadline: pc.mediaSendsMaySetTimers)
         lock.unlock()
         deliver(events)
         return ok
@@ -200,15 +201,18 @@ public final class PeerConnectionDriver: @unchecked Sendable {
         case none, one(PeerConnectionEvent), many([PeerConnectionEvent])
     }
 
-    /// Sends pending datagrams and updates the deadline; returns the events to deliver. Called under `lock`.
-    private func flushLocked() -> Events {
+    /// Sends pending datagrams and (with `deadline`) updates the deadline; returns the events to deliver. Called
+    /// under `lock`.
+    private func flushLocked(deadline: Bool = true) -> Events {
         switch io {
         case .owned(let shared):
             while let t = pc.pollTransmit() { shared.send(t.bytes, from: t.source, to: t.destination) }
+            guard deadline else { break }
             let d = closed ? nil : pc.pollTimeout()
             if deadlineGiven != .some(d) { deadlineGiven = d; shared.setDeadline(d, for: self) }
         case .shared(let endpoint):
             while let t = pc.pollTransmit() { endpoint.send(t.bytes, to: t.destination) }
+            guard deadline else { break }
             let d = closed ? nil : pc.pollTimeout()
             if deadlineGiven != .some(d) { deadlineGiven = d; endpoint.setDeadline(d, for: self) }
         case nil:
