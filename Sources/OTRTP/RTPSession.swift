@@ -58,6 +58,8 @@ public final class RTPSession {
     private var rttMeasured = false
     /// The chains of our SSRCs and of the remote's (a handful each: a linear scan finds one).
     private var send: [RTPSendChain] = []
+    /// Remote SSRCs beyond this many are not tracked (their packets still go up): a peer cannot make the scan long.
+    public static let maxRemoteSSRCs = 32
     private var receive: [RTPReceiveChain] = []
     /// RTX streams for our SSRCs (negotiated), applied to their chains.
     private var rtx: [UInt32: RTXSender] = [:]
@@ -103,9 +105,10 @@ public final class RTPSession {
         while i < receive.count { if receive[i].ssrc == ssrc { return receive[i] }; i += 1 }
         return nil
     }
-    /// The chain of a remote SSRC, made on first use.
-    private func receiveChainMaking(_ ssrc: UInt32) -> RTPReceiveChain {
+    /// The chain of a remote SSRC, made on first use; nil when `maxRemoteSSRCs` are tracked already.
+    private func receiveChainMaking(_ ssrc: UInt32) -> RTPReceiveChain? {
         if let c = receiveChain(ssrc) { return c }
+        guard receive.count < Self.maxRemoteSSRCs else { return nil }
         let c = RTPReceiveChain(ssrc: ssrc)
         receive.append(c)
         return c
@@ -124,8 +127,8 @@ public final class RTPSession {
 
     // MARK: media in and out
 
-    /// Records an RTP packet we sent, keeping `packet` for retransmission. Pass the SRTP-protected bytes:
-    /// a retransmission is then the same SRTP packet again (a receiver that already has it drops it as a replay).
+    /// Records an RTP packet we sent, keeping a copy of the plain `packet` for retransmission (protected again, as a
+    /// new packet, when resent).
     public func sent(ssrc: UInt32, sequence: UInt16, rtpTimestamp: UInt32, clockRate: UInt32, payloadBytes: Int, packet: [UInt8], now: Instant) {
         let chain: RTPSendChain
         if let c = sendChain(ssrc) { chain = c } else { chain = RTPSendChain(ssrc: ssrc, rtx: rtx[ssrc]); send.append(chain) }
@@ -136,7 +139,7 @@ public final class RTPSession {
     /// Records an RTP packet we received (after SRTP unprotect). A new gap is NACKed at once; what its SSRC's NACK
     /// generator gave up is reported (`packetsUnrecoverable`).
     public func received(ssrc: UInt32, sequence: UInt16, rtpTimestamp: UInt32, clockRate: UInt32, now: Instant) {
-        let chain = receiveChainMaking(ssrc)
+        guard let chain = receiveChainMaking(ssrc) else { return }
         let givenUp = chain.nack.givenUp
         repair.nackRepaired += chain.received(sequence: sequence, rtpTimestamp: rtpTimestamp, clockRate: clockRate,
                                               nackEnabled: config.nack, now: now)
@@ -159,7 +162,7 @@ public final class RTPSession {
     /// within two RTTs (at least 100 ms) of the last is held until then, and requests made meanwhile fold into it.
     /// Call it as often as a decoder needs one (e.g. on every tick while it waits for its first keyframe).
     public func requestKeyframe(ssrc: UInt32, useFIR: Bool = false, now: Instant) {
-        if receiveChainMaking(ssrc).keyframes.request(useFIR: useFIR, now: now, rtt: rtt) {
+        if receiveChainMaking(ssrc)?.keyframes.request(useFIR: useFIR, now: now, rtt: rtt) == true {
             queueKeyframeRequest(ssrc: ssrc, useFIR: useFIR)
         }
     }

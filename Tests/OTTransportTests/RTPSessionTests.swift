@@ -319,3 +319,18 @@ final class RTXTests: XCTestCase {
         XCTAssertThrowsError(try rx.unwrap(RTPPacket(payloadType: 97, sequenceNumber: 1, timestamp: 0, ssrc: 0xBEEF, payload: [7][...])))
     }
 }
+
+/// A peer that sends from ever new SSRCs cannot make the session's per-packet chain lookup long.
+final class RTPSessionSSRCLimitTests: XCTestCase {
+    func testRemoteSSRCsBeyondTheLimitAreNotTracked() {
+        let s = RTPSession(config: .init(localSSRCs: [1], cname: "s"), now: .zero)
+        let now = Instant(micros: 1_000_000)
+        for ssrc in UInt32(100)..<UInt32(100 + 1000) {
+            s.received(ssrc: ssrc, sequence: 7, rtpTimestamp: 0, clockRate: 90000, now: now)
+        }
+        XCTAssertNotNil(s.statistics(ssrc: 100 + UInt32(RTPSession.maxRemoteSSRCs) - 1))
+        XCTAssertNil(s.statistics(ssrc: 100 + UInt32(RTPSession.maxRemoteSSRCs)), "the first SSRC past the limit is not tracked")
+        s.received(ssrc: 100, sequence: 8, rtpTimestamp: 0, clockRate: 90000, now: now)
+        XCTAssertEqual(s.statistics(ssrc: 100)?.packetsReceived, 2, "tracked SSRCs go on")
+    }
+}
