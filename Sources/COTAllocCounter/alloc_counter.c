@@ -17,6 +17,8 @@ extern void *__libc_memalign(size_t, size_t);
 extern void __libc_free(void *);
 
 static _Atomic unsigned long long count;
+/* Allocation calls of the calling thread (initial-exec: no allocation on first use, also when preloaded). */
+static __thread unsigned long long threadCount __attribute__((tls_model("initial-exec")));
 static _Atomic long long liveBytes, liveBlocks, continuationBytes, continuationBlocks;
 
 /* Where libdispatch's code is: a 64-byte allocation whose caller is in it is a continuation
@@ -69,6 +71,7 @@ static inline int isContinuationRequest(size_t n, const void *caller) {
 
 static inline void *track(void *p, int continuation) {
     atomic_fetch_add_explicit(&count, 1, memory_order_relaxed);
+    threadCount++;
     if (!p) return p;
     size_t usable = malloc_usable_size(p);
     atomic_fetch_add_explicit(&liveBytes, (long long)usable, memory_order_relaxed);
@@ -94,6 +97,7 @@ static inline void untrack(void *p) {
 }
 
 unsigned long long ot_alloc_count(void) { return atomic_load_explicit(&count, memory_order_relaxed); }
+unsigned long long ot_alloc_thread_count(void) { return threadCount; }
 long long ot_alloc_live_bytes(void) { return atomic_load_explicit(&liveBytes, memory_order_relaxed); }
 long long ot_alloc_live_blocks(void) { return atomic_load_explicit(&liveBlocks, memory_order_relaxed); }
 long long ot_alloc_dispatch_continuation_bytes(void) { return atomic_load_explicit(&continuationBytes, memory_order_relaxed); }

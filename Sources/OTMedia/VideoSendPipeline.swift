@@ -91,8 +91,8 @@ public final class VideoSendPipeline {
         self.transform = transform
         extensions = try RTPExtensionWriter(ids: config.extensionIds, mid: config.mid, transportCounter: transportSequence)
         let headerLength = 12 + config.extensionIds.maxBlockLength(midLength: config.mid?.utf8.count ?? 0)
-        packetizer = config.format.makePacketizer(maxPayloadSize: VP8Packetizer.maxPayloadSize(mtu: config.mtu, rtpHeaderLength: headerLength,
-                                                                                              srtpOverhead: config.srtpOverhead))
+        packetizer = config.format.makePacketizer(maxPayloadSize: config.format.maxPayloadSize(mtu: config.mtu, rtpHeaderLength: headerLength,
+                                                                                               srtpOverhead: config.srtpOverhead))
         sequence = config.initialSequenceNumber ?? UInt16.random(in: 0...UInt16.max)
         timestampBase = config.initialTimestamp ?? UInt32.random(in: 0...UInt32.max)
         scratch.reserveCapacity(config.mtu)

@@ -31,7 +31,9 @@ public enum RTPSessionEvent: Sendable, Equatable {
 }
 
 /// A sans-IO RTP session: counts what is sent and received, answers NACKs from a retransmission cache,
-/// generates NACKs for gaps, sender/receiver reports with SDES, PLI/FIR, and measures RTT.
+/// generates NACKs for gaps, sender/receiver reports with SDES, PLI/FIR, transport-wide feedback, and measures RTT.
+/// Each SSRC has a chain of OTRTP processors: `RTPSendChain` for ours, `RTPReceiveChain` for the remote's; the
+/// transport-wide ones (`TransportCCRecorder`, `RTCPReportScheduler`) are the session's.
 /// It works on sequence numbers and SSRCs; RTP header parsing and SRTP protection are the caller's.
 public final class RTPSession {
     public struct Config: Sendable {
@@ -43,30 +45,9 @@ public final class RTPSession {
         public var nack = true
         /// Seed for the report interval randomization.
         public var seed: UInt64 = 1
+        /// How long after the first packet it covers transport-wide feedback is sent.
+        public var transportFeedbackInterval: Duration = .milliseconds(50)
         public init(localSSRCs: [UInt32], cname: String) { self.localSSRCs = localSSRCs; self.cname = cname }
-    }
-
-    struct SendState {
-        var packets: UInt32 = 0
-        var octets: UInt32 = 0
-        var lastRTPTimestamp: UInt32 = 0
-        var lastSentAt: Instant?
-        var clockRate: UInt32 = 90000
-        var cache: NACKResponder
-        init(rtx: RTXSender?) { cache = NACKResponder(rtx: rtx) }
-
-        mutating func record(rtpTimestamp: UInt32, clockRate: UInt32, payloadBytes: Int, now: Instant) {
-            packets &+= 1
-            octets &+= UInt32(truncatingIfNeeded: payloadBytes)
-            lastRTPTimestamp = rtpTimestamp
-            lastSentAt = now
-            self.clockRate = clockRate
-        }
-    }
-
-    struct ReceiveState {
-        var stats: RTPReceiveStatistics
-        var nack = NACKGenerator()
     }
 
     public let config: Config
@@ -75,12 +56,19 @@ public final class RTPSession {
     /// Current RTT estimate: 100 ms until measured, or what `setInitialRoundTripTime` gave until RTCP measures it.
     public private(set) var rtt: Duration = .milliseconds(100)
     private var rttMeasured = false
-    private var send: [UInt32: SendState] = [:]
-    private var receive: [UInt32: ReceiveState] = [:]
-    /// RTX streams for our SSRCs (negotiated), applied to their send state.
+    /// The chains of our SSRCs and of the remote's (a handful each: a linear scan finds one).
+    private var send: [RTPSendChain] = []
+    /// Remote SSRCs beyond this many are not tracked (their packets still go up): a peer cannot make the scan long.
+    public static let maxRemoteSSRCs = 32
+    private var receive: [RTPReceiveChain] = []
+    /// RTX streams for our SSRCs (negotiated), applied to their chains.
     private var rtx: [UInt32: RTXSender] = [:]
-    /// Keyframe requests per remote SSRC.
-    private var keyframePacers: [UInt32: KeyframeRequestPacer] = [:]
+    /// What arrives with a transport-wide sequence number, for the feedback.
+    private var transportCC = TransportCCRecorder()
+    /// The remote SSRC the feedback names (the first that carried a transport-wide number).
+    private var transportCCMediaSSRC: UInt32 = 0
+    /// Transport-wide feedback messages queued.
+    public private(set) var transportFeedbackSent = 0
     private var sentSR: [(lsr: UInt32, at: Instant)] = []
     private var reports: RTCPReportScheduler
     private var rtcpOut = FIFO<[UInt8]>()
@@ -93,6 +81,7 @@ public final class RTPSession {
     public init(config: Config, now: Instant) {
         self.config = config
         reports = RTCPReportScheduler(interval: config.reportInterval, seed: config.seed, start: now)
+        transportCC.feedbackInterval = config.transportFeedbackInterval
         ntpOffsetMicros = wallClockMillis() * 1000 + 2_208_988_800 * 1_000_000 - now.micros
     }
 
@@ -101,7 +90,28 @@ public final class RTPSession {
     /// Retransmissions of `ssrc` go out on an RTX stream (RFC 4588, negotiated: `a=ssrc-group:FID`, `apt`).
     public func enableRTX(ssrc: UInt32, rtx sender: RTXSender) {
         rtx[ssrc] = sender
-        send[ssrc]?.cache.rtx = sender
+        sendChain(ssrc)?.responder.rtx = sender
+    }
+
+    // The per-packet lookups index the arrays: `for in` and `first(where:)` allocate in unoptimized builds (an
+    // iterator or a closure context), and the allocation tests run there too.
+    private func sendChain(_ ssrc: UInt32) -> RTPSendChain? {
+        var i = 0
+        while i < send.count { if send[i].ssrc == ssrc { return send[i] }; i += 1 }
+        return nil
+    }
+    private func receiveChain(_ ssrc: UInt32) -> RTPReceiveChain? {
+        var i = 0
+        while i < receive.count { if receive[i].ssrc == ssrc { return receive[i] }; i += 1 }
+        return nil
+    }
+    /// The chain of a remote SSRC, made on first use; nil when `maxRemoteSSRCs` are tracked already.
+    private func receiveChainMaking(_ ssrc: UInt32) -> RTPReceiveChain? {
+        if let c = receiveChain(ssrc) { return c }
+        guard receive.count < Self.maxRemoteSSRCs else { return nil }
+        let c = RTPReceiveChain(ssrc: ssrc)
+        receive.append(c)
+        return c
     }
 
     /// A round-trip time measured elsewhere (ICE checks, the DTLS handshake), used until RTCP measures one.
@@ -117,33 +127,42 @@ public final class RTPSession {
 
     // MARK: media in and out
 
-    /// Records an RTP packet we sent, keeping `packet` for retransmission. Pass the SRTP-protected bytes:
-    /// a retransmission is then the same SRTP packet again (a receiver that already has it drops it as a replay).
+    /// Records an RTP packet we sent, keeping a copy of the plain `packet` for retransmission (protected again, as a
+    /// new packet, when resent).
     public func sent(ssrc: UInt32, sequence: UInt16, rtpTimestamp: UInt32, clockRate: UInt32, payloadBytes: Int, packet: [UInt8], now: Instant) {
-        // Mutated in place: a copy of the state would copy the retransmission cache on every packet.
-        send[ssrc, default: SendState(rtx: rtx[ssrc])].record(rtpTimestamp: rtpTimestamp, clockRate: clockRate, payloadBytes: payloadBytes, now: now)
-        if config.nack { send[ssrc]?.cache.store(sequence: sequence, packet: packet) }
+        let chain: RTPSendChain
+        if let c = sendChain(ssrc) { chain = c } else { chain = RTPSendChain(ssrc: ssrc, rtx: rtx[ssrc]); send.append(chain) }
+        chain.sent(sequence: sequence, rtpTimestamp: rtpTimestamp, clockRate: clockRate, payloadBytes: payloadBytes, packet: packet,
+                   history: config.nack, now: now)
     }
 
-    /// Records an RTP packet we received (after SRTP unprotect).
+    /// Records an RTP packet we received (after SRTP unprotect). A new gap is NACKed at once; what its SSRC's NACK
+    /// generator gave up is reported (`packetsUnrecoverable`).
     public func received(ssrc: UInt32, sequence: UInt16, rtpTimestamp: UInt32, clockRate: UInt32, now: Instant) {
-        receive[ssrc, default: ReceiveState(stats: RTPReceiveStatistics(ssrc: ssrc, clockRate: clockRate))]
-            .stats.record(sequence: sequence, rtpTimestamp: rtpTimestamp, now: now)
-        if config.nack {
-            // Only the counters are read around the update (a copy of the generator would copy its table).
-            let recovered = receive[ssrc]?.nack.recovered ?? 0, givenUp = receive[ssrc]?.nack.givenUp ?? 0
-            receive[ssrc]?.nack.received(sequence: sequence, now: now)
-            repair.nackRepaired += (receive[ssrc]?.nack.recovered ?? 0) - recovered
-            repair.nackGivenUp += (receive[ssrc]?.nack.givenUp ?? 0) - givenUp
-            flushNACKs(now: now)
-        }
+        guard let chain = receiveChainMaking(ssrc) else { return }
+        let givenUp = chain.nack.givenUp
+        repair.nackRepaired += chain.received(sequence: sequence, rtpTimestamp: rtpTimestamp, clockRate: clockRate,
+                                              nackEnabled: config.nack, now: now)
+        repair.nackGivenUp += chain.nack.givenUp - givenUp
+        // Nothing missing and nothing given up (the common case): nothing to NACK.
+        if config.nack, chain.nack.outstanding > 0 || chain.nack.givenUp != givenUp { flushNACKs(chain, now: now) }
     }
+
+    /// Records a packet's transport-wide sequence number (from its header extension) for the feedback.
+    public func receivedTransportSequence(_ sequence: UInt16, ssrc: UInt32, now: Instant) {
+        transportCC.record(sequence: sequence, arrival: now)
+        if transportCCMediaSSRC == 0 { transportCCMediaSSRC = ssrc }
+    }
+
+    /// Packets that carried a transport-wide number, and the numbers that never arrived.
+    public var transportPacketsReceived: Int { transportCC.packetsRecorded }
+    public var transportPacketsLost: Int { transportCC.packetsLost }
 
     /// Asks for a keyframe of a remote SSRC (a PLI, or a FIR when `useFIR`), paced by a `KeyframeRequestPacer`: one
     /// within two RTTs (at least 100 ms) of the last is held until then, and requests made meanwhile fold into it.
     /// Call it as often as a decoder needs one (e.g. on every tick while it waits for its first keyframe).
     public func requestKeyframe(ssrc: UInt32, useFIR: Bool = false, now: Instant) {
-        if keyframePacers[ssrc, default: KeyframeRequestPacer()].request(useFIR: useFIR, now: now, rtt: rtt) {
+        if receiveChainMaking(ssrc)?.keyframes.request(useFIR: useFIR, now: now, rtt: rtt) == true {
             queueKeyframeRequest(ssrc: ssrc, useFIR: useFIR)
         }
     }
@@ -159,37 +178,41 @@ public final class RTPSession {
 
     /// Keyframe requests sent and folded (pacing), over all remote SSRCs.
     public var keyframeRequestCounters: (sent: Int, folded: Int) {
-        keyframePacers.values.reduce((0, 0)) { ($0.0 + $1.sent, $0.1 + $1.folded) }
+        receive.reduce((0, 0)) { ($0.0 + $1.keyframes.sent, $0.1 + $1.keyframes.folded) }
     }
 
-    /// Queues transport-wide congestion control feedback built by the caller.
-    public func sendTransportFeedback(_ fb: TransportCCFeedback) { rtcpOut.push(RTCP.serialize([.transportCC(fb)])) }
+    /// Queues transport-wide feedback for what arrived since the last one.
+    private func sendTransportFeedback() {
+        guard let fb = transportCC.feedback(senderSSRC: senderSSRC, mediaSSRC: transportCCMediaSSRC) else { return }
+        rtcpOut.push(RTCP.serialize([.transportCC(fb)]))
+        transportFeedbackSent += 1
+    }
 
     /// Handles a received (already unprotected) RTCP compound packet.
     public func handleRTCP(_ bytes: [UInt8], now: Instant) throws {
         for p in try RTCP.parse(bytes) {
             switch p {
             case .senderReport(let sr):
-                receive[sr.ssrc]?.stats.senderReport(ntpTime: sr.ntpTime, now: now)
+                if let c = receiveChain(sr.ssrc), c.hasMedia { c.stats.senderReport(ntpTime: sr.ntpTime, now: now) }
                 reportBlocks(sr.reports, now: now)
             case .receiverReport(_, let reports):
                 reportBlocks(reports, now: now)
             case .nack(_, let media, let lost):
-                let rtt = self.rtt
-                let missedBefore = send[media]?.cache.missed ?? 0
-                if let packets = send[media]?.cache.packets(for: lost, now: now, rtt: rtt) {
+                if let chain = sendChain(media) {
+                    let missedBefore = chain.responder.missed
+                    let packets = chain.responder.packets(for: lost, now: now, rtt: rtt)
                     retransmissions.push(contentsOf: packets)
                     repair.retransmissionsQueued += packets.count
-                    repair.retransmissionMisses += (send[media]?.cache.missed ?? 0) - missedBefore
+                    repair.retransmissionMisses += chain.responder.missed - missedBefore
                 } else {
                     repair.retransmissionMisses += lost.count
                 }
             case .pli(_, let media):
-                if send[media] != nil || config.localSSRCs.contains(media) { events.push(.keyframeRequested(ssrc: media)) }
+                if sendChain(media) != nil || config.localSSRCs.contains(media) { events.push(.keyframeRequested(ssrc: media)) }
             case .fir(_, let entries):
-                for e in entries where send[e.ssrc] != nil || config.localSSRCs.contains(e.ssrc) { events.push(.keyframeRequested(ssrc: e.ssrc)) }
+                for e in entries where sendChain(e.ssrc) != nil || config.localSSRCs.contains(e.ssrc) { events.push(.keyframeRequested(ssrc: e.ssrc)) }
             case .bye(let ssrcs, _):
-                for s in ssrcs { receive[s] = nil; events.push(.bye(ssrc: s)) }
+                for s in ssrcs { receiveChain(s)?.reset(); events.push(.bye(ssrc: s)) }
             case .transportCC(let fb):
                 events.push(.transportFeedback(fb))
             case .sourceDescription, .other:
@@ -199,7 +222,7 @@ public final class RTPSession {
     }
 
     private func reportBlocks(_ blocks: [RTCPReportBlock], now: Instant) {
-        for b in blocks where send[b.ssrc] != nil {
+        for b in blocks where sendChain(b.ssrc) != nil {
             events.push(.receiverReport(b))
             guard b.lastSR != 0, let sent = sentSR.last(where: { $0.lsr == b.lastSR }) else { continue }
             let dlsr = Duration.microseconds(Int64(b.delaySinceLastSR) * 1_000_000 / 65536)
@@ -211,48 +234,42 @@ public final class RTPSession {
         }
     }
 
-    private func flushNACKs(now: Instant) {
-        let rtt = self.rtt
-        for ssrc in Array(receive.keys) {  // a copy of the keys, so mutating `receive` does not copy it
-            let givenUpBefore = receive[ssrc]?.nack.givenUp ?? 0
-            let lost = receive[ssrc]?.nack.poll(now: now, rtt: rtt) ?? []
-            repair.nackGivenUp += (receive[ssrc]?.nack.givenUp ?? 0) - givenUpBefore
-            if let abandoned = receive[ssrc]?.nack.takeGivenUp(), !abandoned.isEmpty {
-                events.push(.packetsUnrecoverable(ssrc: ssrc, sequences: abandoned))
-            }
-            guard !lost.isEmpty else { continue }
-            repair.nackedSequences += lost.count
-            // One FCI list per packet keeps each NACK small.
-            rtcpOut.push(RTCP.serialize([.nack(senderSSRC: senderSSRC, mediaSSRC: ssrc, lost: lost)]))
-        }
+    /// NACKs what `chain` has due and reports what it gave up.
+    private func flushNACKs(_ chain: RTPReceiveChain, now: Instant) {
+        let givenUpBefore = chain.nack.givenUp
+        let lost = chain.nack.outstanding > 0 ? chain.nack.poll(now: now, rtt: rtt) : []
+        repair.nackGivenUp += chain.nack.givenUp - givenUpBefore
+        let abandoned = chain.nack.takeGivenUp()
+        if !abandoned.isEmpty { events.push(.packetsUnrecoverable(ssrc: chain.ssrc, sequences: abandoned)) }
+        guard !lost.isEmpty else { return }
+        repair.nackedSequences += lost.count
+        // One FCI list per packet keeps each NACK small.
+        rtcpOut.push(RTCP.serialize([.nack(senderSSRC: senderSSRC, mediaSSRC: chain.ssrc, lost: lost)]))
     }
 
     // MARK: timers and output
 
     /// Sends periodic reports, NACK retries and held keyframe requests that are due.
     public func handleTimeout(now: Instant) {
-        if config.nack { flushNACKs(now: now) }
-        for ssrc in Array(keyframePacers.keys) {
-            if let useFIR = keyframePacers[ssrc]?.poll(now: now, rtt: rtt) { queueKeyframeRequest(ssrc: ssrc, useFIR: useFIR) }
+        for chain in receive {
+            if config.nack, chain.hasMedia { flushNACKs(chain, now: now) }
+            if let useFIR = chain.keyframes.poll(now: now, rtt: rtt) { queueKeyframeRequest(ssrc: chain.ssrc, useFIR: useFIR) }
         }
+        if let due = transportCC.feedbackDue, due <= now { sendTransportFeedback() }
         guard reports.due(now: now) else { return }
         var packets: [RTCPPacket] = []
         var blocks: [RTCPReportBlock] = []
-        for ssrc in receive.keys.sorted() { if let b = receive[ssrc]?.stats.reportBlock(now: now) { blocks.append(b) } }
-        let sending = send.filter { $0.value.lastSentAt.map { now - $0 < .seconds(2) } ?? false }
-        if let (ssrc, s) = sending.sorted(by: { $0.key < $1.key }).first {
+        for chain in receive.sorted(by: { $0.ssrc < $1.ssrc }) where chain.hasMedia { blocks.append(chain.stats.reportBlock(now: now)) }
+        let sending = send.filter { $0.lastSentAt.map { now - $0 < .seconds(2) } ?? false }.sorted { $0.ssrc < $1.ssrc }
+        if let s = sending.first {
             let ntpNow = ntp(now)
-            let elapsed = s.lastSentAt.map { now - $0 } ?? .zero
-            let rtpNow = s.lastRTPTimestamp &+ UInt32(truncatingIfNeeded: elapsed.microseconds * Int64(s.clockRate) / 1_000_000)
-            packets.append(.senderReport(RTCPSenderReport(ssrc: ssrc, ntpTime: ntpNow, rtpTime: rtpNow, packetCount: s.packets,
+            packets.append(.senderReport(RTCPSenderReport(ssrc: s.ssrc, ntpTime: ntpNow, rtpTime: s.rtpTime(at: now), packetCount: s.packets,
                                                           octetCount: s.octets, reports: Array(blocks.prefix(31)))))
             sentSR.append((UInt32(truncatingIfNeeded: ntpNow >> 16), now))
             if sentSR.count > 16 { sentSR.removeFirst() }
-            for (other, o) in sending.sorted(by: { $0.key < $1.key }).dropFirst() {
-                let e = o.lastSentAt.map { now - $0 } ?? .zero
-                packets.append(.senderReport(RTCPSenderReport(ssrc: other, ntpTime: ntpNow,
-                    rtpTime: o.lastRTPTimestamp &+ UInt32(truncatingIfNeeded: e.microseconds * Int64(o.clockRate) / 1_000_000),
-                    packetCount: o.packets, octetCount: o.octets)))
+            for o in sending.dropFirst() {
+                packets.append(.senderReport(RTCPSenderReport(ssrc: o.ssrc, ntpTime: ntpNow, rtpTime: o.rtpTime(at: now),
+                                                              packetCount: o.packets, octetCount: o.octets)))
             }
         } else {
             packets.append(.receiverReport(ssrc: senderSSRC, reports: Array(blocks.prefix(31))))
@@ -266,21 +283,30 @@ public final class RTPSession {
     /// The next packet to resend as it is (as stored by `sent`), in answer to a NACK.
     public func pollRetransmission() -> [UInt8]? { retransmissions.pop() }
     public func pollEvent() -> RTPSessionEvent? { events.pop() }
+    /// The earliest of the next report, NACK retry or give-up, held keyframe request and transport-wide feedback
+    /// (no allocation: it is asked after every packet).
     public func pollTimeout() -> Instant? {
-        let nacks = config.nack ? receive.values.compactMap { $0.nack.nextPoll(rtt: rtt) }.min() : nil
-        let keyframes = keyframePacers.values.compactMap { $0.nextDeadline(rtt: rtt) }.min()
-        return [reports.nextReportAt, nacks, keyframes].compactMap { $0 }.min()
+        var earliest = reports.nextReportAt
+        if let due = transportCC.feedbackDue { earliest = min(earliest, due) }
+        var i = 0
+        while i < receive.count {
+            let chain = receive[i]
+            if config.nack, chain.nack.outstanding > 0, let t = chain.nack.nextPoll(rtt: rtt) { earliest = min(earliest, t) }
+            if let t = chain.keyframes.nextDeadline(rtt: rtt) { earliest = min(earliest, t) }
+            i += 1
+        }
+        return earliest
     }
 
     /// Reception statistics of a remote SSRC.
-    public func statistics(ssrc: UInt32) -> RTPReceiveStatistics? { receive[ssrc]?.stats }
+    public func statistics(ssrc: UInt32) -> RTPReceiveStatistics? { receiveChain(ssrc).flatMap { $0.hasMedia ? $0.stats : nil } }
     /// NACK counters of a remote SSRC: (sequence numbers NACKed, recovered, given up, outstanding).
     public func nackCounters(ssrc: UInt32) -> (nacked: Int, recovered: Int, givenUp: Int, outstanding: Int)? {
-        receive[ssrc].map { ($0.nack.nacked, $0.nack.recovered, $0.nack.givenUp, $0.nack.outstanding) }
+        receiveChain(ssrc).flatMap { $0.hasMedia ? ($0.nack.nacked, $0.nack.recovered, $0.nack.givenUp, $0.nack.outstanding) : nil }
     }
     /// Retransmission counters of one of our SSRCs: packets resent and their (unprotected) bytes, NACKed sequence
     /// numbers no longer held.
     public func retransmissionCounters(ssrc: UInt32) -> (packets: Int, bytes: Int, misses: Int)? {
-        send[ssrc].map { ($0.cache.resent, $0.cache.resentBytes, $0.cache.missed) }
+        sendChain(ssrc).map { ($0.responder.resent, $0.responder.resentBytes, $0.responder.missed) }
     }
 }

@@ -11,6 +11,7 @@ public struct TransportCCRecorder: Sendable {
     private let mask: Int
     private var unwrapper = SequenceUnwrapper()
     private var highest: Int64 = .min
+    private var first: Int64?
     /// First sequence number the next feedback covers.
     private var nextToReport: Int64?
     private var feedbackCount: UInt8 = 0
@@ -18,6 +19,16 @@ public struct TransportCCRecorder: Sendable {
     public var maxPacketsPerFeedback = 1000
     /// How many sequence numbers back a late arrival may reopen reporting.
     public var lateWindow = 512
+    /// Packets recorded (duplicates included).
+    public private(set) var packetsRecorded = 0
+    /// Transport-wide numbers from the first recorded to the highest that were not recorded (never negative).
+    public var packetsLost: Int {
+        guard let first, highest != .min else { return 0 }
+        return max(0, Int(highest - first + 1) - packetsRecorded)
+    }
+    /// When the feedback for what was recorded is due (`feedbackInterval` after the first packet it covers).
+    public private(set) var feedbackDue: Instant?
+    public var feedbackInterval: Duration = .milliseconds(50)
 
     /// Keeps the latest `capacity` arrivals (rounded up to a power of two, at least 2048).
     public init(capacity: Int = 4096) {
@@ -31,6 +42,9 @@ public struct TransportCCRecorder: Sendable {
     /// Records a packet's transport-wide sequence number and arrival time (a duplicate keeps the first arrival).
     public mutating func record(sequence: UInt16, arrival: Instant) {
         let ext = unwrapper.unwrap(sequence)
+        packetsRecorded += 1
+        if first == nil { first = ext }
+        if feedbackDue == nil { feedbackDue = arrival + feedbackInterval }
         if highest != .min, ext <= highest - Int64(sequences.count) { return }  // older than the ring holds
         let i = Int(ext & Int64(mask))
         if sequences[i] == ext { return }
@@ -54,6 +68,7 @@ public struct TransportCCRecorder: Sendable {
 
     /// Feedback for everything recorded since the last call (nil when nothing new arrived).
     public mutating func feedback(senderSSRC: UInt32, mediaSSRC: UInt32) -> TransportCCFeedback? {
+        feedbackDue = nil
         guard let start = nextToReport, highest >= start else { return nil }
         let last = min(highest, start + Int64(max(1, maxPacketsPerFeedback)) - 1)
         var firstArrival: Int64?

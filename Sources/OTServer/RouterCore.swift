@@ -367,7 +367,11 @@ final class RouterCore {
             startsKeyframe = Self.startsKeyframe(packet, stream)
             if startsKeyframe == true { stream.keyframes.keyframeForwarded() }
         }
-        for sub in stream.subscribers {
+        // Indexed, not `for in`: an iterator allocates in unoptimized builds (the allocation test runs there too).
+        var index = 0
+        while index < stream.subscribers.count {
+            let sub = stream.subscribers[index]
+            index += 1
             guard isVideo ? sub.forwardingVideo : sub.audio else { stream.counters.packetsHeld += 1; continue }
             var opened = false
             if isVideo && sub.waitingForKeyframe {
@@ -620,7 +624,13 @@ final class RouterCore {
 struct SequenceRewriters {
     private var entries: [(ssrc: UInt32, rewriter: SequenceRewriter)] = []
 
-    private func index(_ ssrc: UInt32) -> Int? { entries.firstIndex { $0.ssrc == ssrc } }
+    /// (A plain loop: `firstIndex(where:)` allocates its closure's context in unoptimized builds, where the
+    /// forwarding path's allocation test runs too.)
+    private func index(_ ssrc: UInt32) -> Int? {
+        var i = 0
+        while i < entries.count { if entries[i].ssrc == ssrc { return i }; i += 1 }
+        return nil
+    }
 
     /// The sequence number to send for `seq` of `ssrc`, or nil to drop it; the first packet of an SSRC starts its rewriter.
     mutating func map(_ seq: UInt16, ssrc: UInt32) -> UInt16? {

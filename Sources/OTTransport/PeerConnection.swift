@@ -190,9 +190,9 @@ public final class PeerConnection {
         s.nackedSequences = r.nackedSequences
         s.nackRepaired = r.nackRepaired
         s.nackGivenUp = r.nackGivenUp
-        if let first = transportFirst, let highest = transportHighest {
-            s.transportPacketsLost = max(0, Int(highest - first + 1) - s.transportPacketsReceived)
-        }
+        s.transportPacketsReceived = rtpSession.transportPacketsReceived
+        s.transportPacketsLost = rtpSession.transportPacketsLost
+        s.transportFeedbackSent = rtpSession.transportFeedbackSent
         return s
     }
     private var counters = PeerConnectionStats()
@@ -235,17 +235,10 @@ public final class PeerConnection {
     private var candidatesCompleteSignalled = false
     /// Our description was made (candidates after it are trickled).
     private var describedLocally = false
-    /// Transport-wide congestion control: the negotiated extension id, our numbering of what we send, the
-    /// recorder of what we receive (and the remote SSRC its feedback names), when feedback is next due.
+    /// Transport-wide congestion control: the negotiated extension id and our numbering of what we send (what we
+    /// receive is recorded, and its feedback sent, by the RTP session).
     private var transportCCId: UInt8?
     private var transportStamper = TransportSequenceStamper()
-    private var transportCC = TransportCCRecorder()
-    private var transportCCMediaSSRC: UInt32 = 0
-    /// The transport-wide numbering of what we receive: its first and highest (unwrapped) value.
-    private var transportUnwrapper = SequenceUnwrapper()
-    private var transportFirst: Int64?
-    private var transportHighest: Int64?
-    private var feedbackDue: Instant?
     private var estimator: SendSideBandwidthEstimator?
     private var retransmitBudget = 0.0
     private var retransmitBudgetAt: Instant?
@@ -265,6 +258,7 @@ public final class PeerConnection {
         var rc = RTPSession.Config(localSSRCs: ssrcs.isEmpty ? [UInt32.random(in: 1 ... .max, using: &rng)] : ssrcs, cname: config.cname)
         rc.nack = config.nack
         rc.seed = config.seed
+        rc.transportFeedbackInterval = config.transportFeedbackInterval
         rtpSession = RTPSession(config: rc, now: now)
         estimator = config.bandwidthEstimation.map { SendSideBandwidthEstimator(config: $0) }
     }
@@ -625,7 +619,8 @@ public final class PeerConnection {
             fec = f.process(&packet)
             fecSenders[h.ssrc] = f
         }
-        guard transmit(&packet, srtp: srtp, transport: transport, now: now, stamped: stamped) else { return false }
+        // With FEC the packet became RED (new payload type and number): its header is read again.
+        guard transmit(&packet, header: stamped == nil ? h : nil, srtp: srtp, transport: transport, now: now, stamped: stamped) else { return false }
         for var p in fec where transmit(&p, srtp: srtp, transport: transport, now: now) {
             counters.fecPacketsSent += 1
             counters.fecBytesSent += p.count
@@ -634,11 +629,16 @@ public final class PeerConnection {
         return true
     }
 
+    /// Whether `sendRTP` may set a timer (so the caller asks `pollTimeout` again after it): only with TURN servers,
+    /// whose clients may open a permission or channel for the packet. On a direct path sending moves no deadline
+    /// (the RTP session's, ICE's and DTLS's timers do not depend on what is sent).
+    public var mediaSendsMaySetTimers: Bool { !(transport?.turns.isEmpty ?? true) }
+
     /// Numbers (transport-wide; `stamped`: already numbered, with that number), records (for NACK), protects and queues
     /// one RTP packet of ours.
-    private func transmit(_ packet: inout [UInt8], srtp: SRTPContext, transport: MediaTransport, now: Instant,
-                          stamped: UInt16?? = nil) -> Bool {
-        guard let h = Self.header(packet) else { counters.malformedSends += 1; return false }
+    private func transmit(_ packet: inout [UInt8], header: (ssrc: UInt32, seq: UInt16, ts: UInt32, pt: UInt8)? = nil, srtp: SRTPContext,
+                          transport: MediaTransport, now: Instant, stamped: UInt16?? = nil) -> Bool {
+        guard let h = header ?? Self.header(packet) else { counters.malformedSends += 1; return false }
         // This connection's transport-wide number, over whatever the packet carried (a router forwards packets
         // numbered for the publisher's uplink).
         let twccSequence = stamped ?? transportStamper.stamp(&packet)
@@ -745,17 +745,7 @@ public final class PeerConnection {
         }
         transport?.handleTimeout(now: now)
         if srtp != nil { rtpSession.handleTimeout(now: now) }
-        if let due = feedbackDue, due <= now { sendTransportFeedback() }
         pump(now: now)
-    }
-
-    /// Queues transport-wide feedback for what arrived since the last one (sent by the next `pump`).
-    private func sendTransportFeedback() {
-        feedbackDue = nil
-        guard srtp != nil, let fb = transportCC.feedback(senderSSRC: rtpSession.config.localSSRCs.first ?? 0,
-                                                          mediaSSRC: transportCCMediaSSRC) else { return }
-        rtpSession.sendTransportFeedback(fb)
-        counters.transportFeedbackSent += 1
     }
 
     public func pollTransmit() -> ICETransmit? { transmits.pop() }
@@ -766,7 +756,7 @@ public final class PeerConnection {
             guard let b else { return a }
             return min(a, b)
         }
-        return earliest(earliest(transport?.pollTimeout(), srtp != nil ? rtpSession.pollTimeout() : nil), feedbackDue)
+        return earliest(transport?.pollTimeout(), srtp != nil ? rtpSession.pollTimeout() : nil)
     }
 
     /// Collects the agent's output before the transport exists (gathering): STUN requests and candidates.
@@ -898,14 +888,7 @@ public final class PeerConnection {
         counters.packetsReceived += 1
         counters.bytesReceived += p.count
         if let id = transportCCId, let at = TransportWideSequenceNumber.valueOffset(in: p, id: id) {
-            let tseq = UInt16(p[at]) << 8 | UInt16(p[at + 1])
-            transportCC.record(sequence: tseq, arrival: now)
-            let ext = transportUnwrapper.unwrap(tseq)
-            counters.transportPacketsReceived += 1
-            if transportFirst == nil { transportFirst = ext }
-            if ext > (transportHighest ?? .min) { transportHighest = ext }
-            if transportCCMediaSSRC == 0 { transportCCMediaSSRC = h.ssrc }
-            if feedbackDue == nil { feedbackDue = now + config.transportFeedbackInterval }
+            rtpSession.receivedTransportSequence(UInt16(p[at]) << 8 | UInt16(p[at + 1]), ssrc: h.ssrc, now: now)
         }
         var bytes = p, packet = parsed
         if let receiver = rtxReceiver, receiver.payloadTypes[h.pt] != nil {

@@ -136,7 +136,8 @@ public final class PeerConnectionDriver: @unchecked Sendable {
     public func sendRTP(_ packet: inout [UInt8]) -> Bool {
         lock.lock()
         let ok = pc.sendRTP(&packet, now: MonotonicClock.now())
-        let events = flushLocked()
+        // Sending media moves no deadline on a direct path (the router's forwarding path asks nothing more).
+        let events = flushLocked(deadline: pc.mediaSendsMaySetTimers)
         lock.unlock()
         deliver(events)
         return ok
@@ -195,29 +196,45 @@ public final class PeerConnectionDriver: @unchecked Sendable {
         deliver(events)
     }
 
-    /// Sends pending datagrams and updates the deadline; returns the events to deliver. Called under `lock`.
-    private func flushLocked() -> [PeerConnectionEvent] {
+    /// The events one call produced: most calls produce none or one (a packet), which need no array.
+    private enum Events {
+        case none, one(PeerConnectionEvent), many([PeerConnectionEvent])
+    }
+
+    /// Sends pending datagrams and (with `deadline`) updates the deadline; returns the events to deliver. Called
+    /// under `lock`.
+    private func flushLocked(deadline: Bool = true) -> Events {
         switch io {
         case .owned(let shared):
             while let t = pc.pollTransmit() { shared.send(t.bytes, from: t.source, to: t.destination) }
+            guard deadline else { break }
             let d = closed ? nil : pc.pollTimeout()
             if deadlineGiven != .some(d) { deadlineGiven = d; shared.setDeadline(d, for: self) }
         case .shared(let endpoint):
             while let t = pc.pollTransmit() { endpoint.send(t.bytes, to: t.destination) }
+            guard deadline else { break }
             let d = closed ? nil : pc.pollTimeout()
             if deadlineGiven != .some(d) { deadlineGiven = d; endpoint.setDeadline(d, for: self) }
         case nil:
             break
         }
-        var events: [PeerConnectionEvent] = []
+        guard let first = pc.pollEvent() else { return .none }
+        guard let second = pc.pollEvent() else { return .one(first) }
+        var events = [first, second]
         while let e = pc.pollEvent() { events.append(e) }
-        return events
+        return .many(events)
     }
 
-    private func deliver(_ events: [PeerConnectionEvent]) {
-        guard !events.isEmpty else { return }
-        delivery.lock()
-        for e in events { handler(e) }
+    private func deliver(_ events: Events) {
+        switch events {
+        case .none: return
+        case .one(let e):
+            delivery.lock()
+            handler(e)
+        case .many(let all):
+            delivery.lock()
+            for e in all { handler(e) }
+        }
         delivery.unlock()
     }
 }

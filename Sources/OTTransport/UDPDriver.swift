@@ -63,6 +63,21 @@ public final class UDPDriver: Sendable {
         let received = DatagramBatch()
         let outgoing = DatagramBatch()
         var sockets: [Socket] = []
+        /// What `poll` watches: the wake pipe, the UDP sockets, the TCP connections. Rebuilt only when the sockets
+        /// changed or TCP connections are open (their interest changes with what they have pending).
+        var pollList: [pollfd] = []
+
+        /// Makes `pollList` watch `wake`, `sockets` and `tcp`.
+        func preparePollList(wake: Int32, tcp: [TCPConnection]) {
+            if tcp.isEmpty, pollList.count == sockets.count + 1,
+               zip(sockets, pollList.dropFirst()).allSatisfy({ $0.fd == $1.fd }) { return }
+            pollList.removeAll(keepingCapacity: true)
+            pollList.append(pollfd(fd: wake, events: Int16(POLLIN), revents: 0))
+            for s in sockets { pollList.append(pollfd(fd: s.fd, events: Int16(POLLIN), revents: 0)) }
+            for c in tcp {
+                pollList.append(pollfd(fd: c.fd, events: Int16(POLLIN) | (!c.connected || !c.pending.isEmpty ? Int16(POLLOUT) : 0), revents: 0))
+            }
+        }
     }
     private let io = IOThreadState()
 
@@ -286,25 +301,22 @@ public final class UDPDriver: Sendable {
             io.sockets = sockets
             for fd in retired { close(fd) }
             guard running else { return }
-            var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
-            fds += sockets.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
-            fds += tcp.map { pollfd(fd: $0.fd, events: Int16(POLLIN) | (!$0.connected || !$0.pending.isEmpty ? Int16(POLLOUT) : 0), revents: 0) }
+            io.preparePollList(wake: wakeFD, tcp: tcp)
             var timeoutMS: Int32 = 1000
             if let d = deadline {
                 let remaining = (d - clock.now()).microseconds
                 timeoutMS = remaining <= 0 ? 0 : Int32(clamping: (remaining + 999) / 1000)
             }
-            let r = poll(&fds, nfds_t(fds.count), timeoutMS)
+            let r = poll(&io.pollList, nfds_t(io.pollList.count), timeoutMS)
             if r < 0 && errno != EINTR { return }
-            if fds[0].revents != 0 {
-                var drain = [UInt8](repeating: 0, count: 64)
-                while read(wakeFD, &drain, 64) > 0 {}
+            if io.pollList[0].revents != 0 {
+                while buffer.withUnsafeMutableBytes({ read(wakeFD, $0.baseAddress, $0.count) }) > 0 {}
             }
-            for (i, s) in sockets.enumerated() where fds[i + 1].revents & Int16(POLLIN) != 0 {
+            for (i, s) in sockets.enumerated() where io.pollList[i + 1].revents & Int16(POLLIN) != 0 {
                 receiveAll(s, &buffer)
             }
-            for (i, c) in tcp.enumerated() where fds[1 + sockets.count + i].revents != 0 {
-                serviceTCP(c, revents: fds[1 + sockets.count + i].revents, &buffer)
+            for (i, c) in tcp.enumerated() where io.pollList[1 + sockets.count + i].revents != 0 {
+                serviceTCP(c, revents: io.pollList[1 + sockets.count + i].revents, &buffer)
             }
             let now = clock.now()
             let fire = state.withLock { st -> Bool in

@@ -116,6 +116,9 @@ public protocol RTPPayloadFormat: Sendable {
     /// Bytes at the start of an encoded frame left in clear by end-to-end encryption, so receivers and the router
     /// can read the frame's header before decrypting (capped by the caller at the frame's length).
     func clearPrefixLength(isKeyframe: Bool) -> Int
+    /// The payload bytes (the format's payload header + codec data) that fit an `mtu`-byte datagram after IP/UDP,
+    /// an RTP header of `rtpHeaderLength` bytes and `srtpOverhead` bytes of SRTP tag: what its packetizer is given.
+    func maxPayloadSize(mtu: Int, rtpHeaderLength: Int, srtpOverhead: Int) -> Int
     func makePacketizer(maxPayloadSize: Int) -> Packetizer
     /// A depacketizer that waits up to `reorderWindow` packets past a missing one before giving up on it.
     func makeDepacketizer(reorderWindow: Int) -> Depacketizer
@@ -126,6 +129,10 @@ extension RTPPayloadFormat {
     public var fmtp: String? { nil }
     public func matches(_ codec: SDPCodec) -> Bool {
         codec.name.lowercased() == name.lowercased() && codec.clockRate == clockRate
+    }
+    /// IPv4 + UDP (28 bytes), the RTP header and the SRTP tag come off the MTU; at least 8 bytes are left.
+    public func maxPayloadSize(mtu: Int, rtpHeaderLength: Int, srtpOverhead: Int) -> Int {
+        max(mtu - 28 - rtpHeaderLength - srtpOverhead, 8)
     }
     /// The codec line for an offer or an answer under payload type `pt`.
     public func sdpCodec(payloadType pt: UInt8) -> SDPCodec {

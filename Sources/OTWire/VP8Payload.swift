@@ -150,7 +150,7 @@ public struct VP8Packetizer: RTPPacketizer {
 
     /// The payload size that fits an MTU after IP/UDP (28 bytes, IPv4), the RTP header and the SRTP tag.
     public static func maxPayloadSize(mtu: Int = 1200, rtpHeaderLength: Int = 12, srtpOverhead: Int = 16) -> Int {
-        max(mtu - 28 - rtpHeaderLength - srtpOverhead, 8)
+        PayloadFormats.vp8.maxPayloadSize(mtu: mtu, rtpHeaderLength: rtpHeaderLength, srtpOverhead: srtpOverhead)
     }
 
     /// Packetizes one frame; `emit` gets each payload (valid only during the call) and whether it is the last

@@ -1,5 +1,6 @@
 import OTBase
 @testable import OTServer
+import OTTestSupport
 import OTTransport
 @testable import OTWire
 import XCTest
@@ -156,5 +157,44 @@ final class RouterCoreTests: XCTestCase {
         let source = core.source(forSubscriberOf: "st", sessionId: "s", token: 43)
         XCTAssertEqual(source?.video, .some(Self.video))
         XCTAssertNil(source?.audio ?? nil, "no audio published")
+    }
+}
+
+/// The router core's forwarding allocates nothing once warm: each subscriber's copy goes into its reused buffer.
+final class RouterCoreAllocationTests: XCTestCase {
+    func testForwardingAllocatesNothingPerPacket() {
+        let video: UInt32 = 0x71DE, audio: UInt32 = 0xA0D1
+        func section(_ kind: String, pt: UInt8, ssrc: UInt32?) -> SDPNegotiatedMedia {
+            SDPNegotiatedMedia(kind: kind, mid: kind == "audio" ? "0" : "1",
+                               codec: SDPCodec(payloadType: pt, name: kind == "audio" ? "opus" : "VP8", clockRate: kind == "audio" ? 48000 : 90000),
+                               rtxPayloadType: nil, feedback: [], extmaps: [], remoteSSRCs: ssrc.map { [$0] } ?? [], remoteRTXSSRCs: [:],
+                               direction: .sendrecv)
+        }
+        let start = Instant(micros: 1_000_000)
+        let core = RouterCore(config: RouterCore.Config(pliInterval: .milliseconds(300), quality: QualityFallbackConfig(),
+                                                        qualityInterval: .seconds(1)), now: start)
+        _ = core.addPublisher(peerId: "pub", handle: 1, sessionId: "s", connectionId: "cp", streamId: "st", audioFallbackEnabled: false,
+                              media: [section("audio", pt: 111, ssrc: audio), section("video", pt: 96, ssrc: video)])
+        for h in 2...5 {
+            core.addSubscriber(peerId: "sub\(h)", handle: h, sessionId: "s", connectionId: "c\(h)", streamId: "st", audioFallbackEnabled: false,
+                               media: [section("audio", pt: 111, ssrc: nil), section("video", pt: 100, ssrc: nil)], now: start)
+            core.subscriberConnected(h, now: start)
+        }
+        var packet = RTPPacket(marker: true, payloadType: 96, sequenceNumber: 0, timestamp: 0, ssrc: video,
+                               payload: [0x10, 0x00] + Array(repeating: 0x55, count: 1100)).serialized()
+        var seq: UInt16 = 0
+        var forwarded = 0
+        func step() {
+            packet[2] = UInt8(seq >> 8); packet[3] = UInt8(seq & 0xFF)
+            packet[13] = seq == 0 ? 0x00 : 0x01  // a keyframe first, then delta frames
+            core.receive(packet, from: 1, now: start + .microseconds(Int64(seq) * 500))
+            forwarded += core.forwards.count
+            seq &+= 1
+        }
+        for _ in 0..<2048 { step() }
+        while core.pollCommand() != nil {}
+        let allocations = ThreadAllocations.during { for _ in 0..<5000 { step() } }
+        XCTAssertEqual(forwarded, 4 * 7048, "every packet forwarded to the four subscribers")
+        XCTAssertEqual(allocations, 0, "allocations in 5000 packets forwarded to 4 subscribers")
     }
 }

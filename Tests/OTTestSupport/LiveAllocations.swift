@@ -15,3 +15,17 @@ public struct LiveAllocations: Sendable, CustomStringConvertible {
     }
     public var description: String { "\(bytes / 1024) KiB in \(blocks) blocks (+ \(dispatchContinuationBytes / 1024) KiB of Dispatch's continuations)" }
 }
+
+/// Heap allocations made by the calling thread, counted exactly by COTAllocCounter: a per-packet path run in a loop on
+/// the test's thread allocates nothing when this does not move (other threads' allocations are not counted).
+public enum ThreadAllocations {
+    /// Allocation calls of this thread since it started.
+    public static var count: UInt64 { UInt64(ot_alloc_thread_count()) }
+
+    /// Allocation calls `body` made on this thread.
+    public static func during(_ body: () throws -> Void) rethrows -> UInt64 {
+        let before = count
+        try body()
+        return count - before
+    }
+}

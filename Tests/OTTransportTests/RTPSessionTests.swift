@@ -149,6 +149,23 @@ final class RTPSessionTests: XCTestCase {
 }
 
 final class TransportCCRecorderTests: XCTestCase {
+    /// The receive-side counters (W3C-style transport loss) and when feedback is due: from the first packet a
+    /// feedback covers, cleared when it is built.
+    func testCountsArrivalsAndLossAndSchedulesFeedback() {
+        var r = TransportCCRecorder()
+        r.feedbackInterval = .milliseconds(50)
+        let t0 = Instant(micros: 1_000_000)
+        XCTAssertNil(r.feedbackDue)
+        for (i, seq) in [UInt16(65530), 65531, 65534, 0, 1, 1].enumerated() { r.record(sequence: seq, arrival: t0 + .milliseconds(Int64(i))) }
+        XCTAssertEqual(r.packetsRecorded, 6, "duplicates counted")
+        XCTAssertEqual(r.packetsLost, 2, "8 numbers from 65530 to 1 (wrapped), 6 packets recorded (a duplicate among them)")
+        XCTAssertEqual(r.feedbackDue, t0 + .milliseconds(50))
+        XCTAssertNotNil(r.feedback(senderSSRC: 1, mediaSSRC: 2))
+        XCTAssertNil(r.feedbackDue)
+        r.record(sequence: 2, arrival: t0 + .milliseconds(70))
+        XCTAssertEqual(r.feedbackDue, t0 + .milliseconds(120))
+    }
+
     func testFeedbackReportsArrivalsAndLosses() throws {
         var r = TransportCCRecorder()
         let t0 = Instant(micros: 10_000_000)  // a multiple of 64 ms plus 16 ms
@@ -300,5 +317,20 @@ final class RTXTests: XCTestCase {
         XCTAssertEqual(Array(back.payload), [1, 2, 3])
         XCTAssertNil(try rx.unwrap(original), "media packets pass through")
         XCTAssertThrowsError(try rx.unwrap(RTPPacket(payloadType: 97, sequenceNumber: 1, timestamp: 0, ssrc: 0xBEEF, payload: [7][...])))
+    }
+}
+
+/// A peer that sends from ever new SSRCs cannot make the session's per-packet chain lookup long.
+final class RTPSessionSSRCLimitTests: XCTestCase {
+    func testRemoteSSRCsBeyondTheLimitAreNotTracked() {
+        let s = RTPSession(config: .init(localSSRCs: [1], cname: "s"), now: .zero)
+        let now = Instant(micros: 1_000_000)
+        for ssrc in UInt32(100)..<UInt32(100 + 1000) {
+            s.received(ssrc: ssrc, sequence: 7, rtpTimestamp: 0, clockRate: 90000, now: now)
+        }
+        XCTAssertNotNil(s.statistics(ssrc: 100 + UInt32(RTPSession.maxRemoteSSRCs) - 1))
+        XCTAssertNil(s.statistics(ssrc: 100 + UInt32(RTPSession.maxRemoteSSRCs)), "the first SSRC past the limit is not tracked")
+        s.received(ssrc: 100, sequence: 8, rtpTimestamp: 0, clockRate: 90000, now: now)
+        XCTAssertEqual(s.statistics(ssrc: 100)?.packetsReceived, 2, "tracked SSRCs go on")
     }
 }

@@ -5,6 +5,8 @@
 #define OT_ALLOC_COUNTER_H
 /** Allocation calls since process start (all threads). */
 unsigned long long ot_alloc_count(void);
+/** Allocation calls the calling thread made since it started (for "nothing allocated per packet" tests). */
+unsigned long long ot_alloc_thread_count(void);
 /** Bytes in live allocations (malloc_usable_size of every block not yet freed), exact: unlike mallinfo's
     figure it leaves out what malloc keeps in its per-thread caches and free lists. */
 long long ot_alloc_live_bytes(void);
