@@ -138,7 +138,10 @@ final class SubscriberEngine: @unchecked Sendable {
             video?.restart()
             audio?.restart()
         }
-        let l = try MediaLink(config: PeerConnectionConfig(audio: true, video: true), settings: session.settings,
+        // Every video codec we decode, VP8 first; the publisher (or the router, the publisher's codec) picks.
+        var config = PeerConnectionConfig(audio: true, video: true)
+        config.videoFormats = PayloadFormats.video
+        let l = try MediaLink(config: config, settings: session.settings,
                               servers: session.mediaServers(), queue: queue) { [weak self] events in
             // Late events of a connection already replaced are dropped.
             guard let self, peerId == pid else { return }
@@ -200,6 +203,7 @@ final class SubscriberEngine: @unchecked Sendable {
             case .mediaAnswer(_, let sdp):
                 do {
                     try link.setRemoteAnswer(sdp)
+                    if let f = link.agreedFormat("video") { try video?.setFormat(f) }
                 } catch {
                     onLink?(.failed(peerId: pid, OTError(.subscriberWebRTC, "bad answer: \(error)")))
                 }
@@ -441,9 +445,9 @@ final class SubscriberEngine: @unchecked Sendable {
             // The connection's RTP session NACKs (the pipeline's own NACK is off).
             if let n = videoSSRC.flatMap({ link?.nackCounters(ssrc: $0) }) { v.nackCount = n.nacked; v.packetsRepaired = n.recovered }
             if let lost = videoSSRC.flatMap({ link?.packetsLost(ssrc: $0) }) { v.packetsLost = lost }
-            b.addInbound(v, framesPerSecond: frameMeter.framesPerSecond(at: MonotonicClock.now()))
+            b.addInbound(v, codecId: link?.addCodec("video", to: &b), framesPerSecond: frameMeter.framesPerSecond(at: MonotonicClock.now()))
         }
-        if let a = audio?.stats { b.addInbound(a) }
+        if let a = audio?.stats { b.addInbound(a, codecId: link?.addCodec("audio", to: &b)) }
         link?.addCandidatePair(to: &b, id: String((peerId ?? "").prefix(8)))
         return b.json()
     }

@@ -19,6 +19,8 @@ public struct PeerConnectionConfig: Sendable {
     /// The payload formats offered and accepted per kind, in order of preference (`SDPLocalParameters`).
     public var audioFormats: [any RTPPayloadFormat] = [PayloadFormats.opus]
     public var videoFormats: [any RTPPayloadFormat] = [PayloadFormats.vp8]
+    /// Answer with the first of our formats that the offer lists, in our order (`SDPLocalParameters.answerInLocalOrder`).
+    public var answerInLocalOrder = false
     /// What we send on each section; nil means receive only.
     public var audioTrack: SDPLocalTrack?
     public var videoTrack: SDPLocalTrack?
@@ -362,6 +364,7 @@ public final class PeerConnection {
         p.videoFEC = config.videoFEC
         p.audioFormats = config.audioFormats
         p.videoFormats = config.videoFormats
+        p.answerInLocalOrder = config.answerInLocalOrder
         return p
     }
 

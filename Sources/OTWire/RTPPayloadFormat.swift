@@ -136,9 +136,12 @@ extension RTPPayloadFormat {
 /// The payload formats libotsession knows, and queries on them for code that has only a format and bytes.
 public enum PayloadFormats {
     public static let vp8 = VP8PayloadFormat()
+    public static let vp9 = VP9PayloadFormat()
     public static let opus = OpusPayloadFormat()
     /// Every known format, in our order of preference per kind.
-    public static let all: [any RTPPayloadFormat] = [opus, vp8]
+    public static let all: [any RTPPayloadFormat] = [opus, vp8, vp9]
+    /// The known video formats, in our order of preference (VP8 first: every WebRTC peer has it).
+    public static let video: [any RTPPayloadFormat] = all.filter { $0.kind == .video }
 
     /// The known format a remote codec line describes, or nil.
     public static func format(for codec: SDPCodec) -> (any RTPPayloadFormat)? {
@@ -195,8 +198,7 @@ public struct VP8PayloadFormat: RTPPayloadFormat {
     public var rtcpFeedback: [String] { ["nack", "nack pli", "ccm fir", "transport-cc"] }
     public var preferredPayloadType: UInt8 { 96 }
     public func isKeyframeStart(_ payload: ArraySlice<UInt8>) -> Bool {
-        guard let (d, data) = try? VP8PayloadDescriptor.parse(payload) else { return false }
-        return d.startsFrame && VP8FrameHeader.isKeyframe(data)
+        VP8PayloadReader.read(payload)?.0.startsKeyframe ?? false
     }
     public func frameID(_ payload: ArraySlice<UInt8>) -> UInt16? {
         (try? VP8PayloadDescriptor.parse(payload))?.0.pictureId

@@ -37,6 +37,9 @@ public struct SDPLocalParameters: Sendable {
     /// order; an answer takes the first of the offer's codecs (in the offerer's order) that one of them matches.
     public var audioFormats: [any RTPPayloadFormat] = [PayloadFormats.opus]
     public var videoFormats: [any RTPPayloadFormat] = [PayloadFormats.vp8]
+    /// When answering, take the first of our formats (in our order) that the offer lists, instead of the offerer's
+    /// order: a publisher answering a subscriber's offer sends the codec it prefers.
+    public var answerInLocalOrder = false
     /// Offer/answer video forward error correction: ULPFEC (RFC 5109) inside RED (RFC 2198), as browsers do.
     public var videoFEC: Bool = true
 
@@ -92,7 +95,7 @@ extension SDPNegotiatedMedia {
     }
 }
 
-/// Builds offers and answers for Opus/VP8 (with RTX, and ULPFEC inside RED) over one BUNDLEd, rtcp-muxed DTLS-SRTP transport.
+/// Builds offers and answers over ordered lists of payload formats (video with RTX, and ULPFEC inside RED) over one BUNDLEd, rtcp-muxed DTLS-SRTP transport.
 public enum SDPNegotiation {
     public static let midExtension = MidExtension.uri
     public static let transportCCExtension = TransportWideSequenceNumber.uri
@@ -194,11 +197,16 @@ public enum SDPNegotiation {
     }
 
     /// What one remote section agrees to: the first of its codecs (in its order) that one of `formats` matches.
+    /// With `localOrder`, the first of `formats` that one of its codecs matches.
     private static func negotiateMedia(remote m: SDPMedia, formats: [any RTPPayloadFormat], localCodecs: [SDPCodec], remoteIsOffer: Bool,
-                                       localTrack: SDPLocalTrack?) -> SDPNegotiatedMedia? {
+                                       localTrack: SDPLocalTrack?, localOrder: Bool = false) -> SDPNegotiatedMedia? {
         guard !m.isRejected, let mid = m.mid else { return nil }
         var match: (SDPCodec, any RTPPayloadFormat)?
-        for c in m.codecs { if let f = formats.first(where: { $0.matches(c) }) { match = (c, f); break } }
+        if localOrder {
+            for f in formats { if let c = m.codecs.first(where: { f.matches($0) }) { match = (c, f); break } }
+        } else {
+            for c in m.codecs { if let f = formats.first(where: { $0.matches(c) }) { match = (c, f); break } }
+        }
         guard let (offered, format) = match else { return nil }
         var codec = offered
         let feedback = codec.rtcpFeedback.filter { format.rtcpFeedback.contains($0) }
@@ -267,7 +275,8 @@ public enum SDPNegotiation {
         var possible: [Int: SDPNegotiatedMedia] = [:]
         for (i, m) in offer.media.enumerated() {
             guard let (formats, codecs, track) = localMedia(m.kind),
-                  let n = negotiateMedia(remote: m, formats: formats, localCodecs: codecs, remoteIsOffer: true, localTrack: track) else { continue }
+                  let n = negotiateMedia(remote: m, formats: formats, localCodecs: codecs, remoteIsOffer: true, localTrack: track,
+                                         localOrder: local.answerInLocalOrder) else { continue }
             possible[i] = n
         }
         let group = (offer.bundleMids ?? []).compactMap { mid in offer.media.firstIndex { $0.mid == mid } }
