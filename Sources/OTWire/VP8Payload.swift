@@ -54,14 +54,7 @@ public struct VP8PayloadDescriptor: Equatable, Sendable {
         let tk = temporalLayer != nil || keyIndex != nil
         out.append((pictureId != nil ? 0x80 : 0) | (tl0PicIdx != nil ? 0x40 : 0)
                    | (temporalLayer != nil ? 0x20 : 0) | (keyIndex != nil ? 0x10 : 0))
-        if let pid = pictureId {
-            if pictureIdIs15Bit {
-                out.append(0x80 | UInt8(truncatingIfNeeded: pid >> 8) & 0x7F)
-                out.append(UInt8(truncatingIfNeeded: pid))
-            } else {
-                out.append(UInt8(truncatingIfNeeded: pid) & 0x7F)
-            }
-        }
+        if let pid = pictureId { DescriptorPictureID.write(pid, fifteenBit: pictureIdIs15Bit, into: &out) }
         if let l = tl0PicIdx { out.append(l) }
         if tk {
             out.append(((temporalLayer ?? 0) & 0x03) << 6 | (layerSync ? 0x20 : 0) | ((keyIndex ?? 0) & 0x1F))
@@ -77,17 +70,7 @@ public struct VP8PayloadDescriptor: Equatable, Sendable {
                                      partitionIndex: b0 & 0x07)
         if b0 & 0x80 != 0 {
             let x = try r.u8("VP8 descriptor extension byte")
-            if x & 0x80 != 0 {
-                let p0 = try r.u8("VP8 picture id")
-                if p0 & 0x80 != 0 {
-                    let p1 = try r.u8("VP8 15-bit picture id")
-                    d.pictureId = UInt16(p0 & 0x7F) << 8 | UInt16(p1)
-                    d.pictureIdIs15Bit = true
-                } else {
-                    d.pictureId = UInt16(p0)
-                    d.pictureIdIs15Bit = false
-                }
-            }
+            if x & 0x80 != 0 { (d.pictureId, d.pictureIdIs15Bit) = try DescriptorPictureID.read(&r, "VP8 picture id", "VP8 15-bit picture id") }
             if x & 0x40 != 0 { d.tl0PicIdx = try r.u8("VP8 TL0PICIDX") }
             if x & 0x30 != 0 {
                 let tk = try r.u8("VP8 TID/KEYIDX")

@@ -69,14 +69,7 @@ public struct VP9PayloadDescriptor: Equatable, Sendable {
         out.append((pictureId != nil ? 0x80 : 0) | (interPicture ? 0x40 : 0) | (layer != nil ? 0x20 : 0)
                    | (startOfFrame ? 0x08 : 0) | (endOfFrame ? 0x04 : 0)
                    | (scalability != nil ? 0x02 : 0) | (notInterLayerReference ? 0x01 : 0))
-        if let pid = pictureId {
-            if pictureIdIs15Bit {
-                out.append(0x80 | UInt8(truncatingIfNeeded: pid >> 8) & 0x7F)
-                out.append(UInt8(truncatingIfNeeded: pid))
-            } else {
-                out.append(UInt8(truncatingIfNeeded: pid) & 0x7F)
-            }
-        }
+        if let pid = pictureId { DescriptorPictureID.write(pid, fifteenBit: pictureIdIs15Bit, into: &out) }
         if let l = layer {
             out.append(l.temporal << 5 | (l.switchingUp ? 0x10 : 0) | l.spatial << 1 | (l.interLayerDependent ? 0x01 : 0))
             out.append(tl0PicIdx ?? 0)
@@ -118,15 +111,7 @@ public struct VP9PayloadDescriptor: Equatable, Sendable {
         let b0 = try r.u8("VP9 payload descriptor")
         var d = VP9PayloadDescriptor(interPicture: b0 & 0x40 != 0, flexible: b0 & 0x10 != 0, startOfFrame: b0 & 0x08 != 0,
                                      endOfFrame: b0 & 0x04 != 0, notInterLayerReference: b0 & 0x01 != 0)
-        if b0 & 0x80 != 0 {
-            let p0 = try r.u8("VP9 picture id")
-            if p0 & 0x80 != 0 {
-                d.pictureId = UInt16(p0 & 0x7F) << 8 | UInt16(try r.u8("VP9 15-bit picture id"))
-            } else {
-                d.pictureId = UInt16(p0)
-                d.pictureIdIs15Bit = false
-            }
-        }
+        if b0 & 0x80 != 0 { (d.pictureId, d.pictureIdIs15Bit) = try DescriptorPictureID.read(&r, "VP9 picture id", "VP9 15-bit picture id") }
         if b0 & 0x20 != 0 {
             let l = try r.u8("VP9 layer indices")
             d.layer = Layer(temporal: l >> 5, switchingUp: l & 0x10 != 0, spatial: (l >> 1) & 0x07, interLayerDependent: l & 0x01 != 0)

@@ -209,6 +209,19 @@ final class SDPTests: XCTestCase {
         XCTAssertEqual(neg.media[1].format?.name, "VP8")
         XCTAssertEqual(neg.media[1].payloadFormats.mapValues(\.name), [96: "VP8", 97: "VP8"])
         XCTAssertEqual(neg.media[0].payloadFormats.mapValues(\.name), [111: "opus"])
+        // VP9 known too: the offerer's order still picks VP8 (the router answering a browser publisher), unless we
+        // answer in our own order (a publisher preferring VP9 answering a subscriber's offer).
+        local.videoFormats = [PayloadFormats.vp9, PayloadFormats.vp8]
+        XCTAssertEqual(try SDPNegotiation.answer(to: browser, local: local).1.media[1].format?.name, "VP8")
+        local.answerInLocalOrder = true
+        let (vp9Answer, vp9) = try SDPNegotiation.answer(to: browser, local: local)
+        XCTAssertEqual(vp9.media[1].format?.name, "VP9")
+        XCTAssertEqual(vp9.media[1].codec.payloadType, 98, "the offer's payload type")
+        XCTAssertEqual(vp9Answer.media[1].codecs.map(\.name), ["VP9"], "the offer lists no RTX for VP9")
+        // Our offer lists each video format with its RTX, in our order.
+        XCTAssertEqual(SDPNegotiation.offer(local).media[1].codecs.map { "\($0.name)/\($0.payloadType)" },
+                       ["VP9/98", "rtx/99", "VP8/96", "rtx/97", "red/100", "ulpfec/101"])
+        local.answerInLocalOrder = false
         // Without a video format the video section is refused; audio still goes.
         local.videoFormats = []
         let (answer, audioOnly) = try SDPNegotiation.answer(to: browser, local: local)

@@ -19,26 +19,10 @@ func fakeVP9Frame(key: Bool, size: Int, width: Int = 640, height: Int = 480, fil
     return f + [UInt8](repeating: fill, count: max(0, size - f.count))
 }
 
-/// Packetizes VP9 frames into RTP packets with consecutive sequence numbers.
-struct FakeVP9Sender {
-    var packetizer = VP9Packetizer(maxPayloadSize: 100, initialPictureId: 0x7FFE)
-    var seq: UInt16 = 65500
-    var timestamp: UInt32 = 1000
-
-    mutating func send(_ frame: [UInt8]) -> [RTPPacket] {
-        var out: [RTPPacket] = []
-        let ts = timestamp
-        var s = seq
-        _ = frame.withUnsafeBytes { raw in
-            packetizer.packetize(raw) { payload, last in
-                out.append(RTPPacket(marker: last, payloadType: 98, sequenceNumber: s, timestamp: ts, ssrc: 42, payload: Array(payload)[...]))
-                s &+= 1
-            }
-        }
-        seq = s
-        timestamp &+= 3000
-        return out
-    }
+/// Packetizes VP9 frames (100-byte payloads, picture ids from 0x7FFE) into RTP packets with consecutive sequence numbers.
+typealias FakeVP9Sender = FakeSender<VP9Packetizer>
+extension FakeSender where Packetizer == VP9Packetizer {
+    init() { self.init(packetizer: VP9Packetizer(maxPayloadSize: 100, initialPictureId: 0x7FFE), payloadType: 98) }
 }
 
 final class VP9PayloadTests: XCTestCase {
