@@ -39,6 +39,8 @@ final class SubscriberEngine: @unchecked Sendable {
     /// The current peer connection is up (audio is pulled for playout).
     private var connected = false
     private var videoSSRC: UInt32?
+    /// The payload type of the video packets arriving (the codec the pipeline decodes).
+    private var videoPayloadType: UInt8?
 
     private var wantsAudio = true
     private var wantsVideo = true
@@ -134,6 +136,7 @@ final class SubscriberEngine: @unchecked Sendable {
         guard running, let session else { return }
         if let old = link { old.close() }
         connected = false
+        videoPayloadType = nil
         if restart {
             video?.restart()
             audio?.restart()
@@ -259,6 +262,13 @@ final class SubscriberEngine: @unchecked Sendable {
         case .video:
             guard videoOn, let video else { return }
             videoSSRC = received.packet.ssrc
+            if let section = received.section, section.payloadType != videoPayloadType {
+                // The sender uses another of the agreed codecs: decode that one.
+                videoPayloadType = section.payloadType
+                if let f = section.format {
+                    do { try video.setFormat(f) } catch { Log.warn("subscriber", "cannot decode \(f.name): \(error)") }
+                }
+            }
             handle(video.receive(received.packet, now: now), now: now)
         case .audio:
             guard wantsAudio, let audio else { return }
@@ -441,11 +451,15 @@ final class SubscriberEngine: @unchecked Sendable {
 
     func rtcStatsReport() -> String {
         var b = RTCStatsReportBuilder()
-        if var v = video?.stats {
+        if let video {
+            var v = video.stats
             // The connection's RTP session NACKs (the pipeline's own NACK is off).
             if let n = videoSSRC.flatMap({ link?.nackCounters(ssrc: $0) }) { v.nackCount = n.nacked; v.packetsRepaired = n.recovered }
             if let lost = videoSSRC.flatMap({ link?.packetsLost(ssrc: $0) }) { v.packetsLost = lost }
-            b.addInbound(v, codecId: link?.addCodec("video", to: &b), framesPerSecond: frameMeter.framesPerSecond(at: MonotonicClock.now()))
+            // The codec being received (the agreed one until packets come).
+            let codec = videoPayloadType.map { b.addCodec(video.config.format, payloadType: $0) }
+                ?? link?.addCodec("video", to: &b)
+            b.addInbound(v, codecId: codec, framesPerSecond: frameMeter.framesPerSecond(at: MonotonicClock.now()))
         }
         if let a = audio?.stats { b.addInbound(a, codecId: link?.addCodec("audio", to: &b)) }
         link?.addCandidatePair(to: &b, id: String((peerId ?? "").prefix(8)))

@@ -65,6 +65,11 @@ public struct SDPNegotiatedMedia: Equatable, Sendable {
     /// RED and ULPFEC payload types (video), when both sides list both: FEC may be sent inside RED.
     public var redPayloadType: UInt8? = nil
     public var ulpfecPayloadType: UInt8? = nil
+    /// The answer's other codecs that a format of ours matches (when we read a remote answer): the answerer may send
+    /// any of them (a browser answering our offer sends in our order, whatever its own preference), so we receive them
+    /// all. With their RTX payload types (RTX → media payload type).
+    public var otherCodecs: [SDPCodec] = []
+    public var otherRTXPayloadTypes: [UInt8: UInt8] = [:]
 }
 
 /// The transport parameters and media both sides agreed (JSEP subset: everything BUNDLEd on one transport).
@@ -86,11 +91,14 @@ extension SDPNegotiatedMedia {
     public var extensionIds: RTPHeaderExtensionIds { RTPHeaderExtensionIds(extmaps: extmaps) }
     /// The payload format of the agreed codec (nil only for a codec no known format describes).
     public var format: (any RTPPayloadFormat)? { PayloadFormats.format(for: codec) }
-    /// Media payload type → payload format for this section (RTX, RED and ULPFEC carry the media of `codec`).
+    /// Media payload type → payload format for this section (RTX, RED and ULPFEC carry the media of `codec`; the
+    /// other codecs' RTX theirs).
     public var payloadFormats: [UInt8: any RTPPayloadFormat] {
         guard let f = format else { return [:] }
         var map: [UInt8: any RTPPayloadFormat] = [codec.payloadType: f]
         for pt in [rtxPayloadType, redPayloadType, ulpfecPayloadType].compactMap({ $0 }) { map[pt] = f }
+        for c in otherCodecs { map[c.payloadType] = PayloadFormats.format(for: c) }
+        for (rtx, media) in otherRTXPayloadTypes { map[rtx] = map[media] }
         return map
     }
 }
@@ -211,8 +219,11 @@ public enum SDPNegotiation {
         var codec = offered
         let feedback = codec.rtcpFeedback.filter { format.rtcpFeedback.contains($0) }
         codec.rtcpFeedback = feedback
-        let rtx = localCodecs.contains { $0.name == "rtx" }
-            ? m.codecs.first { $0.name.lowercased() == "rtx" && $0.fmtpParameters["apt"] == String(codec.payloadType) }?.payloadType : nil
+        func rtxType(_ pt: UInt8) -> UInt8? {
+            localCodecs.contains { $0.name == "rtx" }
+                ? m.codecs.first { $0.name.lowercased() == "rtx" && $0.fmtpParameters["apt"] == String(pt) }?.payloadType : nil
+        }
+        let rtx = rtxType(codec.payloadType)
         var fid: [UInt32: UInt32] = [:]
         for g in m.ssrcGroups where g.semantics == "FID" && g.ssrcs.count == 2 { fid[g.ssrcs[0]] = g.ssrcs[1] }
         let remoteDir = m.direction ?? .sendrecv
@@ -233,6 +244,10 @@ public enum SDPNegotiation {
         var n = SDPNegotiatedMedia(kind: m.kind, mid: mid, codec: codec, rtxPayloadType: rtx, feedback: feedback,
                                    extmaps: m.extmaps.filter { accepts($0, kind: m.kind) },
                                    remoteSSRCs: m.ssrcList, remoteRTXSSRCs: fid, direction: dir)
+        if !remoteIsOffer {
+            n.otherCodecs = m.codecs.filter { c in c != offered && formats.contains { $0.matches(c) } }
+            for c in n.otherCodecs { if let r = rtxType(c.payloadType) { n.otherRTXPayloadTypes[r] = c.payloadType } }
+        }
         // ULPFEC inside RED: only both together, at the codec's clock rate.
         if localCodecs.contains(where: { $0.name == "red" }),
            let red = m.codecs.first(where: { $0.name.lowercased() == "red" && $0.clockRate == codec.clockRate }),

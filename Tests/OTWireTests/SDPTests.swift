@@ -229,6 +229,26 @@ final class SDPTests: XCTestCase {
         XCTAssertEqual(answer.media[1].port, 0)
     }
 
+    func testAnAnswerListingSeveralOfOurCodecsMapsThemAll() throws {
+        let fp = SDPFingerprint(algorithm: "sha-256", bytes: Array(0..<32))
+        var a = SDPLocalParameters(iceUfrag: "aaaa", icePwd: "aaaaaaaaaaaaaaaaaaaaaa", fingerprint: fp)
+        a.videoFormats = PayloadFormats.video
+        let offer = SDPNegotiation.offer(a)
+        var b = SDPLocalParameters(iceUfrag: "bbbb", icePwd: "bbbbbbbbbbbbbbbbbbbbbb", fingerprint: fp)
+        b.videoFormats = [PayloadFormats.vp9]
+        var (answer, _) = try SDPNegotiation.answer(to: offer, local: b)
+        // A browser answers with every codec both sides have, its preference first (VP9), and may send any of them.
+        let vp8 = offer.media[1].codecs.filter { $0.payloadType == 96 || $0.payloadType == 97 }
+        answer.media[1].codecs += vp8
+        answer.media[1].formats += vp8.map { String($0.payloadType) }
+        let neg = try SDPNegotiation.accept(answer: try SessionDescription.parse(answer.serialized()), offer: offer)
+        XCTAssertEqual(neg.media[1].format?.name, "VP9", "the answer's first")
+        XCTAssertEqual(neg.media[1].payloadFormats.mapValues(\.name), [98: "VP9", 99: "VP9", 96: "VP8", 97: "VP8", 100: "VP9", 101: "VP9"])
+        XCTAssertEqual(neg.media[1].otherRTXPayloadTypes, [97: 96])
+        // Answering, we list one codec: the offerer sends that one.
+        XCTAssertTrue(try SDPNegotiation.answer(to: offer, local: b).1.media[1].otherCodecs.isEmpty)
+    }
+
     func testOfferAnswerBetweenTwoLocalPeers() throws {
         let fp = SDPFingerprint(algorithm: "sha-256", bytes: Array(0..<32))
         var a = SDPLocalParameters(iceUfrag: "aaaa", icePwd: "aaaaaaaaaaaaaaaaaaaaaa", fingerprint: fp)

@@ -215,7 +215,9 @@ def test_vp9_from_a_native_publisher_to_the_page_and_from_the_page_to_a_native_s
         viewer = Viewer(native.stream_named("browser"))
         native.subscribe(viewer)
         viewer.expect("connected", timeout=20)
-        assert wait_until(lambda: len(viewer.frames) >= 30, timeout=20), (len(viewer.frames), page.log())
+        ok = wait_until(lambda: len(viewer.frames) >= 30, timeout=20)
+        print("DEBUG", viewer.rtc_stats_report(), viewer.stats)
+        assert ok, (len(viewer.frames), viewer.rtc_stats_report(), page.log())
         assert page.call("videoCodec", "publisher") == "video/VP9"
         report = json.loads(viewer.rtc_stats_report())
         inbound = next(o for o in report if o["type"] == "inbound-rtp" and o["kind"] == "video")
