@@ -176,8 +176,7 @@ final class WholeVideoPipeline {
                                                                   threads: 1, frameDropThreshold: 0))
         dec = try LibvpxDecoder(codec)
         packetizer = codec.format.makePacketizer(maxPayloadSize: VP8Packetizer.maxPayloadSize(mtu: 1200, rtpHeaderLength: 12, srtpOverhead: 16))
-        // The sessions' window (SubscriberEngine): a frame of more packets than a short window is given up as
-        // unassemblable (a 1280x720 keyframe is about 40 packets).
+        // The sessions' reorder window (SubscriberEngine).
         depacketizer = codec.format.makeDepacketizer(reorderWindow: 256)
         (tx, rx) = try srtpPair(.aeadAes128Gcm)
         captured = VideoFrame(width: clip.width, height: clip.height)
