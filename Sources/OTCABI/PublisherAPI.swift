@@ -33,6 +33,16 @@ final class PublisherObject: @unchecked Sendable {
         s.publishAudio = settings.publish_audio != 0
         s.publishVideo = settings.publish_video != 0
         s.audioFallbackEnabled = settings.audio_fallback_enabled != 0
+        if settings.preferred_video_codecs != nil {
+            guard let list = CArg.string(settings.preferred_video_codecs) else {
+                throw OTError(.invalidParameter, "preferred_video_codecs is not UTF-8")
+            }
+            s.preferredVideoCodecs = try list.split(separator: ",").map { name in
+                let n = String(name.filter { !$0.isWhitespace })
+                guard let c = VideoCodecType(name: n) else { throw OTError(.invalidParameter, "unknown video codec \(n)") }
+                return c
+            }
+        }
         switch settings.video_type {
         case Int32(OT_VIDEO_TYPE_CAMERA.rawValue): s.videoType = .camera
         case Int32(OT_VIDEO_TYPE_SCREEN.rawValue): s.videoType = .screen
@@ -154,7 +164,7 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
 }
 
 /// Fills `settings` with the defaults: test pattern 640x480 at 30 fps, camera, 100..2000 kbit/s starting at 600, silent
-/// headless audio at 32 kbit/s, audio and video published, audio fallback enabled; no camera or microphone named.
+/// headless audio at 32 kbit/s, audio and video published, audio fallback enabled; no camera or microphone named; VP8.
 @c(ot_publisher_settings_default) public func ot_publisher_settings_default(_ settings: UnsafeMutablePointer<ot_publisher_settings>?) -> ot_status {
     guard let settings else { return Status.invalidParam }
     let d = PublisherSettings()
@@ -164,7 +174,8 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
                                              audio_source: Int32(OT_AUDIO_SOURCE_SILENCE.rawValue),
                                              tone_hz: 440, publish_audio: 1, publish_video: 1, audio_fallback_enabled: 1,
                                              min_bitrate_kbps: Int32(d.minBitrateKbps), start_bitrate_kbps: Int32(d.startBitrateKbps),
-                                             audio_bitrate_bps: Int32(d.audioBitrateBps), camera: nil, microphone: nil)
+                                             audio_bitrate_bps: Int32(d.audioBitrateBps), camera: nil, microphone: nil,
+                                             preferred_video_codecs: nil)
     return Status.ok
 }
 

@@ -4,8 +4,11 @@ import OTWire
 
 /// Settings of an `AudioReceivePipeline`.
 public struct AudioReceiveConfig: Sendable {
-    /// The Opus payload type; packets with another are discarded. nil accepts any.
+    /// The payload type; packets with another are discarded. nil accepts any.
     public var payloadType: UInt8?
+    /// The payload format (and so the codec: `AudioCodecs.makeDecoder`). The jitter buffer reads packet durations
+    /// from the Opus TOC: Opus is the only audio format today.
+    public var format: any RTPPayloadFormat = PayloadFormats.opus
     /// Decoder output: 48 kHz (or 8/12/16/24 kHz), mono or stereo, as the playout device wants.
     public var sampleRate: Int
     public var channels: Int
@@ -67,14 +70,14 @@ public struct AudioReceiveStats: Sendable, Equatable {
 }
 
 /// The subscriber's audio path, sans-IO: RTP packets in (`receive`), one frame of PCM out per playout
-/// tick (`pull`, every 20 ms). RTP → `FrameTransform` → `AudioJitterBuffer` → `OpusAudioDecoder`, with FEC
+/// tick (`pull`, every 20 ms). RTP → `FrameTransform` → `AudioJitterBuffer` → `AudioDecoder` (Opus), with FEC
 /// recovery or PLC for lost packets. The PCM goes to the mixer (through a `PCMFIFO`) and to a per-subscriber
 /// audio callback. The transform runs before the jitter buffer so it reads the Opus TOC of the original
 /// packet. Not thread-safe: drive it from one thread.
 public final class AudioReceivePipeline {
     public let config: AudioReceiveConfig
     private let transform: any FrameTransform
-    private let decoder: OpusAudioDecoder
+    private let decoder: any AudioDecoder
     private var jitterBuffer: AudioJitterBuffer<[UInt8]>
     private var rtpStats = RTPReceiveStatistics(clockRate: OpusPayload.clockRate)
     private var counters = AudioReceiveStats()
@@ -92,7 +95,7 @@ public final class AudioReceivePipeline {
         config.jitter.clockRate = OpusPayload.clockRate
         self.config = config
         self.transform = transform
-        decoder = try OpusAudioDecoder(sampleRate: config.sampleRate, channels: config.channels)
+        decoder = try AudioCodecs.makeDecoder(config.format, sampleRate: config.sampleRate, channels: config.channels)
         jitterBuffer = AudioJitterBuffer(config: config.jitter)
     }
 

@@ -9,6 +9,8 @@ import Glibc
 public struct AudioSendConfig: Sendable {
     public var ssrc: UInt32
     public var payloadType: UInt8
+    /// The payload format (and so the codec: `AudioCodecs.makeEncoder`) frames are sent in.
+    public var format: any RTPPayloadFormat
     /// Encoder settings; the sample rate and channels follow the capture device.
     public var opus: OpusEncoderConfig
     public var extensionIds: RTPHeaderExtensionIds
@@ -18,10 +20,11 @@ public struct AudioSendConfig: Sendable {
     public var initialSequenceNumber: UInt16?
     public var initialTimestamp: UInt32?
 
-    public init(ssrc: UInt32, payloadType: UInt8 = 111, opus: OpusEncoderConfig = OpusEncoderConfig(),
+    public init(ssrc: UInt32, payloadType: UInt8 = 111, format: any RTPPayloadFormat = PayloadFormats.opus,
+                opus: OpusEncoderConfig = OpusEncoderConfig(),
                 extensionIds: RTPHeaderExtensionIds = RTPHeaderExtensionIds(), mid: String? = nil, sendDTXFrames: Bool = false,
                 initialSequenceNumber: UInt16? = nil, initialTimestamp: UInt32? = nil) {
-        self.ssrc = ssrc; self.payloadType = payloadType; self.opus = opus; self.extensionIds = extensionIds
+        self.ssrc = ssrc; self.payloadType = payloadType; self.format = format; self.opus = opus; self.extensionIds = extensionIds
         self.mid = mid; self.sendDTXFrames = sendDTXFrames
         self.initialSequenceNumber = initialSequenceNumber; self.initialTimestamp = initialTimestamp
     }
@@ -43,12 +46,12 @@ public struct AudioSendStats: Sendable, Equatable {
 }
 
 /// The publisher's audio path, sans-IO: PCM from the audio device in any chunk size → `PCMChunker` (20 ms) →
-/// `OpusAudioEncoder` → `FrameTransform` → RTP (48 kHz clock, RFC 7587) → `emit`.
+/// `AudioEncoder` (Opus) → `FrameTransform` → RTP (48 kHz clock, RFC 7587) → `emit`.
 /// Not thread-safe: drive it from one thread (the device's capture callback).
 public final class AudioSendPipeline {
     public private(set) var config: AudioSendConfig
     public private(set) var stats = AudioSendStats()
-    private var encoder: OpusAudioEncoder
+    private var encoder: any AudioEncoder
     private var chunker: PCMChunker
     private let transform: any FrameTransform
     private var extensions: RTPExtensionWriter
@@ -62,7 +65,7 @@ public final class AudioSendPipeline {
     public init(config: AudioSendConfig = AudioSendConfig(ssrc: UInt32.random(in: 1...UInt32.max)),
                 transform: any FrameTransform = IdentityFrameTransform(), transportSequence: TransportSequenceCounter? = nil) throws {
         self.config = config
-        encoder = try OpusAudioEncoder(config: config.opus)
+        encoder = try AudioCodecs.makeEncoder(config.format, config: config.opus)
         chunker = PCMChunker(chunkSamples: config.opus.samplesPerFrame * config.opus.channels)
         self.transform = transform
         extensions = try RTPExtensionWriter(ids: config.extensionIds, mid: config.mid, transportCounter: transportSequence)
@@ -86,7 +89,7 @@ public final class AudioSendPipeline {
         if settings.sampleRate != config.opus.sampleRate || settings.channels != config.opus.channels {
             var c = config.opus
             c.sampleRate = settings.sampleRate; c.channels = settings.channels
-            encoder = try OpusAudioEncoder(config: c)
+            encoder = try AudioCodecs.makeEncoder(config.format, config: c)
             config.opus = c
             chunker = PCMChunker(chunkSamples: c.samplesPerFrame * c.channels)
         }

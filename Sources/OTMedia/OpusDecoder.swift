@@ -5,7 +5,8 @@ import OTWire
 
 /// An Opus decoder on libopus with packet-loss concealment and FEC recovery.
 /// Named `OpusAudioDecoder` so it does not clash with libopus' `OpusDecoder`.
-public final class OpusAudioDecoder {
+public final class OpusAudioDecoder: AudioDecoder {
+    public var format: any RTPPayloadFormat { PayloadFormats.opus }
     public let sampleRate: Int
     public let channels: Int
     private let dec: OpaquePointer

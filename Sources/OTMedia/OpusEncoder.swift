@@ -1,6 +1,7 @@
 import COTShims
 import COpus
 import OTBase
+import OTWire
 
 /// Opus encoder settings; defaults follow libwebrtc (VoIP, complexity 9, 32 kbit/s, 20 ms, FEC and DTX off).
 public struct OpusEncoderConfig: Sendable {
@@ -32,7 +33,8 @@ public struct OpusEncoderConfig: Sendable {
 }
 
 /// An Opus encoder on libopus in VoIP mode. Named `OpusAudioEncoder` so it does not clash with libopus' `OpusEncoder`.
-public final class OpusAudioEncoder {
+public final class OpusAudioEncoder: AudioEncoder {
+    public var format: any RTPPayloadFormat { PayloadFormats.opus }
     /// The largest packet this encoder writes.
     public static let maxPacketSize = 1500
     public private(set) var config: OpusEncoderConfig
@@ -76,7 +78,7 @@ public final class OpusAudioEncoder {
     /// Changes the complexity (0...10) at runtime.
     public func setComplexity(_ c: Int) throws { try set(OPUS_SET_COMPLEXITY_REQUEST, c); config.complexity = c }
     /// Switches in-band FEC and the expected loss that sizes it.
-    public func setFEC(_ on: Bool, expectedLossPercent: Int? = nil) throws {
+    public func setFEC(_ on: Bool, expectedLossPercent: Int?) throws {
         try set(OPUS_SET_INBAND_FEC_REQUEST, on ? 1 : 0); config.fec = on
         if let l = expectedLossPercent { try set(OPUS_SET_PACKET_LOSS_PERC_REQUEST, l); config.expectedLossPercent = l }
     }

@@ -112,12 +112,27 @@ public struct RTCStatsReportBuilder: Sendable {
         add("candidate-pair", "CP" + id, m)
     }
 
+    /// Adds a `codec` (id `CO<V|A><payload type>`) for a negotiated payload format; returns the id for `codecId`.
+    @discardableResult
+    public mutating func addCodec(_ format: any RTPPayloadFormat, payloadType: UInt8) -> String {
+        let id = "CO\(format.kind == .video ? "V" : "A")\(payloadType)"
+        var m: [(name: String, value: RTCStatsValue)] = [
+            ("payloadType", .int(Int(payloadType))), ("mimeType", .string("\(format.kind.rawValue)/\(format.name)")),
+            ("clockRate", .int(Int(format.clockRate))),
+        ]
+        if let c = format.channels { m.append(("channels", .int(Int(c)))) }
+        if let f = format.fmtp { m.append(("sdpFmtpLine", .string(f))) }
+        add("codec", id, m)
+        return id
+    }
+
     /// Adds an `outbound-rtp` for a sent video stream, and its `remote-inbound-rtp` when a receiver report is known.
-    public mutating func addOutbound(_ s: VideoSendStats, mid: String? = nil, framesPerSecond: Double? = nil,
+    public mutating func addOutbound(_ s: VideoSendStats, mid: String? = nil, codecId: String? = nil, framesPerSecond: Double? = nil,
                                      remote: RemoteInboundReport? = nil) {
         let id = Self.id("OT", .video, s.ssrc)
         var m: [(name: String, value: RTCStatsValue)] = [("ssrc", .int(Int(s.ssrc))), ("kind", .string("video"))]
         if let mid { m.append(("mid", .string(mid))) }
+        if let codecId { m.append(("codecId", .string(codecId))) }
         if remote != nil { m.append(("remoteId", .string(Self.id("RI", .video, s.ssrc)))) }
         m += [("packetsSent", .int(s.packetsSent)), ("bytesSent", .int(s.bytesSent)), ("headerBytesSent", .int(s.headerBytesSent)),
               ("retransmittedPacketsSent", .int(s.retransmittedPacketsSent)),
@@ -132,10 +147,11 @@ public struct RTCStatsReportBuilder: Sendable {
     }
 
     /// Adds an `outbound-rtp` for a sent audio stream, and its `remote-inbound-rtp` when a receiver report is known.
-    public mutating func addOutbound(_ s: AudioSendStats, mid: String? = nil, remote: RemoteInboundReport? = nil) {
+    public mutating func addOutbound(_ s: AudioSendStats, mid: String? = nil, codecId: String? = nil, remote: RemoteInboundReport? = nil) {
         let id = Self.id("OT", .audio, s.ssrc)
         var m: [(name: String, value: RTCStatsValue)] = [("ssrc", .int(Int(s.ssrc))), ("kind", .string("audio"))]
         if let mid { m.append(("mid", .string(mid))) }
+        if let codecId { m.append(("codecId", .string(codecId))) }
         if remote != nil { m.append(("remoteId", .string(Self.id("RI", .audio, s.ssrc)))) }
         m += [("packetsSent", .int(s.packetsSent)), ("bytesSent", .int(s.bytesSent)), ("headerBytesSent", .int(s.headerBytesSent)),
               ("targetBitrate", .double(Double(s.targetBitrate)))]
@@ -145,9 +161,10 @@ public struct RTCStatsReportBuilder: Sendable {
 
 
     /// Adds an `inbound-rtp` for a received video stream.
-    public mutating func addInbound(_ s: VideoReceiveStats, mid: String? = nil, framesPerSecond: Double? = nil) {
+    public mutating func addInbound(_ s: VideoReceiveStats, mid: String? = nil, codecId: String? = nil, framesPerSecond: Double? = nil) {
         var m: [(name: String, value: RTCStatsValue)] = [("ssrc", .int(Int(s.ssrc))), ("kind", .string("video"))]
         if let mid { m.append(("mid", .string(mid))) }
+        if let codecId { m.append(("codecId", .string(codecId))) }
         m += [("packetsReceived", .int(s.packetsReceived)), ("bytesReceived", .int(s.bytesReceived)),
               ("headerBytesReceived", .int(s.headerBytesReceived)), ("packetsLost", .int(s.packetsLost)),
               ("packetsDiscarded", .int(s.packetsDiscarded)), ("jitter", .double(s.jitter)),
@@ -161,9 +178,10 @@ public struct RTCStatsReportBuilder: Sendable {
     }
 
     /// Adds an `inbound-rtp` for a received audio stream.
-    public mutating func addInbound(_ s: AudioReceiveStats, mid: String? = nil) {
+    public mutating func addInbound(_ s: AudioReceiveStats, mid: String? = nil, codecId: String? = nil) {
         var m: [(name: String, value: RTCStatsValue)] = [("ssrc", .int(Int(s.ssrc))), ("kind", .string("audio"))]
         if let mid { m.append(("mid", .string(mid))) }
+        if let codecId { m.append(("codecId", .string(codecId))) }
         m += [("packetsReceived", .int(s.packetsReceived)), ("bytesReceived", .int(s.bytesReceived)),
               ("headerBytesReceived", .int(s.headerBytesReceived)), ("packetsLost", .int(s.packetsLost)),
               ("packetsDiscarded", .int(s.packetsDiscarded)), ("jitter", .double(s.jitter)),

@@ -50,6 +50,7 @@ public enum VideoCodecs {
     public static func makeEncoder(_ format: any RTPPayloadFormat, config: VideoEncoderConfig) throws -> any VideoEncoder {
         switch format.name.lowercased() {
         case "vp8": return try VP8Encoder(config: config)
+        case "vp9": return try VP9Encoder(config: config)
         default: throw OTError(.invalidParameter, "no video encoder for \(format.name)")
         }
     }
@@ -58,6 +59,7 @@ public enum VideoCodecs {
     public static func makeDecoder(_ format: any RTPPayloadFormat, threads: Int = 1) throws -> any VideoDecoder {
         switch format.name.lowercased() {
         case "vp8": return try VP8Decoder(threads: threads)
+        case "vp9": return try VP9Decoder(threads: threads)
         default: throw OTError(.invalidParameter, "no video decoder for \(format.name)")
         }
     }

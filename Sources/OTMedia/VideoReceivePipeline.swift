@@ -4,7 +4,7 @@ import OTWire
 
 /// Settings of a `VideoReceivePipeline`.
 public struct VideoReceiveConfig: Sendable {
-    /// The VP8 payload type; packets with another are discarded. nil accepts any.
+    /// The payload type; packets with another are discarded. nil accepts any.
     public var payloadType: UInt8?
     /// The payload format (and so the codec: `VideoCodecs.makeDecoder`) of the stream.
     public var format: any RTPPayloadFormat
@@ -33,7 +33,7 @@ public struct DecodedVideoFrame: Sendable {
     public var isKeyframe: Bool
     /// Bytes of the encoded frame.
     public var encodedBytes: Int
-    /// The VP8 frame the decoder was given (the frame transform already undone). Shares the pipeline's storage:
+    /// The encoded frame the decoder was given (the frame transform already undone). Shares the pipeline's storage:
     /// holding it past the event costs the pipeline one copy on its next frame.
     public var encoded: [UInt8]
 }
@@ -82,14 +82,14 @@ public struct VideoReceiveStats: Sendable, Equatable {
 
 /// The subscriber's video path, sans-IO: RTP packets and the time in, decoded frames and keyframe requests out.
 ///
-/// RTP → the format's `RTPDepacketizer` → `VideoJitterBuffer` → `FrameTransform` → `VideoDecoder` (VP8). Repair (NACK, RTX, FEC) is the
+/// RTP → the format's `RTPDepacketizer` → `VideoJitterBuffer` → `FrameTransform` → `VideoDecoder` (the format's codec). Repair (NACK, RTX, FEC) is the
 /// RTP session's, before the pipeline; a packet it gives up on (`packetsUnrecoverable`), a gap the depacketizer gives
 /// up on, an undecodable frame or a decoder error leads to a keyframe request (paced). Call `poll(now:)` at
 /// `nextDeadline` when no packet arrives. Not thread-safe: drive it from one thread.
 public final class VideoReceivePipeline {
-    public let config: VideoReceiveConfig
+    public private(set) var config: VideoReceiveConfig
     private let transform: any FrameTransform
-    private let decoder: any VideoDecoder
+    private var decoder: any VideoDecoder
     private var depacketizer: any RTPDepacketizer
     /// Counters of depacketizers replaced after a loss (malformed + late + duplicate packets; frames delivered, dropped).
     private var retired = (discarded: 0, framesDelivered: 0, framesDropped: 0)
@@ -125,6 +125,15 @@ public final class VideoReceivePipeline {
 
     private static func makeDepacketizer(_ c: VideoReceiveConfig) -> any RTPDepacketizer {
         c.format.makeDepacketizer(reorderWindow: c.reorderWindowPackets)
+    }
+
+    /// Switches to `format` (the one the connection agreed): its decoder and depacketizer (counters are kept; the
+    /// stream starts at a keyframe). Nothing changes when it is the current format; throws for one without a decoder.
+    public func setFormat(_ format: any RTPPayloadFormat) throws {
+        guard format.name != config.format.name else { return }
+        decoder = try VideoCodecs.makeDecoder(format, threads: config.decoderThreads)
+        config.format = format
+        retire()
     }
 
     /// True until a keyframe makes the stream decodable (at start, and after a loss it gave up on).

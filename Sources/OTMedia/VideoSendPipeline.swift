@@ -67,7 +67,7 @@ public struct VideoSendStats: Sendable, Equatable {
 
 /// The publisher's video path, sans-IO: I420 frames in, RTP packets out.
 ///
-/// VideoFrame → `VideoEncoder` (VP8) → `FrameTransform` → the format's `RTPPacketizer` → RTP (90 kHz timestamps from the capture
+/// VideoFrame → `VideoEncoder` (the format's codec) → `FrameTransform` → the format's `RTPPacketizer` → RTP (90 kHz timestamps from the capture
 /// time, marker on a frame's last packet, RFC 8285 extensions) → `emit`. Retransmissions are not its business: the
 /// transport's RTP session keeps the send history (`NACKResponder`). Not thread-safe: drive it from one thread.
 public final class VideoSendPipeline {
@@ -154,6 +154,15 @@ public final class VideoSendPipeline {
             stats.headerBytesSent += packet.headerLength
             try emit(&scratch)
         }
+    }
+
+    /// Switches to `format` (the one the connection agreed): a new encoder and packetizer of the same sizes, so the
+    /// next frame is a keyframe. Nothing changes when it is the current format; throws for a format without an encoder.
+    public func setFormat(_ format: any RTPPayloadFormat) throws {
+        guard format.name != config.format.name else { return }
+        encoder = try VideoCodecs.makeEncoder(format, config: config.encoder)
+        packetizer = format.makePacketizer(maxPayloadSize: packetizer.maxPayloadSize)
+        config.format = format
     }
 
     /// Makes the next frame a keyframe, as a receiver asked with a PLI or FIR.

@@ -60,6 +60,8 @@ final class RouterCore {
         var audio: UInt32??
         var video: UInt32??
         var videoRTX: UInt32
+        /// The name of the publisher's video payload format (nil: no video, or a codec without a format).
+        var videoFormat: String?
     }
 
     /// A publisher's or subscriber's connection, as forwarding sees it.
@@ -227,7 +229,7 @@ final class RouterCore {
             return nil
         }
         return Source(audio: stream.audioPT.map { _ in stream.audioSSRC }, video: stream.videoPT.map { _ in stream.videoSSRC },
-                      videoRTX: stream.videoRTXSSRC)
+                      videoRTX: stream.videoRTXSSRC, videoFormat: stream.videoFormat?.name)
     }
 
     /// A subscriber's connection was made.

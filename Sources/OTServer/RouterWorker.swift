@@ -212,6 +212,8 @@ final class RouterWorker: MediaEndpointOwner, @unchecked Sendable {
         // forwards (each subscriber's downlink gets FEC of its own, for its own loss).
         var config = PeerConnectionConfig()
         config.videoFEC = false
+        // Any video codec the router can tell keyframes of; the publisher's offer order picks.
+        config.videoFormats = PayloadFormats.video
         let (handle, driver) = try makeLink(config, publisher: true)
         let answer: String
         do { answer = try driver.createAnswer(toOffer: offer.sdp) } catch { driver.close(); throw error }
@@ -250,10 +252,18 @@ final class RouterWorker: MediaEndpointOwner, @unchecked Sendable {
         var config = PeerConnectionConfig()
         config.audioTrack = track(source.audio, "audio")
         config.videoTrack = track(source.video, "video")
+        // The router forwards the publisher's codec: the subscriber is answered with that one only.
+        let videoFormat = source.videoFormat.flatMap(PayloadFormats.format(named:))
+        if let videoFormat { config.videoFormats = [videoFormat] }
         let (handle, driver) = try makeLink(config, publisher: false)
         let answer: String
         do { answer = try driver.createAnswer(toOffer: offer.sdp) } catch { driver.close(); throw error }
         let media = driver.negotiated?.media ?? []
+        if let videoFormat, !media.contains(where: { $0.kind == "video" }),
+           (try? SessionDescription.parse(offer.sdp))?.media.contains(where: { $0.kind == "video" && !$0.isRejected }) == true {
+            driver.close()
+            throw OTError(.invalidParameter, "the stream's video is \(videoFormat.name), which the subscriber's offer does not list")
+        }
         perform { w in
             w.links[handle] = driver
             w.drive { core in

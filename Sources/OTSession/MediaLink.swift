@@ -78,6 +78,17 @@ final class MediaLink: @unchecked Sendable {
         driver.withPeerConnection { pc, _ in pc.rtpSession.retransmissionCounters(ssrc: ssrc) }
     }
 
+    /// Adds the `codec` the connection agreed for `kind` to a stats report; returns its id (nil before negotiation).
+    func addCodec(_ kind: String, to b: inout RTCStatsReportBuilder) -> String? {
+        guard let m = negotiated?.media.first(where: { $0.kind == kind }), let f = m.format else { return nil }
+        return b.addCodec(f, payloadType: m.codec.payloadType)
+    }
+
+    /// The payload format the connection agreed for `kind`, once negotiated.
+    func agreedFormat(_ kind: String) -> (any RTPPayloadFormat)? {
+        negotiated?.media.first { $0.kind == kind }?.format
+    }
+
     /// Adds the selected pair to a stats report (`candidate-pair`, `local-candidate`, `remote-candidate`).
     func addCandidatePair(to b: inout RTCStatsReportBuilder, id: String, availableOutgoingBitrate: Int? = nil) {
         guard let pair = selectedCandidatePair else { return }

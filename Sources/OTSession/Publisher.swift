@@ -27,6 +27,23 @@ public enum StreamVideoType: String, Sendable, CaseIterable {
     case camera, screen, custom
 }
 
+/// The video codecs a publisher can send (as OTVideoCodecType).
+public enum VideoCodecType: String, Sendable, CaseIterable {
+    case vp8 = "VP8"
+    case vp9 = "VP9"
+
+    /// Its RTP payload format.
+    public var format: any RTPPayloadFormat {
+        switch self { case .vp8: PayloadFormats.vp8; case .vp9: PayloadFormats.vp9 }
+    }
+
+    /// The codec with this name (case-insensitive), or nil.
+    public init?(name: String) {
+        guard let c = Self.allCases.first(where: { $0.rawValue.lowercased() == name.lowercased() }) else { return nil }
+        self = c
+    }
+}
+
 /// Settings of a `Publisher` (as OTPublisherSettings).
 public struct PublisherSettings: Sendable {
     /// The stream's name others see.
@@ -58,6 +75,11 @@ public struct PublisherSettings: Sendable {
     /// OTPublisherKit's `audioFallbackEnabled`). False: neither the media router nor a relayed subscriber ever
     /// disables it for quality. Travels with the stream (`StreamInfo.audioFallbackEnabled`).
     public var audioFallbackEnabled: Bool
+    /// The video codecs to send, most preferred first (as OTPublisherSettings' video codec preference). The stream
+    /// is encoded in one codec: the first of these its first connection agrees (the media router takes our first;
+    /// relayed, the first subscriber's offer that lists one). Later connections are offered or answered with that
+    /// codec only; a relayed subscriber without it gets no video. Empty or VP8 alone (the default): VP8.
+    public var preferredVideoCodecs: [VideoCodecType] = [.vp8]
 
     public init(name: String = "", videoSource: PublisherVideoSource = .testPattern, audioDevice: (any AudioDevice)? = nil,
                 audioTrack: Bool = true, videoType: StreamVideoType = .camera, width: Int = 640, height: Int = 480, fps: Int = 30,

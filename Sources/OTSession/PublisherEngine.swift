@@ -138,7 +138,8 @@ final class PublisherEngine: @unchecked Sendable {
             var enc = VideoEncoderConfig(width: videoWidth, height: videoHeight, bitrateKbps: targetKbps, framerate: fps)
             enc.keyframeInterval = max(enc.keyframeInterval, fps * 10)
             // Packets carry a transport-wide sequence number (each connection renumbers it) for bandwidth estimation.
-            video = try VideoSendPipeline(config: VideoSendConfig(ssrc: videoSSRC, encoder: enc, extensionIds: Self.extensionIds),
+            video = try VideoSendPipeline(config: VideoSendConfig(ssrc: videoSSRC, format: preferredVideoFormats[0], encoder: enc,
+                                                                  extensionIds: Self.extensionIds),
                                           transform: transform, transportSequence: TransportSequenceCounter())
             let sink = CaptureSink(converter: PixelFormatConverter()) { [weak self] frame in self?.frameCaptured(frame) }
             do {
@@ -225,13 +226,33 @@ final class PublisherEngine: @unchecked Sendable {
     static let extensionIds = RTPHeaderExtensionIds(transportSequenceNumber: SDPNegotiation.transportCCExtensionId,
                                                     audioLevel: SDPNegotiation.audioLevelExtensionId)
 
+    /// The publisher's video formats, most preferred first, without repeats (VP8 when none).
+    private var preferredVideoFormats: [any RTPPayloadFormat] {
+        var codecs: [VideoCodecType] = []
+        for c in settings.preferredVideoCodecs where !codecs.contains(c) { codecs.append(c) }
+        return (codecs.isEmpty ? [.vp8] : codecs).map(\.format)
+    }
+
+    /// Whether a connection has agreed the video codec (the encoder's, which later connections get alone).
+    private var videoFormatAgreed = false
+
+    /// The first connection to agree a video codec sets the encoder's.
+    private func adoptVideoFormat(_ p: Peer) throws {
+        guard !videoFormatAgreed, let video, let f = p.link.agreedFormat("video") else { return }
+        try video.setFormat(f)
+        videoFormatAgreed = true
+    }
+
     private func linkConfig() -> PeerConnectionConfig {
         let sid = stream?.id ?? "ot"
         var c = PeerConnectionConfig(
             audioTrack: audio != nil ? SDPLocalTrack(ssrc: audioSSRC, streamID: sid, trackID: "audio-\(audioSSRC)", cname: "ot-\(sid)") : nil,
             videoTrack: video != nil ? SDPLocalTrack(ssrc: videoSSRC, rtxSSRC: videoRTXSSRC, streamID: sid, trackID: "video-\(videoSSRC)",
                                                      cname: "ot-\(sid)") : nil)
-        if video != nil {
+        if let video {
+            c.videoFormats = videoFormatAgreed ? [video.config.format] : preferredVideoFormats
+            // Relayed, a subscriber offers: answer with the codec we prefer, not the first it lists.
+            c.answerInLocalOrder = true
             c.bandwidthEstimation = BandwidthEstimatorConfig(startBitrateBps: settings.startBitrateKbps * 1000,
                                                              minBitrateBps: settings.minBitrateKbps * 1000,
                                                              maxBitrateBps: settings.maxBitrateKbps * 1000)
@@ -295,6 +316,7 @@ final class PublisherEngine: @unchecked Sendable {
             peers[peerId] = p
             session.media.register(peerId: peerId, p, answering: true)
             let answer = try p.link.createAnswer(offer: sdp)
+            try adoptVideoFormat(p)
             session.sendMedia(.mediaAnswer(peerId: peerId, sdp: answer))
         } catch {
             Log.warn("publisher", "refused an offer from \(subscriber): \(error)")
@@ -316,7 +338,7 @@ final class PublisherEngine: @unchecked Sendable {
         guard peers[p.id] === p else { return }
         switch m {
         case .mediaAnswer(_, let sdp):
-            do { try p.link.setRemoteAnswer(sdp) } catch {
+            do { try p.link.setRemoteAnswer(sdp); try adoptVideoFormat(p) } catch {
                 onRouterLink?(.refused(peerId: p.id, OTError(.publisherWebRTC, "bad answer from the media router: \(error)")))
             }
         case .mediaCandidate(_, let c, _, _):
@@ -523,9 +545,12 @@ final class PublisherEngine: @unchecked Sendable {
             }
             v.nackCount = nackCount
             v.pliCount = pliCount
-            b.addOutbound(v, framesPerSecond: nil, remote: worst?.videoReport)
+            let codec = peers.values.first { $0.connected }?.link.addCodec("video", to: &b)
+            b.addOutbound(v, codecId: codec, framesPerSecond: nil, remote: worst?.videoReport)
         }
-        if let a = audio?.stats { b.addOutbound(a, remote: worst?.audioReport) }
+        if let a = audio?.stats {
+            b.addOutbound(a, codecId: peers.values.first { $0.connected }?.link.addCodec("audio", to: &b), remote: worst?.audioReport)
+        }
         for p in peers.values.sorted(by: { $0.id < $1.id }) where p.connected {
             p.link.addCandidatePair(to: &b, id: String(p.id.prefix(8)), availableOutgoingBitrate: p.estimate?.targetBitrateBps)
         }

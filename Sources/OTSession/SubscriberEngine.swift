@@ -39,6 +39,8 @@ final class SubscriberEngine: @unchecked Sendable {
     /// The current peer connection is up (audio is pulled for playout).
     private var connected = false
     private var videoSSRC: UInt32?
+    /// The payload type of the video packets arriving (the codec the pipeline decodes).
+    private var videoPayloadType: UInt8?
 
     private var wantsAudio = true
     private var wantsVideo = true
@@ -134,11 +136,15 @@ final class SubscriberEngine: @unchecked Sendable {
         guard running, let session else { return }
         if let old = link { old.close() }
         connected = false
+        videoPayloadType = nil
         if restart {
             video?.restart()
             audio?.restart()
         }
-        let l = try MediaLink(config: PeerConnectionConfig(audio: true, video: true), settings: session.settings,
+        // Every video codec we decode, VP8 first; the publisher (or the router, the publisher's codec) picks.
+        var config = PeerConnectionConfig(audio: true, video: true)
+        config.videoFormats = PayloadFormats.video
+        let l = try MediaLink(config: config, settings: session.settings,
                               servers: session.mediaServers(), queue: queue) { [weak self] events in
             // Late events of a connection already replaced are dropped.
             guard let self, peerId == pid else { return }
@@ -200,6 +206,7 @@ final class SubscriberEngine: @unchecked Sendable {
             case .mediaAnswer(_, let sdp):
                 do {
                     try link.setRemoteAnswer(sdp)
+                    if let f = link.agreedFormat("video") { try video?.setFormat(f) }
                 } catch {
                     onLink?(.failed(peerId: pid, OTError(.subscriberWebRTC, "bad answer: \(error)")))
                 }
@@ -255,6 +262,13 @@ final class SubscriberEngine: @unchecked Sendable {
         case .video:
             guard videoOn, let video else { return }
             videoSSRC = received.packet.ssrc
+            if let section = received.section, section.payloadType != videoPayloadType {
+                // The sender uses another of the agreed codecs: decode that one.
+                videoPayloadType = section.payloadType
+                if let f = section.format {
+                    do { try video.setFormat(f) } catch { Log.warn("subscriber", "cannot decode \(f.name): \(error)") }
+                }
+            }
             handle(video.receive(received.packet, now: now), now: now)
         case .audio:
             guard wantsAudio, let audio else { return }
@@ -437,13 +451,17 @@ final class SubscriberEngine: @unchecked Sendable {
 
     func rtcStatsReport() -> String {
         var b = RTCStatsReportBuilder()
-        if var v = video?.stats {
+        if let video {
+            var v = video.stats
             // The connection's RTP session NACKs (the pipeline's own NACK is off).
             if let n = videoSSRC.flatMap({ link?.nackCounters(ssrc: $0) }) { v.nackCount = n.nacked; v.packetsRepaired = n.recovered }
             if let lost = videoSSRC.flatMap({ link?.packetsLost(ssrc: $0) }) { v.packetsLost = lost }
-            b.addInbound(v, framesPerSecond: frameMeter.framesPerSecond(at: MonotonicClock.now()))
+            // The codec being received (the agreed one until packets come).
+            let codec = videoPayloadType.map { b.addCodec(video.config.format, payloadType: $0) }
+                ?? link?.addCodec("video", to: &b)
+            b.addInbound(v, codecId: codec, framesPerSecond: frameMeter.framesPerSecond(at: MonotonicClock.now()))
         }
-        if let a = audio?.stats { b.addInbound(a) }
+        if let a = audio?.stats { b.addInbound(a, codecId: link?.addCodec("audio", to: &b)) }
         link?.addCandidatePair(to: &b, id: String((peerId ?? "").prefix(8)))
         return b.json()
     }

@@ -19,6 +19,8 @@ public struct PeerConnectionConfig: Sendable {
     /// The payload formats offered and accepted per kind, in order of preference (`SDPLocalParameters`).
     public var audioFormats: [any RTPPayloadFormat] = [PayloadFormats.opus]
     public var videoFormats: [any RTPPayloadFormat] = [PayloadFormats.vp8]
+    /// Answer with the first of our formats that the offer lists, in our order (`SDPLocalParameters.answerInLocalOrder`).
+    public var answerInLocalOrder = false
     /// What we send on each section; nil means receive only.
     public var audioTrack: SDPLocalTrack?
     public var videoTrack: SDPLocalTrack?
@@ -356,6 +358,7 @@ public final class PeerConnection {
         p.videoFEC = config.videoFEC
         p.audioFormats = config.audioFormats
         p.videoFormats = config.videoFormats
+        p.answerInLocalOrder = config.answerInLocalOrder
         return p
     }
 
@@ -490,12 +493,14 @@ public final class PeerConnection {
         if let id = twcc?.id, (1...255).contains(id) { transportCCId = UInt8(id); transportStamper.extensionId = UInt8(id) }
         sections = [:]
         for m in neg.media {
-            if let kind = MediaKind(rawValue: m.kind) {
-                sections[m.codec.payloadType] = RTPSection(kind: kind, mid: m.mid, payloadType: m.codec.payloadType,
-                                                           format: PayloadFormats.format(for: m.codec))
+            // The agreed codec and the answer's others we can receive, each a section entry of its payload type.
+            for c in [m.codec] + m.otherCodecs {
+                if let kind = MediaKind(rawValue: m.kind) {
+                    sections[c.payloadType] = RTPSection(kind: kind, mid: m.mid, payloadType: c.payloadType, format: PayloadFormats.format(for: c))
+                }
+                clockRates[c.payloadType] = c.clockRate
             }
-            clockRates[m.codec.payloadType] = m.codec.clockRate
-            if let rtx = m.rtxPayloadType { clockRates[rtx] = m.codec.clockRate }
+            for rtx in [m.rtxPayloadType].compactMap({ $0 }) + m.otherRTXPayloadTypes.keys { clockRates[rtx] = m.codec.clockRate }
         }
         configureRTX(neg)
         configureFEC(neg)
@@ -522,9 +527,12 @@ public final class PeerConnection {
         for m in neg.media {
             guard let rtxPT = m.rtxPayloadType else { continue }
             types[rtxPT] = m.codec.payloadType
+            for (rtx, media) in m.otherRTXPayloadTypes { types[rtx] = media }
             for (media, rtx) in m.remoteRTXSSRCs { ssrcs[rtx] = media }
             // An RTX stream the peer did not declare: its packets belong to the section's only media SSRC.
-            if m.remoteRTXSSRCs.isEmpty, m.remoteSSRCs.count == 1 { rtxBySection[rtxPT] = m.remoteSSRCs[0] }
+            if m.remoteRTXSSRCs.isEmpty, m.remoteSSRCs.count == 1 {
+                for rtx in [rtxPT] + m.otherRTXPayloadTypes.keys { rtxBySection[rtx] = m.remoteSSRCs[0] }
+            }
             let track = m.kind == "video" ? config.videoTrack : m.kind == "audio" ? config.audioTrack : nil
             if let track, let rtxSSRC = track.rtxSSRC, m.direction == .sendrecv || m.direction == .sendonly {
                 rtpSession.enableRTX(ssrc: track.ssrc, rtx: RTXSender(rtxSSRC: rtxSSRC, payloadTypes: [m.codec.payloadType: rtxPT],

@@ -143,9 +143,12 @@ extension RTPPayloadFormat {
 /// The payload formats libotsession knows, and queries on them for code that has only a format and bytes.
 public enum PayloadFormats {
     public static let vp8 = VP8PayloadFormat()
+    public static let vp9 = VP9PayloadFormat()
     public static let opus = OpusPayloadFormat()
     /// Every known format, in our order of preference per kind.
-    public static let all: [any RTPPayloadFormat] = [opus, vp8]
+    public static let all: [any RTPPayloadFormat] = [opus, vp8, vp9]
+    /// The known video formats, in our order of preference (VP8 first: every WebRTC peer has it).
+    public static let video: [any RTPPayloadFormat] = all.filter { $0.kind == .video }
 
     /// The known format a remote codec line describes, or nil.
     public static func format(for codec: SDPCodec) -> (any RTPPayloadFormat)? {
@@ -191,6 +194,25 @@ extension RTPPacket {
     }
 }
 
+/// The 7- or 15-bit picture id of the VP8 and VP9 payload descriptors: one byte, or two with the M bit (0x80) set.
+enum DescriptorPictureID {
+    static func write(_ pid: UInt16, fifteenBit: Bool, into out: inout [UInt8]) {
+        if fifteenBit {
+            out.append(0x80 | UInt8(truncatingIfNeeded: pid >> 8) & 0x7F)
+            out.append(UInt8(truncatingIfNeeded: pid))
+        } else {
+            out.append(UInt8(truncatingIfNeeded: pid) & 0x7F)
+        }
+    }
+
+    /// Reads it (`what`: how errors name its first and second byte); returns the id and whether it had 15 bits.
+    static func read(_ r: inout ByteReader, _ what: StaticString, _ what15: StaticString) throws -> (UInt16, Bool) {
+        let p0 = try r.u8(what)
+        guard p0 & 0x80 != 0 else { return (UInt16(p0), false) }
+        return (UInt16(p0 & 0x7F) << 8 | UInt16(try r.u8(what15)), true)
+    }
+}
+
 // MARK: VP8
 
 /// VP8 (RFC 7741): frames split by `VP8Packetizer` behind a payload descriptor with a 15-bit picture id.
@@ -202,8 +224,7 @@ public struct VP8PayloadFormat: RTPPayloadFormat {
     public var rtcpFeedback: [String] { ["nack", "nack pli", "ccm fir", "transport-cc"] }
     public var preferredPayloadType: UInt8 { 96 }
     public func isKeyframeStart(_ payload: ArraySlice<UInt8>) -> Bool {
-        guard let (d, data) = try? VP8PayloadDescriptor.parse(payload) else { return false }
-        return d.startsFrame && VP8FrameHeader.isKeyframe(data)
+        VP8PayloadReader.read(payload)?.0.startsKeyframe ?? false
     }
     public func frameID(_ payload: ArraySlice<UInt8>) -> UInt16? {
         (try? VP8PayloadDescriptor.parse(payload))?.0.pictureId

@@ -37,6 +37,9 @@ public struct SDPLocalParameters: Sendable {
     /// order; an answer takes the first of the offer's codecs (in the offerer's order) that one of them matches.
     public var audioFormats: [any RTPPayloadFormat] = [PayloadFormats.opus]
     public var videoFormats: [any RTPPayloadFormat] = [PayloadFormats.vp8]
+    /// When answering, take the first of our formats (in our order) that the offer lists, instead of the offerer's
+    /// order: a publisher answering a subscriber's offer sends the codec it prefers.
+    public var answerInLocalOrder = false
     /// Offer/answer video forward error correction: ULPFEC (RFC 5109) inside RED (RFC 2198), as browsers do.
     public var videoFEC: Bool = true
 
@@ -62,6 +65,11 @@ public struct SDPNegotiatedMedia: Equatable, Sendable {
     /// RED and ULPFEC payload types (video), when both sides list both: FEC may be sent inside RED.
     public var redPayloadType: UInt8? = nil
     public var ulpfecPayloadType: UInt8? = nil
+    /// The answer's other codecs that a format of ours matches (when we read a remote answer): the answerer may send
+    /// any of them (a browser answering our offer sends in our order, whatever its own preference), so we receive them
+    /// all. With their RTX payload types (RTX → media payload type).
+    public var otherCodecs: [SDPCodec] = []
+    public var otherRTXPayloadTypes: [UInt8: UInt8] = [:]
 }
 
 /// The transport parameters and media both sides agreed (JSEP subset: everything BUNDLEd on one transport).
@@ -83,16 +91,19 @@ extension SDPNegotiatedMedia {
     public var extensionIds: RTPHeaderExtensionIds { RTPHeaderExtensionIds(extmaps: extmaps) }
     /// The payload format of the agreed codec (nil only for a codec no known format describes).
     public var format: (any RTPPayloadFormat)? { PayloadFormats.format(for: codec) }
-    /// Media payload type → payload format for this section (RTX, RED and ULPFEC carry the media of `codec`).
+    /// Media payload type → payload format for this section (RTX, RED and ULPFEC carry the media of `codec`; the
+    /// other codecs' RTX theirs).
     public var payloadFormats: [UInt8: any RTPPayloadFormat] {
         guard let f = format else { return [:] }
         var map: [UInt8: any RTPPayloadFormat] = [codec.payloadType: f]
         for pt in [rtxPayloadType, redPayloadType, ulpfecPayloadType].compactMap({ $0 }) { map[pt] = f }
+        for c in otherCodecs { map[c.payloadType] = PayloadFormats.format(for: c) }
+        for (rtx, media) in otherRTXPayloadTypes { map[rtx] = map[media] }
         return map
     }
 }
 
-/// Builds offers and answers for Opus/VP8 (with RTX, and ULPFEC inside RED) over one BUNDLEd, rtcp-muxed DTLS-SRTP transport.
+/// Builds offers and answers over ordered lists of payload formats (video with RTX, and ULPFEC inside RED) over one BUNDLEd, rtcp-muxed DTLS-SRTP transport.
 public enum SDPNegotiation {
     public static let midExtension = MidExtension.uri
     public static let transportCCExtension = TransportWideSequenceNumber.uri
@@ -194,17 +205,25 @@ public enum SDPNegotiation {
     }
 
     /// What one remote section agrees to: the first of its codecs (in its order) that one of `formats` matches.
+    /// With `localOrder`, the first of `formats` that one of its codecs matches.
     private static func negotiateMedia(remote m: SDPMedia, formats: [any RTPPayloadFormat], localCodecs: [SDPCodec], remoteIsOffer: Bool,
-                                       localTrack: SDPLocalTrack?) -> SDPNegotiatedMedia? {
+                                       localTrack: SDPLocalTrack?, localOrder: Bool = false) -> SDPNegotiatedMedia? {
         guard !m.isRejected, let mid = m.mid else { return nil }
         var match: (SDPCodec, any RTPPayloadFormat)?
-        for c in m.codecs { if let f = formats.first(where: { $0.matches(c) }) { match = (c, f); break } }
+        if localOrder {
+            for f in formats { if let c = m.codecs.first(where: { f.matches($0) }) { match = (c, f); break } }
+        } else {
+            for c in m.codecs { if let f = formats.first(where: { $0.matches(c) }) { match = (c, f); break } }
+        }
         guard let (offered, format) = match else { return nil }
         var codec = offered
         let feedback = codec.rtcpFeedback.filter { format.rtcpFeedback.contains($0) }
         codec.rtcpFeedback = feedback
-        let rtx = localCodecs.contains { $0.name == "rtx" }
-            ? m.codecs.first { $0.name.lowercased() == "rtx" && $0.fmtpParameters["apt"] == String(codec.payloadType) }?.payloadType : nil
+        func rtxType(_ pt: UInt8) -> UInt8? {
+            localCodecs.contains { $0.name == "rtx" }
+                ? m.codecs.first { $0.name.lowercased() == "rtx" && $0.fmtpParameters["apt"] == String(pt) }?.payloadType : nil
+        }
+        let rtx = rtxType(codec.payloadType)
         var fid: [UInt32: UInt32] = [:]
         for g in m.ssrcGroups where g.semantics == "FID" && g.ssrcs.count == 2 { fid[g.ssrcs[0]] = g.ssrcs[1] }
         let remoteDir = m.direction ?? .sendrecv
@@ -225,6 +244,10 @@ public enum SDPNegotiation {
         var n = SDPNegotiatedMedia(kind: m.kind, mid: mid, codec: codec, rtxPayloadType: rtx, feedback: feedback,
                                    extmaps: m.extmaps.filter { accepts($0, kind: m.kind) },
                                    remoteSSRCs: m.ssrcList, remoteRTXSSRCs: fid, direction: dir)
+        if !remoteIsOffer {
+            n.otherCodecs = m.codecs.filter { c in c != offered && formats.contains { $0.matches(c) } }
+            for c in n.otherCodecs { if let r = rtxType(c.payloadType) { n.otherRTXPayloadTypes[r] = c.payloadType } }
+        }
         // ULPFEC inside RED: only both together, at the codec's clock rate.
         if localCodecs.contains(where: { $0.name == "red" }),
            let red = m.codecs.first(where: { $0.name.lowercased() == "red" && $0.clockRate == codec.clockRate }),
@@ -267,7 +290,8 @@ public enum SDPNegotiation {
         var possible: [Int: SDPNegotiatedMedia] = [:]
         for (i, m) in offer.media.enumerated() {
             guard let (formats, codecs, track) = localMedia(m.kind),
-                  let n = negotiateMedia(remote: m, formats: formats, localCodecs: codecs, remoteIsOffer: true, localTrack: track) else { continue }
+                  let n = negotiateMedia(remote: m, formats: formats, localCodecs: codecs, remoteIsOffer: true, localTrack: track,
+                                         localOrder: local.answerInLocalOrder) else { continue }
             possible[i] = n
         }
         let group = (offer.bundleMids ?? []).compactMap { mid in offer.media.firstIndex { $0.mid == mid } }

@@ -54,14 +54,7 @@ public struct VP8PayloadDescriptor: Equatable, Sendable {
         let tk = temporalLayer != nil || keyIndex != nil
         out.append((pictureId != nil ? 0x80 : 0) | (tl0PicIdx != nil ? 0x40 : 0)
                    | (temporalLayer != nil ? 0x20 : 0) | (keyIndex != nil ? 0x10 : 0))
-        if let pid = pictureId {
-            if pictureIdIs15Bit {
-                out.append(0x80 | UInt8(truncatingIfNeeded: pid >> 8) & 0x7F)
-                out.append(UInt8(truncatingIfNeeded: pid))
-            } else {
-                out.append(UInt8(truncatingIfNeeded: pid) & 0x7F)
-            }
-        }
+        if let pid = pictureId { DescriptorPictureID.write(pid, fifteenBit: pictureIdIs15Bit, into: &out) }
         if let l = tl0PicIdx { out.append(l) }
         if tk {
             out.append(((temporalLayer ?? 0) & 0x03) << 6 | (layerSync ? 0x20 : 0) | ((keyIndex ?? 0) & 0x1F))
@@ -77,17 +70,7 @@ public struct VP8PayloadDescriptor: Equatable, Sendable {
                                      partitionIndex: b0 & 0x07)
         if b0 & 0x80 != 0 {
             let x = try r.u8("VP8 descriptor extension byte")
-            if x & 0x80 != 0 {
-                let p0 = try r.u8("VP8 picture id")
-                if p0 & 0x80 != 0 {
-                    let p1 = try r.u8("VP8 15-bit picture id")
-                    d.pictureId = UInt16(p0 & 0x7F) << 8 | UInt16(p1)
-                    d.pictureIdIs15Bit = true
-                } else {
-                    d.pictureId = UInt16(p0)
-                    d.pictureIdIs15Bit = false
-                }
-            }
+            if x & 0x80 != 0 { (d.pictureId, d.pictureIdIs15Bit) = try DescriptorPictureID.read(&r, "VP8 picture id", "VP8 15-bit picture id") }
             if x & 0x40 != 0 { d.tl0PicIdx = try r.u8("VP8 TL0PICIDX") }
             if x & 0x30 != 0 {
                 let tk = try r.u8("VP8 TID/KEYIDX")
@@ -184,10 +167,67 @@ public struct VP8Packetizer: RTPPacketizer {
     }
 }
 
-/// Reassembles VP8 frames from RTP packets (any order within `reorderWindow` packets), detects lost packets,
-/// and reports a keyframe request instead of passing on frames that cannot be decoded. Malformed payloads
-/// are counted and dropped. Frames are delivered in decode order.
-public struct VP8Depacketizer: RTPDepacketizer {
+/// What `RTPFrameAssembler` needs of one packet, read from its payload descriptor by the video format.
+public struct FramePacketInfo: Equatable, Sendable {
+    /// The packet starts a frame (VP8 S with partition 0, VP9 B).
+    public var startsFrame: Bool
+    /// The packet starts a keyframe: a receiver can decode from it.
+    public var startsKeyframe: Bool
+    /// The format's frame id (7 or 15 bits), consecutive per frame.
+    public var pictureId: UInt16?
+    public var temporalLayer: UInt8?
+    public init(startsFrame: Bool, startsKeyframe: Bool, pictureId: UInt16?, temporalLayer: UInt8?) {
+        self.startsFrame = startsFrame; self.startsKeyframe = startsKeyframe
+        self.pictureId = pictureId; self.temporalLayer = temporalLayer
+    }
+}
+
+/// How a video format's depacketizer reads its payloads (the codec-specific half of `FrameDepacketizer`).
+public protocol FramePayloadReader: Sendable {
+    /// The payload's assembly facts and the codec data after its descriptor; nil when malformed or empty.
+    static func read(_ payload: ArraySlice<UInt8>) -> (FramePacketInfo, ArraySlice<UInt8>)?
+    /// Width and height read from a whole keyframe's bitstream, nil when it does not carry them.
+    static func keyframeSize(_ frame: ArraySlice<UInt8>) -> (width: Int, height: Int)?
+}
+
+/// A video format's depacketizer: its `Reader` parses each descriptor, one `RTPFrameAssembler` does the rest.
+public struct FrameDepacketizer<Reader: FramePayloadReader>: RTPDepacketizer {
+    private var assembler: RTPFrameAssembler
+
+    /// See `RTPFrameAssembler.init`.
+    public init(reorderWindow: Int = 16, capacity: Int = 256, repeatRequestAfterFrames: Int = 30) {
+        assembler = RTPFrameAssembler(reorderWindow: reorderWindow, capacity: capacity,
+                                      repeatRequestAfterFrames: repeatRequestAfterFrames, keyframeSize: Reader.keyframeSize)
+    }
+
+    public mutating func insert(_ packet: RTPPacket, deliver: (DepacketizerEvent) -> Void) {
+        guard let (info, data) = Reader.read(packet.payload) else { return assembler.countMalformed() }
+        assembler.insert(packet, info, data: data, deliver: deliver)
+    }
+    public func needs(_ sequence: UInt16) -> Bool { assembler.needs(sequence) }
+    public var isWaitingForKeyframe: Bool { assembler.isWaitingForKeyframe }
+    public var stats: DepacketizerStats { assembler.stats }
+}
+
+/// VP8's payload descriptor as the frame assembler reads it.
+public enum VP8PayloadReader: FramePayloadReader {
+    public static func read(_ payload: ArraySlice<UInt8>) -> (FramePacketInfo, ArraySlice<UInt8>)? {
+        guard let (d, data) = try? VP8PayloadDescriptor.parse(payload) else { return nil }
+        return (FramePacketInfo(startsFrame: d.startsFrame, startsKeyframe: d.startsFrame && VP8FrameHeader.isKeyframe(data),
+                                pictureId: d.pictureId, temporalLayer: d.temporalLayer), data)
+    }
+    public static func keyframeSize(_ frame: ArraySlice<UInt8>) -> (width: Int, height: Int)? {
+        VP8FrameHeader.keyframeSize(frame)
+    }
+}
+
+/// Reassembles VP8 frames from RTP packets (RFC 7741).
+public typealias VP8Depacketizer = FrameDepacketizer<VP8PayloadReader>
+
+/// Reassembles the frames of a video format from RTP packets (any order within `reorderWindow` packets), detects lost
+/// packets, and reports a keyframe request instead of passing on frames that cannot be decoded. Frames are delivered in
+/// decode order. The format reads each payload's descriptor (`FramePayloadReader`); this is the codec-free rest.
+public struct RTPFrameAssembler: Sendable {
 
 
     private struct Slot: Sendable {
@@ -195,6 +235,7 @@ public struct VP8Depacketizer: RTPDepacketizer {
         var timestamp: UInt32 = 0
         var marker = false
         var startsFrame = false
+        var startsKeyframe = false
         var pictureId: UInt16?
         var temporalLayer: UInt8?
         var data: [UInt8] = []
@@ -212,21 +253,25 @@ public struct VP8Depacketizer: RTPDepacketizer {
     private var nextExpected: Int64?
     private var waitingForKeyframe = true
     /// The picture ID of the last frame delivered: a frame with the next one follows it even across sequence numbers
-    /// that carried no VP8 (FEC packets in the same sequence space).
+    /// that carried none of the format (FEC packets in the same sequence space).
     private var lastPictureId: UInt16?
     private var requested = false
     private var droppedSinceRequest = 0
     private var frameBuffer: [UInt8] = []
+    private let keyframeSize: @Sendable (ArraySlice<UInt8>) -> (width: Int, height: Int)?
 
     /// - Parameters:
     ///   - capacity: packets held while reassembling (rounded up to a power of two).
-    public init(reorderWindow: Int = 16, capacity: Int = 256, repeatRequestAfterFrames: Int = 30) {
+    ///   - keyframeSize: reads a whole keyframe's width and height (the format's).
+    public init(reorderWindow: Int = 16, capacity: Int = 256, repeatRequestAfterFrames: Int = 30,
+                keyframeSize: @escaping @Sendable (ArraySlice<UInt8>) -> (width: Int, height: Int)?) {
         var cap = 16
         while cap < max(capacity, reorderWindow * 2) { cap <<= 1 }
         slots = Array(repeating: Slot(), count: cap)
         mask = Int64(cap - 1)
         self.reorderWindow = reorderWindow
         self.repeatRequestAfterFrames = repeatRequestAfterFrames
+        self.keyframeSize = keyframeSize
     }
 
     /// Whether delta frames are being dropped until a keyframe arrives.
@@ -239,18 +284,19 @@ public struct VP8Depacketizer: RTPDepacketizer {
         guard let h = highest else { return false }
         let ext = h + Int64(Int16(bitPattern: sequence &- UInt16(truncatingIfNeeded: h)))
         if waitingForKeyframe {
-            return slots.contains { $0.seq >= 0 && $0.seq <= ext && $0.startsFrame && VP8FrameHeader.isKeyframe($0.data[...]) }
+            return slots.contains { $0.seq >= 0 && $0.seq <= ext && $0.startsKeyframe }
         }
         guard let n = nextExpected else { return true }
         return ext >= n
     }
 
-    /// Feeds one RTP packet carrying VP8; `deliver` receives complete frames and keyframe requests.
-    public mutating func insert(_ packet: RTPPacket, deliver: (DepacketizerEvent) -> Void) {
-        guard let (d, data) = try? VP8PayloadDescriptor.parse(packet.payload) else {
-            stats.malformedPackets += 1
-            return
-        }
+    /// Counts a packet whose payload the format could not read.
+    public mutating func countMalformed() { stats.malformedPackets += 1 }
+
+    /// Feeds one RTP packet, its descriptor read by the format (`d`; `data`, the codec bytes after it); `deliver`
+    /// receives complete frames and keyframe requests.
+    public mutating func insert(_ packet: RTPPacket, _ d: FramePacketInfo, data: ArraySlice<UInt8>,
+                                deliver: (DepacketizerEvent) -> Void) {
         let seq = extend(packet.sequenceNumber)
         if let h = highest, seq - h > mask {
             // Far ahead of everything held: what is pending cannot complete.
@@ -275,6 +321,7 @@ public struct VP8Depacketizer: RTPDepacketizer {
         slots[index].timestamp = packet.timestamp
         slots[index].marker = packet.marker
         slots[index].startsFrame = d.startsFrame
+        slots[index].startsKeyframe = d.startsKeyframe
         slots[index].pictureId = d.pictureId
         slots[index].temporalLayer = d.temporalLayer
         slots[index].data.removeAll(keepingCapacity: true)
@@ -323,8 +370,7 @@ public struct VP8Depacketizer: RTPDepacketizer {
     private mutating func handleComplete(start: Int64, end: Int64, _ deliver: (DepacketizerEvent) -> Void) {
         var start = start, end = end
         while true {
-            let first = slots[Int(start & mask)].data[...]
-            let key = VP8FrameHeader.isKeyframe(first)
+            let key = slots[Int(start & mask)].startsKeyframe
             if key {
                 // A keyframe resets decoding: anything older is obsolete.
                 for i in slots.indices where slots[i].seq >= 0 && slots[i].seq < start { slots[i].seq = -1 }
@@ -350,7 +396,7 @@ public struct VP8Depacketizer: RTPDepacketizer {
                 return  // an earlier frame is still incomplete
             }
             nextExpected = end + 1
-            // The following frame may already be complete: right after this one, or after numbers that carried no VP8.
+            // The following frame may already be complete: right after this one, or after numbers that carried none of the format.
             guard let next = completeFrame(around: end + 1) ?? nextPicture(after: end) else { return }
             (start, end) = next
         }
@@ -359,7 +405,7 @@ public struct VP8Depacketizer: RTPDepacketizer {
     /// Whether a keyframe's first packet is held with a number below `seq` (the keyframe is incomplete: complete, it
     /// would have been delivered).
     private func keyframeAssembling(before seq: Int64) -> Bool {
-        slots.contains { $0.seq >= 0 && $0.seq < seq && $0.startsFrame && VP8FrameHeader.isKeyframe($0.data[...]) }
+        slots.contains { $0.seq >= 0 && $0.seq < seq && $0.startsKeyframe }
     }
 
     /// A complete frame held within `ULPFECPayload.maxProtected` numbers after `end` that is the next picture.
@@ -374,7 +420,7 @@ public struct VP8Depacketizer: RTPDepacketizer {
     }
 
     /// Whether a frame starting at `start` with picture ID `pid` is the next picture after the last delivered one,
-    /// with nothing VP8 of ours missing in between (only numbers that carried other payloads, e.g. FEC).
+    /// with nothing of the format missing in between (only numbers that carried other payloads, e.g. FEC).
     private func followsLastFrame(_ pid: UInt16?, start: Int64) -> Bool {
         guard let pid, let last = lastPictureId, let n = nextExpected, start > n else { return false }
         let modulus: UInt16 = last > 0x7F || pid > 0x7F ? 0x8000 : 0x80
@@ -390,7 +436,7 @@ public struct VP8Depacketizer: RTPDepacketizer {
         stats.framesDelivered += 1
         let data = frameBuffer[...]
         deliver(.frame(ReceivedEncodedFrame(data: data, rtpTimestamp: head.timestamp, isKeyframe: keyframe,
-                                        keyframeSize: keyframe ? VP8FrameHeader.keyframeSize(data) : nil,
+                                        keyframeSize: keyframe ? keyframeSize(data) : nil,
                                         pictureId: head.pictureId, temporalLayer: head.temporalLayer,
                                         firstSequence: start, lastSequence: end)))
     }
@@ -411,13 +457,13 @@ public struct VP8Depacketizer: RTPDepacketizer {
             // keep arriving and no one asks for a keyframe).
             stats.unassemblable += 1
         }
-        // Everything from n on depends on the missing packets (VP8 frames reference earlier ones).
+        // Everything from n on depends on the missing packets (video frames reference earlier ones).
         nextExpected = nil
         requestKeyframe(.packetLoss(missing: missing), deliver)
         // Complete delta frames already held are now undecodable; a held keyframe is still usable.
         var s = n
         while s <= h {
-            if let p = slot(s), p.startsFrame, VP8FrameHeader.isKeyframe(p.data[...]), let (a, b) = completeFrame(around: s) {
+            if let p = slot(s), p.startsKeyframe, let (a, b) = completeFrame(around: s) {
                 handleComplete(start: a, end: b, deliver)
                 return
             }

@@ -11,11 +11,14 @@ import OTWire
 /// alternating the two per round; SRTP packets/s; heap allocations per packet.
 func runCodecBenchmark(_ args: [String]) throws {
     let quick = args.contains("--quick")
+    let codec: LibvpxCodec = args.contains("--vp9") ? .vp9 : .vp8
+    let name = codec.format.name
     let rounds = quick ? 2 : 5
     print("ot-bench codec: medians over rounds; rates from thread CPU time (wall-clock in brackets)")
-    print("VP8: realtime deadline, cpu-used -6, CBR, no lag, error resilient, 1 thread, frame dropping off")
-    print("whole video path = NV12 -> I420 -> VP8 encode -> RTP/VP8 packetize (MTU 1200) -> SRTP protect (AEAD-AES-128-GCM)")
-    print("                   -> SRTP unprotect -> RTP parse -> depacketize -> VP8 decode (picture lent, not copied, as in the raw loop)\n")
+    print(codec == .vp8 ? "VP8: realtime deadline, cpu-used -6, CBR, no lag, error resilient, 1 thread, frame dropping off"
+                        : "VP9: realtime deadline, cpu-used 7 (libwebrtc's from CIF), AQ 3, row-mt, CBR, no lag, error resilient, 1 thread, frame dropping off")
+    print("whole video path = NV12 -> I420 -> \(name) encode -> RTP/\(name) packetize (MTU 1200) -> SRTP protect (AEAD-AES-128-GCM)")
+    print("                   -> SRTP unprotect -> RTP parse -> depacketize -> \(name) decode (picture lent, not copied, as in the raw loop)\n")
 
     // Many short rounds, raw and whole back to back over the same frames, so load from other processes hits both alike.
     let videoRounds = quick ? 4 : 24
@@ -24,8 +27,8 @@ func runCodecBenchmark(_ args: [String]) throws {
         var raw: [Double] = [], whole: [Double] = [], rawWall: [Double] = [], wholeWall: [Double] = []
         var rawAllocs = 0.0, wholeAllocsPerFrame = 0.0, wholeAllocsPerPacket = 0.0, packetsPerFrame = 0.0
         var rawBytes = 0.0, wholeBytes = 0.0
-        let rawPipe = try RawVP8Pipeline(clip: clip, kbps: kbps)
-        let wholePipe = try WholeVideoPipeline(clip: clip, kbps: kbps)
+        let rawPipe = try RawVPXPipeline(codec, clip: clip, kbps: kbps)
+        let wholePipe = try WholeVideoPipeline(codec, clip: clip, kbps: kbps)
         // Warm-up (untimed): first-touch of the clip, libvpx's one-time setup, buffers reaching their steady size.
         _ = try rawPipe.run(frames: quick ? 20 : 200)
         _ = try wholePipe.run(frames: quick ? 20 : 200)
@@ -48,7 +51,7 @@ func runCodecBenchmark(_ args: [String]) throws {
             }
             pairRatios.append(whole[r] / raw[r])
         }
-        print("VP8 \(w)x\(h) @ \(kbps) kbit/s, \(videoRounds) rounds of \(frames) frames; B/frame raw \(fmt(rawBytes, 0)), whole \(fmt(wholeBytes, 0)); \(fmt(packetsPerFrame)) packets/frame")
+        print("\(name) \(w)x\(h) @ \(kbps) kbit/s, \(videoRounds) rounds of \(frames) frames; B/frame raw \(fmt(rawBytes, 0)), whole \(fmt(wholeBytes, 0)); \(fmt(packetsPerFrame)) packets/frame")
         print("  raw libvpx encode+decode  \(pad(fmt(median(raw)), 8)) fps  [\(fmt(median(rawWall))) wall]   allocs/frame \(fmt(rawAllocs, 2))")
         print("  whole path                \(pad(fmt(median(whole)), 8)) fps  [\(fmt(median(wholeWall))) wall]   allocs/frame \(fmt(wholeAllocsPerFrame, 2)), allocs/packet \(fmt(wholeAllocsPerPacket, 2))")
         print("  ratio whole/raw           \(pad(fmt(median(pairRatios), 3), 8))       (median of \(videoRounds) paired rounds; ratio of medians \(fmt(median(whole) / median(raw), 3)), wall \(fmt(median(wholeWall) / median(rawWall), 3)))")
@@ -57,16 +60,18 @@ func runCodecBenchmark(_ args: [String]) throws {
         _ = try wholePipe.run(frames: n, stages: &stages)
         if let st = stages {
             let ms = { (x: Double) in fmt(x * 1000 / Double(n), 3) }
-            print("  whole path per frame, ms (monotonic clock, \(n) frames): convert \(ms(st.convert)), VP8 encode \(ms(st.encode)), packetize+RTP \(ms(st.packetize)), SRTP both ways \(ms(st.srtp)), RTP parse+depacketize \(ms(st.depacketize)), VP8 decode \(ms(st.decode - st.copy)); copying the decoded picture into a VideoFrame would add \(ms(st.copy))\n")
+            print("  whole path per frame, ms (monotonic clock, \(n) frames): convert \(ms(st.convert)), \(name) encode \(ms(st.encode)), packetize+RTP \(ms(st.packetize)), SRTP both ways \(ms(st.srtp)), RTP parse+depacketize \(ms(st.depacketize)), \(name) decode \(ms(st.decode - st.copy)); copying the decoded picture into a VideoFrame would add \(ms(st.copy))\n")
         }
     }
 
+    // The VP9 run compares the video paths only.
+    guard codec == .vp8 else { return }
     try conversionCosts(quick: quick)
     try opusComparison(rounds: quick ? 4 : 24, frames: 100)
     try srtpThroughput(packets: quick ? 5_000 : 50_000, rounds: rounds)
 }
 
-// MARK: - VP8
+// MARK: - VP8 / VP9
 
 struct RoundResult { var wall: Double; var cpu: Double; var allocs: UInt64; var packets: Int; var bytes: Int }
 
@@ -90,24 +95,27 @@ private func rawEncoderConfig(_ cfg: inout vpx_codec_enc_cfg_t, width: Int, heig
 
 /// Raw libvpx: wrap the I420 planes, encode, decode every output packet, fetch the picture (no copy).
 /// Kept alive across rounds, like an encoder in a call.
-final class RawVP8Pipeline {
+final class RawVPXPipeline {
     let clip: SyntheticClip
     private var enc = vpx_codec_ctx_t(), dec = vpx_codec_ctx_t()
     private var img = vpx_image_t()
     private var index = 0
 
-    init(clip: SyntheticClip, kbps: Int) throws {
+    init(_ codec: LibvpxCodec, clip: SyntheticClip, kbps: Int) throws {
         self.clip = clip
+        let (cx, dx) = codec == .vp8 ? (otshim_vpx_vp8_cx(), otshim_vpx_vp8_dx()) : (otshim_vpx_vp9_cx(), otshim_vpx_vp9_dx())
         var cfg = vpx_codec_enc_cfg_t()
-        guard vpx_codec_enc_config_default(otshim_vpx_vp8_cx(), &cfg, 0) == VPX_CODEC_OK else { throw BenchError("config") }
+        guard vpx_codec_enc_config_default(cx, &cfg, 0) == VPX_CODEC_OK else { throw BenchError("config") }
         rawEncoderConfig(&cfg, width: clip.width, height: clip.height, kbps: kbps)
-        guard otshim_vpx_enc_init(&enc, &cfg, 0) == VPX_CODEC_OK else { throw BenchError("enc_init") }
-        for (id, v) in [(VP8E_SET_CPUUSED, -6), (VP8E_SET_NOISE_SENSITIVITY, 0), (VP8E_SET_STATIC_THRESHOLD, 1),
-                        (VP8E_SET_TOKEN_PARTITIONS, 0), (VP8E_SET_MAX_INTRA_BITRATE_PCT, 900)] {
-            _ = otshim_vpx_control_int(&enc, Int32(id.rawValue), Int32(v))
-        }
+        guard otshim_vpx_enc_init(&enc, cx, &cfg, 0) == VPX_CODEC_OK else { throw BenchError("enc_init") }
+        let controls: [(vp8e_enc_control_id, Int)] = codec == .vp8
+            ? [(VP8E_SET_CPUUSED, -6), (VP8E_SET_NOISE_SENSITIVITY, 0), (VP8E_SET_STATIC_THRESHOLD, 1),
+               (VP8E_SET_TOKEN_PARTITIONS, 0), (VP8E_SET_MAX_INTRA_BITRATE_PCT, 900)]
+            : [(VP8E_SET_CPUUSED, 7), (VP9E_SET_AQ_MODE, 3), (VP9E_SET_ROW_MT, 1), (VP9E_SET_TILE_COLUMNS, 0),
+               (VP8E_SET_STATIC_THRESHOLD, 1), (VP8E_SET_MAX_INTRA_BITRATE_PCT, 900)]
+        for (id, v) in controls { _ = otshim_vpx_control_int(&enc, Int32(id.rawValue), Int32(v)) }
         var dcfg = vpx_codec_dec_cfg_t(threads: 1, w: 0, h: 0)
-        guard otshim_vpx_dec_init(&dec, &dcfg, 0) == VPX_CODEC_OK else { vpx_codec_destroy(&enc); throw BenchError("dec_init") }
+        guard otshim_vpx_dec_init(&dec, dx, &dcfg, 0) == VPX_CODEC_OK else { vpx_codec_destroy(&enc); throw BenchError("dec_init") }
     }
 
     deinit { vpx_codec_destroy(&enc); vpx_codec_destroy(&dec) }
@@ -151,22 +159,25 @@ final class RawVP8Pipeline {
 /// The library's path, from NV12 capture to a decoded VideoFrame. Kept alive across rounds.
 final class WholeVideoPipeline {
     let clip: SyntheticClip
-    let enc: VP8Encoder
-    let dec: VP8Decoder
+    let enc: LibvpxEncoder
+    let dec: LibvpxDecoder
     let tx: SRTPContext, rx: SRTPContext
-    var packetizer = VP8Packetizer(maxPayloadSize: VP8Packetizer.maxPayloadSize(mtu: 1200, rtpHeaderLength: 12, srtpOverhead: 16))
-    var depacketizer = VP8Depacketizer()
+    var packetizer: any RTPPacketizer
+    var depacketizer: any RTPDepacketizer
     var captured: VideoFrame
     var decoded: VideoFrame
     var wire: [UInt8] = []
     var seq: UInt16 = 1
     var index = 0
 
-    init(clip: SyntheticClip, kbps: Int) throws {
+    init(_ codec: LibvpxCodec, clip: SyntheticClip, kbps: Int) throws {
         self.clip = clip
-        enc = try VP8Encoder(config: VideoEncoderConfig(width: clip.width, height: clip.height, bitrateKbps: kbps,
-                                                      threads: 1, frameDropThreshold: 0))
-        dec = try VP8Decoder()
+        enc = try LibvpxEncoder(codec, config: VideoEncoderConfig(width: clip.width, height: clip.height, bitrateKbps: kbps,
+                                                                  threads: 1, frameDropThreshold: 0))
+        dec = try LibvpxDecoder(codec)
+        packetizer = codec.format.makePacketizer(maxPayloadSize: VP8Packetizer.maxPayloadSize(mtu: 1200, rtpHeaderLength: 12, srtpOverhead: 16))
+        // The sessions' reorder window (SubscriberEngine).
+        depacketizer = codec.format.makeDepacketizer(reorderWindow: 256)
         (tx, rx) = try srtpPair(.aeadAes128Gcm)
         captured = VideoFrame(width: clip.width, height: clip.height)
         decoded = VideoFrame(width: clip.width, height: clip.height)

@@ -21,7 +21,7 @@ func runPipelineBenchmark(_ args: [String]) throws {
         for r in 0..<rounds {
             for order in (r % 2 == 0 ? [0, 1] : [1, 0]) {
                 if order == 0 {
-                    let m = try RawVP8Pipeline(clip: clip, kbps: kbps).run(frames: frames)
+                    let m = try RawVPXPipeline(.vp8, clip: clip, kbps: kbps).run(frames: frames)
                     raw.append(Double(frames) / m.cpu)
                 } else {
                     let m = try videoPipelineRound(clip: clip, kbps: kbps, frames: frames)

@@ -1,5 +1,5 @@
 // ot-bench: measurements of libotsession's hot paths. One subcommand per area:
-//   ot-bench codec [--quick]    codecs, payloads and SRTP against raw libvpx/libopus
+//   ot-bench codec [--quick] [--vp9]  codecs, payloads and SRTP against raw libvpx/libopus (--vp9: the VP9 video path only)
 //   ot-bench pipeline [--quick] the publisher/subscriber media pipelines in one process
 //   ot-bench router [--quick] [--janus]  the media router's forwarding cost with N subscribers (and Janus's)
 //   ot-bench router --workers K          the same load through 1 and K router workers, per CPU second
@@ -10,7 +10,7 @@
 import Glibc
 
 let benchmarks: [(name: String, summary: String, run: ([String]) throws -> Void)] = [
-    ("codec", "VP8/Opus raw codec vs whole media path, SRTP packets/s, allocations per packet", runCodecBenchmark),
+    ("codec", "VP8 (or --vp9)/Opus raw codec vs whole media path, SRTP packets/s, allocations per packet", runCodecBenchmark),
     ("pipeline", "frames/s through the send and receive media pipelines vs raw libvpx", runPipelineBenchmark),
     ("router", "media router forwarding: packets/s and Mbit/s out per CPU second, N subscribers; --janus: vs Janus; --workers K: 1 vs K workers", runRouterBenchmark),
     ("meeting", "N clients each publishing and subscribing to all others: fps, order, latency, freezes per pair", runMeetingBenchmark),

@@ -72,9 +72,10 @@ final class Demo {
         let audio: any AudioDevice = try o.microphone.map { try PulseAudioDevice(source: $0.name) }
             ?? HeadlessAudioDevice(capture: .tone(frequency: 440, amplitude: 0.5))
         let video: PublisherVideoSource = o.camera.map { .camera(device: $0.name) } ?? .testPattern
-        let publisher = try Publisher(delegate: pubEvents, settings: PublisherSettings(
-            name: o.camera == nil ? "ot-demo test pattern" : "ot-demo camera", videoSource: video, audioDevice: audio,
-            width: o.width, height: o.height, fps: o.fps))
+        var publishing = PublisherSettings(name: o.camera == nil ? "ot-demo test pattern" : "ot-demo camera", videoSource: video,
+                                           audioDevice: audio, width: o.width, height: o.height, fps: o.fps)
+        publishing.preferredVideoCodecs = [o.videoCodec]
+        let publisher = try Publisher(delegate: pubEvents, settings: publishing)
         try pubSession.publish(publisher)
         let stream = try pubEvents.wait("the published stream") { $0.publishedStream }
         guard let pubConnection = pubSession.connection?.id else { throw DemoFailure("the publishing client has no connection") }
@@ -109,7 +110,7 @@ final class Demo {
         // Subscribe from the second client.
         let (width, height) = (stream.width, stream.height)
         let receiver = try DemoReceiver(ivfPath: files.ivf, wavPath: files.wav, width: width > 0 ? width : o.width,
-                                        height: height > 0 ? height : o.height)
+                                        height: height > 0 ? height : o.height, codec: o.videoCodec)
         let subscriber = Subscriber(stream: seen, delegate: receiver, settings: SubscriberSettings(playAudio: o.speaker != nil))
         let subscribedAt = MonotonicClock.now()
         try subSession.subscribe(subscriber)
@@ -175,7 +176,7 @@ final class Demo {
         out("  sent: video \(pubStats.videoBytesSent) bytes, audio \(pubStats.audioBytesSent) bytes, target \(pubStats.targetBitrateKbps) kbit/s")
         out("  files:")
         out("    \(files.png)  \(fileSize(files.png))  (\(pngNote))")
-        out("    \(files.ivf)  \(fileSize(files.ivf))  (\(recorded.ivfFrames) VP8 frames)")
+        out("    \(files.ivf)  \(fileSize(files.ivf))  (\(recorded.ivfFrames) \(o.videoCodec.rawValue) frames)")
         out("    \(files.wav)  \(fileSize(files.wav))  (\(String(format: "%.1f", receiver.recordedAudioSeconds)) s of PCM)")
 
         // Pass only when the subscriber decoded frames whose counters read back in increasing order.

@@ -1,4 +1,5 @@
 import OTServer
+import OTSession
 
 /// The demo's command line.
 struct DemoOptions {
@@ -10,6 +11,7 @@ struct DemoOptions {
     var width = 640
     var height = 480
     var fps = 30
+    var videoCodec: VideoCodecType = .vp8
     var relayed = false
     /// Whether `--routed` or `--relayed` was given (else an existing `--session` keeps its own mode).
     var modeGiven = false
@@ -35,18 +37,19 @@ struct DemoOptions {
     static var synopsis: String { usage.split(separator: "\n", omittingEmptySubsequences: false).prefix(3).joined(separator: "\n") }
 
     static let usage = """
-    usage: ot-demo [--duration SECONDS] [--resolution WxH] [--fps N] [--routed | --relayed] [--out DIR] [--web]
+    usage: ot-demo [--duration SECONDS] [--resolution WxH] [--fps N] [--codec VP8|VP9] [--routed | --relayed] [--out DIR] [--web]
                    [--server URL --project KEY:SECRET [--session ID]]
                    [--camera [DEVICE]] [--microphone [SOURCE]] [--speaker [SINK]] [--help]
 
     Publishes the built-in test pattern and a 440 Hz tone from one client and subscribes to it from a
-    second one, printing a status line each second; then writes DIR/snapshot.png, DIR/received.ivf (VP8)
+    second one, printing a status line each second; then writes DIR/snapshot.png, DIR/received.ivf (VP8 or VP9)
     and DIR/received.wav and prints a summary. Exit code 0 only when the subscriber decoded frames whose
     counters read back in increasing order (with --camera: when it decoded frames).
 
       --duration SECONDS    how long to run (default 10, with --web until Ctrl-C; Ctrl-C stops early)
       --resolution WxH      picture size of the test pattern (default 640x480)
       --fps N               frame rate (default 30)
+      --codec VP8|VP9       the video codec the publisher sends (default VP8)
       --routed              media through the server's media router (default)
       --relayed             media peer to peer; the server relays signaling only
       --out DIR             where the recordings go (default ./out)
@@ -122,6 +125,10 @@ struct DemoOptions {
                 do { o.project = try Project.parse(v) } catch { throw UsageError("--project: \(error)") }
             case "--session":
                 o.sessionId = try value(flag)
+            case "--codec":
+                let v = try value(flag)
+                guard let c = VideoCodecType(name: v) else { throw UsageError("--codec needs VP8 or VP9, not \(v)") }
+                o.videoCodec = c
             case "--web":
                 o.web = true
             case "--camera", "--microphone", "--speaker":

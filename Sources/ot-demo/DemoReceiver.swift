@@ -39,8 +39,8 @@ final class DemoReceiver: SubscriberDelegate, @unchecked Sendable {
     private var didConnect = false
     private var failed: OTError?
 
-    init(ivfPath: String, wavPath: String, width: Int, height: Int) throws {
-        ivf = try IVFWriter(path: ivfPath, width: width, height: height)
+    init(ivfPath: String, wavPath: String, width: Int, height: Int, codec: VideoCodecType) throws {
+        ivf = try IVFWriter(path: ivfPath, width: width, height: height, codec: codec.rawValue)
         self.wavPath = wavPath
     }
 

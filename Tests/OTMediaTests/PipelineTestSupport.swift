@@ -36,9 +36,9 @@ final class PipelineVP8Loop {
         cfg.kf_mode = VPX_KF_DISABLED
         cfg.rc_min_quantizer = 2; cfg.rc_max_quantizer = 56
         cfg.rc_buf_sz = 1000; cfg.rc_buf_initial_sz = 500; cfg.rc_buf_optimal_sz = 600
-        guard otshim_vpx_enc_init(&enc, &cfg, 0) == VPX_CODEC_OK else { throw WireError("enc init") }
+        guard otshim_vpx_enc_init(&enc, otshim_vpx_vp8_cx(), &cfg, 0) == VPX_CODEC_OK else { throw WireError("enc init") }
         _ = otshim_vpx_control_int(&enc, Int32(VP8E_SET_CPUUSED.rawValue), -6)
-        guard otshim_vpx_dec_init(&dec, nil, 0) == VPX_CODEC_OK else { throw WireError("dec init") }
+        guard otshim_vpx_dec_init(&dec, otshim_vpx_vp8_dx(), nil, 0) == VPX_CODEC_OK else { throw WireError("dec init") }
         guard let img = vpx_img_alloc(nil, VPX_IMG_FMT_I420, UInt32(width), UInt32(height), 16) else { throw WireError("img") }
         image = img
     }

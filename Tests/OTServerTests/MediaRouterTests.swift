@@ -15,12 +15,14 @@ final class RouterClient: Sendable {
     let events = Mutex<[PeerConnectionEvent]>([])
     let audioSSRC: UInt32?, videoSSRC: UInt32?
 
-    init(audioSSRC: UInt32? = nil, videoSSRC: UInt32? = nil) throws {
+    init(audioSSRC: UInt32? = nil, videoSSRC: UInt32? = nil, videoFormats: [any RTPPayloadFormat] = [PayloadFormats.vp8]) throws {
         self.audioSSRC = audioSSRC; self.videoSSRC = videoSSRC
         let box = WeakClient()
-        driver = try PeerConnectionDriver(config: PeerConnectionConfig(
+        var config = PeerConnectionConfig(
             audioTrack: audioSSRC.map { SDPLocalTrack(ssrc: $0, streamID: "pub", trackID: "a", cname: "pub") },
-            videoTrack: videoSSRC.map { SDPLocalTrack(ssrc: $0, streamID: "pub", trackID: "v", cname: "pub") })) { e in
+            videoTrack: videoSSRC.map { SDPLocalTrack(ssrc: $0, streamID: "pub", trackID: "v", cname: "pub") })
+        config.videoFormats = videoFormats
+        driver = try PeerConnectionDriver(config: config) { e in
             box.client?.events.withLock { $0.append(e) }
         }
         box.client = self

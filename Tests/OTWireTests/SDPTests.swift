@@ -209,11 +209,44 @@ final class SDPTests: XCTestCase {
         XCTAssertEqual(neg.media[1].format?.name, "VP8")
         XCTAssertEqual(neg.media[1].payloadFormats.mapValues(\.name), [96: "VP8", 97: "VP8"])
         XCTAssertEqual(neg.media[0].payloadFormats.mapValues(\.name), [111: "opus"])
+        // VP9 known too: the offerer's order still picks VP8 (the router answering a browser publisher), unless we
+        // answer in our own order (a publisher preferring VP9 answering a subscriber's offer).
+        local.videoFormats = [PayloadFormats.vp9, PayloadFormats.vp8]
+        XCTAssertEqual(try SDPNegotiation.answer(to: browser, local: local).1.media[1].format?.name, "VP8")
+        local.answerInLocalOrder = true
+        let (vp9Answer, vp9) = try SDPNegotiation.answer(to: browser, local: local)
+        XCTAssertEqual(vp9.media[1].format?.name, "VP9")
+        XCTAssertEqual(vp9.media[1].codec.payloadType, 98, "the offer's payload type")
+        XCTAssertEqual(vp9Answer.media[1].codecs.map(\.name), ["VP9"], "the offer lists no RTX for VP9")
+        // Our offer lists each video format with its RTX, in our order.
+        XCTAssertEqual(SDPNegotiation.offer(local).media[1].codecs.map { "\($0.name)/\($0.payloadType)" },
+                       ["VP9/98", "rtx/99", "VP8/96", "rtx/97", "red/100", "ulpfec/101"])
+        local.answerInLocalOrder = false
         // Without a video format the video section is refused; audio still goes.
         local.videoFormats = []
         let (answer, audioOnly) = try SDPNegotiation.answer(to: browser, local: local)
         XCTAssertEqual(audioOnly.media.map(\.kind), ["audio"])
         XCTAssertEqual(answer.media[1].port, 0)
+    }
+
+    func testAnAnswerListingSeveralOfOurCodecsMapsThemAll() throws {
+        let fp = SDPFingerprint(algorithm: "sha-256", bytes: Array(0..<32))
+        var a = SDPLocalParameters(iceUfrag: "aaaa", icePwd: "aaaaaaaaaaaaaaaaaaaaaa", fingerprint: fp)
+        a.videoFormats = PayloadFormats.video
+        let offer = SDPNegotiation.offer(a)
+        var b = SDPLocalParameters(iceUfrag: "bbbb", icePwd: "bbbbbbbbbbbbbbbbbbbbbb", fingerprint: fp)
+        b.videoFormats = [PayloadFormats.vp9]
+        var (answer, _) = try SDPNegotiation.answer(to: offer, local: b)
+        // A browser answers with every codec both sides have, its preference first (VP9), and may send any of them.
+        let vp8 = offer.media[1].codecs.filter { $0.payloadType == 96 || $0.payloadType == 97 }
+        answer.media[1].codecs += vp8
+        answer.media[1].formats += vp8.map { String($0.payloadType) }
+        let neg = try SDPNegotiation.accept(answer: try SessionDescription.parse(answer.serialized()), offer: offer)
+        XCTAssertEqual(neg.media[1].format?.name, "VP9", "the answer's first")
+        XCTAssertEqual(neg.media[1].payloadFormats.mapValues(\.name), [98: "VP9", 99: "VP9", 96: "VP8", 97: "VP8", 100: "VP9", 101: "VP9"])
+        XCTAssertEqual(neg.media[1].otherRTXPayloadTypes, [97: 96])
+        // Answering, we list one codec: the offerer sends that one.
+        XCTAssertTrue(try SDPNegotiation.answer(to: offer, local: b).1.media[1].otherCodecs.isEmpty)
     }
 
     func testOfferAnswerBetweenTwoLocalPeers() throws {

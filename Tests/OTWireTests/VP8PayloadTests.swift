@@ -13,8 +13,9 @@ func fakeVP8Frame(key: Bool, size: Int, width: Int = 640, height: Int = 480, fil
 }
 
 /// Packetizes frames into RTP packets with consecutive sequence numbers.
-struct FakeVP8Sender {
-    var packetizer = VP8Packetizer(maxPayloadSize: 100)
+struct FakeSender<Packetizer: RTPPacketizer> {
+    var packetizer: Packetizer
+    var payloadType: UInt8
     var seq: UInt16 = 65500
     var timestamp: UInt32 = 1000
 
@@ -24,7 +25,7 @@ struct FakeVP8Sender {
         var s = seq
         _ = frame.withUnsafeBytes { raw in
             packetizer.packetize(raw) { payload, last in
-                out.append(RTPPacket(marker: last, payloadType: 96, sequenceNumber: s, timestamp: ts, ssrc: 42,
+                out.append(RTPPacket(marker: last, payloadType: payloadType, sequenceNumber: s, timestamp: ts, ssrc: 42,
                                      payload: Array(payload)[...]))
                 s &+= 1
             }
@@ -33,6 +34,11 @@ struct FakeVP8Sender {
         timestamp &+= 3000
         return out
     }
+}
+
+typealias FakeVP8Sender = FakeSender<VP8Packetizer>
+extension FakeSender where Packetizer == VP8Packetizer {
+    init() { self.init(packetizer: VP8Packetizer(maxPayloadSize: 100), payloadType: 96) }
 }
 
 /// A depacketizer with what it delivered: frames and keyframe requests, in order.

@@ -256,9 +256,15 @@ async def main(mode, port, api_key, session_id, token, policy, seconds, options)
         pc = client.new_pc(peer_id)
         pc.addTransceiver("audio", direction="recvonly")
         pc.addTransceiver("video", direction="recvonly")
-        await client.offer(peer_id, stream["id"], "subscribe", pc, move_extension_ids if "moved-ids" in options else lambda s: s)
-        await asyncio.sleep(seconds)
-        emit(client.media_report())
+        try:
+            await client.offer(peer_id, stream["id"], "subscribe", pc, move_extension_ids if "moved-ids" in options else lambda s: s)
+        except RuntimeError as e:
+            if "refusable" not in options:
+                raise
+            emit({"event": "refused", "message": str(e)})
+        else:
+            await asyncio.sleep(seconds)
+            emit(client.media_report())
     pump.cancel()
     for pc in client.pcs.values():
         await pc.close()

@@ -84,6 +84,17 @@ window.H = (() => {
     return local ? { candidateType: local.candidateType, relayProtocol: local.relayProtocol ?? null, address: local.address } : null;
   };
 
+  /** The mimeType of the video codec an RTCStatsReport's `inbound-rtp` or `outbound-rtp` names, or null. */
+  const videoCodec = (report, type) => {
+    const rtp = [...report.values()].find((s) => s.type === type && s.kind === "video" && s.codecId);
+    return rtp ? report.get(rtp.codecId)?.mimeType ?? null : null;
+  };
+  /** The video codec the subscriber of `streamId` receives, once it has decoded frames; "publisher": the codec the
+   * page's publisher sends (its first peer connection). */
+  H.videoCodec = async (streamId) => until(`the video codec of ${streamId}`, async () => streamId === "publisher"
+    ? videoCodec((await H.publisher.getRtcStatsReport())[0]?.rtcStatsReport ?? new Map(), "outbound-rtp")
+    : videoCodec(await H.subs.get(streamId).getRtcStatsReport(), "inbound-rtp"));
+
   /** Waits until the subscriber of `streamId` decoded `n` more frames than `from`; returns its stats. */
   H.framesDecoded = async (streamId, n, from = 0) => until(`${n} frames of ${streamId}`, async () => {
     const s = await H.subs.get(streamId).getStats();

@@ -82,9 +82,10 @@ def join(server, sid, role):
     return s, streams
 
 
-def native_to_aiortc(server, sid, policy, *options):
+def native_to_aiortc(server, sid, policy, *options, video_codecs=None):
     pub_s, _ = join(server, sid, otsession.Role.PUBLISHER)
-    pub = otsession.Publisher("native", width=320, height=240, fps=30, audio_source=AudioSource.TONE, tone_hz=440)
+    pub = otsession.Publisher("native", width=320, height=240, fps=30, audio_source=AudioSource.TONE, tone_hz=440,
+                              preferred_video_codecs=video_codecs)
     try:
         pub_s.publish(pub)
         client = AiortcClient("subscribe", server, sid, "subscriber", policy, *options)
@@ -109,6 +110,30 @@ def test_router_writes_the_extension_ids_the_subscriber_chose():
     """The issue's case: MID at id 2 and transport-cc at id 5 in the subscriber's offer (the publisher's are 1 and 2)."""
     with otsession.Server(api_key="4243", api_secret="ce" * 20) as server:
         native_to_aiortc(server, server.create_session(), "balanced", "moved-ids")
+
+
+def test_aiortc_subscribes_to_a_publisher_preferring_vp9_peer_to_peer_in_vp8():
+    """aiortc has no VP9 and offers VP8 (and H.264): relayed, the publisher answers with the first of its codecs the
+    offer lists, VP8, and encodes that."""
+    with otsession.Server(api_key="4244", api_secret="cf" * 20) as server:
+        native_to_aiortc(server, server.create_session(relayed=True), "balanced", video_codecs=["VP9", "VP8"])
+
+
+def test_the_router_refuses_aiortc_a_vp9_stream_naming_the_codec():
+    """Routed sessions forward the publisher's codec: a subscriber whose offer lacks it is refused (docs/protocol.md)."""
+    with otsession.Server(api_key="4245", api_secret="d0" * 20) as server:
+        sid = server.create_session()
+        pub_s, _ = join(server, sid, otsession.Role.PUBLISHER)
+        pub = otsession.Publisher("native", width=320, height=240, preferred_video_codecs=["VP9"])
+        try:
+            pub_s.publish(pub)
+            client = AiortcClient("subscribe", server, sid, "subscriber", "balanced", "refusable")
+            refused = client.expect("refused", timeout=30)
+            client.finish()
+            assert "VP9" in refused["message"] and "'code': 1011" in refused["message"], refused
+        finally:
+            pub.close()
+            pub_s.close()
 
 
 @pytest.mark.parametrize("policy", ["balanced", "max-bundle"])

@@ -14,6 +14,7 @@ the Python package on the other side. Routed and relayed:
 One browser serves every test (conftest's `chromium`); each test has its own server, hence its own page origin."""
 import array
 import contextlib
+import json
 import os
 import queue
 import sys
@@ -130,12 +131,12 @@ def server():
 
 
 @contextlib.contextmanager
-def native_and_page(chromium, server, sid, media=True, port=None):
-    """A native client publishing the test pattern and a 440 Hz tone as "native", and a page of the server (reached
-    at `port` when given); both closed after."""
+def native_and_page(chromium, server, sid, media=True, port=None, video_codecs=None):
+    """A native client publishing the test pattern (in the first of `video_codecs` it can, VP8 when None) and a 440 Hz
+    tone as "native", and a page of the server (reached at `port` when given); both closed after."""
     native = Native(server, sid)
     pub = native.publisher = otsession.Publisher("native", width=W, height=H, audio_source=otsession.AudioSource.TONE,
-                                                 tone_hz=NATIVE_TONE_HZ)
+                                                 tone_hz=NATIVE_TONE_HZ, preferred_video_codecs=video_codecs)
     try:
         native.publish(pub)
         page = Page(chromium, f"http://127.0.0.1:{port or server.port}", media=media)
@@ -195,6 +196,37 @@ def test_media_and_signals_both_ways(chromium, server, mode):
         # publishVideo(false): the others see hasVideo false.
         page.js("H.publisher.publishVideo(false)")
         assert native.expect(native.events, lambda e: e[0] == "has_video")[2] is False
+        native.unsubscribe(viewer)
+        viewer.close()
+
+
+def test_vp9_from_a_native_publisher_to_the_page_and_from_the_page_to_a_native_subscriber(chromium, server, mode):
+    """Both sides prefer VP9: the native publisher (preferred_video_codecs) and the page's (preferredVideoCodecs, i.e.
+    RTCRtpTransceiver.setCodecPreferences with VP9 first); each side decodes what arrives (W3C codec stats): VP9, but
+    for the page's stream in a relayed session (see below)."""
+    sid = server.create_session(relayed=mode == "relayed")
+    with native_and_page(chromium, server, sid, video_codecs=["VP9", "VP8"]) as (native, page):
+        page.call("connect", server.api_key, sid, server.token(sid, "publisher", data="browser"))
+        got = page.call("subscribe", "native")
+        stats = page.call("framesDecoded", got["streamId"], 30)
+        assert (stats["video"]["frameWidth"], stats["video"]["frameHeight"]) == (W, H), stats
+        assert page.call("videoCodec", got["streamId"]) == "video/VP9"
+
+        page.call("publish", {"name": "browser", "preferredVideoCodecs": ["VP9", "VP8"]})
+        viewer = Viewer(native.stream_named("browser"))
+        native.subscribe(viewer)
+        viewer.expect("connected", timeout=20)
+        assert wait_until(lambda: len(viewer.frames) >= 30, timeout=20), (len(viewer.frames), page.log())
+        sent = page.call("videoCodec", "publisher")
+        report = json.loads(viewer.rtc_stats_report())
+        inbound = next(o for o in report if o["type"] == "inbound-rtp" and o["kind"] == "video")
+        assert next(o["mimeType"] for o in report if o["id"] == inbound["codecId"]) == sent, report
+        assert inbound["framesDecoded"] >= 30, inbound
+        # Routed, the router takes the page's first preference. Relayed, the page answers the native subscriber's
+        # offer (VP8 first), and Chromium sends the offerer's first codec whatever its own preference: the subscriber
+        # decodes whichever of its offered codecs arrives.
+        if mode == "routed":
+            assert sent == "video/VP9"
         native.unsubscribe(viewer)
         viewer.close()
 

@@ -1,5 +1,5 @@
 """The demo as a smoke check: `ot-demo --duration 3 --out DIR`, routed and relayed, must exit 0 and leave a PNG of
-the right size, an IVF of VP8 frames and a WAV holding the 440 Hz tone."""
+the right size, an IVF of VP8 (or, with --codec VP9, VP9) frames and a WAV holding the 440 Hz tone."""
 import re
 import struct
 import subprocess
@@ -19,19 +19,20 @@ def png_size(path):
     return width, height
 
 
-def ivf_frames(path):
+def ivf_frames(path, fourcc=b"VP80"):
     """The IVF header's size and the frames actually stored (walking the 12-byte frame headers)."""
     with open(path, "rb") as f:
         data = f.read()
     assert data[:4] == b"DKIF", "IVF signature"
-    header_len, fourcc, width, height = struct.unpack("<H4sHH", data[6:16])
-    assert fourcc == b"VP80" and header_len == 32
+    header_len, found, width, height = struct.unpack("<H4sHH", data[6:16])
+    assert found == fourcc and header_len == 32
     frames, pos, stamps = 0, 32, []
     while pos + 12 <= len(data):
         size, ts = struct.unpack("<IQ", data[pos:pos + 12])
         assert size > 0 and pos + 12 + size <= len(data), "truncated frame"
         if frames == 0:
-            assert data[pos + 12] & 1 == 0, "the first frame is a keyframe"
+            # VP8: the P bit; VP9 (profile 0): the frame-type bit after the marker, profile and show-existing bits.
+            assert data[pos + 12] & (1 if fourcc == b"VP80" else 0x04) == 0, "the first frame is a keyframe"
         stamps.append(ts)
         pos += 12 + size
         frames += 1
@@ -51,22 +52,23 @@ def tone_frequency(path):
     return (len(rising) - 1) * rate / (rising[-1] - rising[0]), n / rate
 
 
-@pytest.mark.parametrize("mode", ["--routed", "--relayed"])
-def test_demo_runs_and_records(ot_demo, tmp_path, mode):
+@pytest.mark.parametrize("mode,codec", [("--routed", "VP8"), ("--relayed", "VP8"), ("--routed", "VP9")])
+def test_demo_runs_and_records(ot_demo, tmp_path, mode, codec):
     out = tmp_path / "out"
-    run = subprocess.run([ot_demo, "--duration", "3", mode, "--resolution", "320x240", "--fps", "15", "--out", str(out)],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run([ot_demo, "--duration", "3", mode, "--codec", codec, "--resolution", "320x240", "--fps", "15",
+                          "--out", str(out)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
     assert re.search(r"^\[\s*\d+\.\ds\] video [\d.]+ fps \d+ kbit/s .*latency", run.stdout, re.M), run.stdout
     decoded = re.search(r"video frames: sent (\d+) .*decoded (\d+)", run.stdout)
     assert decoded and int(decoded.group(2)) > 10, run.stdout
     assert re.search(r"counters: \d+ read back, .*in order", run.stdout), run.stdout
     assert png_size(out / "snapshot.png") == (320, 240)
-    size, frames = ivf_frames(out / "received.ivf")
+    assert f"{codec} frames)" in run.stdout, run.stdout
+    size, frames = ivf_frames(out / "received.ivf", codec.encode() + b"0")
     assert size == (320, 240)
     assert frames > 10
     try:
-        import av  # PyAV, installed with aiortc: an independent VP8 decoder (ffmpeg's)
+        import av  # PyAV, installed with aiortc: an independent VP8/VP9 decoder (ffmpeg's)
     except ImportError:
         av = None
     if av is not None:
@@ -101,7 +103,8 @@ def test_demo_joins_an_external_server(ot_demo, ot_server, tmp_path):
 
 
 def test_bad_flags_exit_with_usage(ot_demo):
-    for args in (["--bogus"], ["--resolution", "12"], ["--fps"], ["--routed", "--relayed"], ["--server", "http://127.0.0.1:1"]):
+    for args in (["--bogus"], ["--resolution", "12"], ["--fps"], ["--routed", "--relayed"], ["--server", "http://127.0.0.1:1"],
+                 ["--codec", "H264"]):
         run = subprocess.run([ot_demo, *args], capture_output=True, text=True, timeout=10)
         assert run.returncode == 2, args
         assert "usage: ot-demo" in run.stderr, run.stderr

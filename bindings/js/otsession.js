@@ -205,6 +205,16 @@ function peerConfig(options, provided) {
   };
 }
 
+/** Puts the video codecs named in `names` (the publisher property `preferredVideoCodecs`, e.g. ["VP9", "VP8"]) first in
+ * a transceiver's codec preferences, in that order; the rest keep the browser's order after them. */
+function preferVideoCodecs(transceiver, names) {
+  if (!Array.isArray(names) || names.length === 0 || !transceiver.setCodecPreferences) return;
+  const wanted = names.map((n) => `video/${n}`.toLowerCase());
+  const rank = (c) => { const i = wanted.indexOf(c.mimeType.toLowerCase()); return i < 0 ? wanted.length : i; };
+  const codecs = RTCRtpReceiver.getCapabilities("video")?.codecs ?? [];
+  transceiver.setCodecPreferences(codecs.map((c, i) => [rank(c), i, c]).sort((a, b) => a[0] - b[0] || a[1] - b[1]).map((x) => x[2]));
+}
+
 /** One RTCPeerConnection with a serial chain for its signaling steps (a candidate never overtakes the description
  * it belongs to) and trickle ICE over the session's `mediaCandidate` messages. */
 class MediaPeer {
@@ -489,7 +499,8 @@ export class Publisher extends Emitter {
     }, 15000);
     const ms = this.mediaStream;
     peer.pc.addTransceiver(this.audioTrack || "audio", { direction: "sendonly", streams: [ms] });
-    peer.pc.addTransceiver(this.videoTrack || "video", { direction: "sendonly", streams: [ms] });
+    preferVideoCodecs(peer.pc.addTransceiver(this.videoTrack || "video", { direction: "sendonly", streams: [ms] }),
+                      this.properties.preferredVideoCodecs);
     peer.then(async () => {
       await peer.pc.setLocalDescription(await peer.pc.createOffer());
       await session._request({ type: "mediaOffer", peerId, streamId: stream.streamId, direction: "publish",
@@ -535,6 +546,7 @@ export class Publisher extends Emitter {
         if (track) {
           await t.sender.replaceTrack(track);
           t.sender.setStreams?.(this.mediaStream);
+          if (kind === "video") preferVideoCodecs(t, this.properties.preferredVideoCodecs);
         }
       }
       await peer.pc.setLocalDescription(await peer.pc.createAnswer());

@@ -93,6 +93,10 @@ typedef struct ot_publisher_settings {
     const char *camera;
     /** OT_AUDIO_SOURCE_MICROPHONE: the PulseAudio source's name; NULL: the system default. */
     const char *microphone;
+    /** The video codecs to send, most preferred first, comma-separated ("VP9,VP8"; names are case-insensitive, "VP8"
+     * and "VP9" are known); NULL or "": VP8. The stream is encoded in one codec, the first of these its first media
+     * connection agrees (docs/media-pipelines.md). Read during ot_publisher_new; an unknown name fails it. */
+    const char *preferred_video_codecs;
 } ot_publisher_settings;
 
 /** A publisher's sending counters. */

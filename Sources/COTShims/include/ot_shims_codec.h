@@ -17,12 +17,16 @@ int otshim_opus_decoder_get(OpusDecoder *dec, int request, int *out);
 vpx_codec_err_t otshim_vpx_control_int(vpx_codec_ctx_t *ctx, int id, int value);
 /** vpx_codec_control(ctx, VP8D_GET_FRAME_CORRUPTED, &out). */
 vpx_codec_err_t otshim_vpx_frame_corrupted(vpx_codec_ctx_t *ctx, int *out);
-/** vpx_codec_enc_init / vpx_codec_dec_init are macros over *_ver functions. */
-vpx_codec_err_t otshim_vpx_enc_init(vpx_codec_ctx_t *ctx, const vpx_codec_enc_cfg_t *cfg, vpx_codec_flags_t flags);
-vpx_codec_err_t otshim_vpx_dec_init(vpx_codec_ctx_t *ctx, const vpx_codec_dec_cfg_t *cfg, vpx_codec_flags_t flags);
-/** The VP8 encoder and decoder interfaces. */
+/** vpx_codec_enc_init / vpx_codec_dec_init (macros over *_ver functions) for an interface below. */
+vpx_codec_err_t otshim_vpx_enc_init(vpx_codec_ctx_t *ctx, vpx_codec_iface_t *iface, const vpx_codec_enc_cfg_t *cfg,
+                                    vpx_codec_flags_t flags);
+vpx_codec_err_t otshim_vpx_dec_init(vpx_codec_ctx_t *ctx, vpx_codec_iface_t *iface, const vpx_codec_dec_cfg_t *cfg,
+                                    vpx_codec_flags_t flags);
+/** The VP8 and VP9 encoder and decoder interfaces. */
 vpx_codec_iface_t *otshim_vpx_vp8_cx(void);
 vpx_codec_iface_t *otshim_vpx_vp8_dx(void);
+vpx_codec_iface_t *otshim_vpx_vp9_cx(void);
+vpx_codec_iface_t *otshim_vpx_vp9_dx(void);
 /** Points `img` at three caller-owned I420 planes (no copy). */
 void otshim_vpx_image_wrap_i420(vpx_image_t *img, unsigned int width, unsigned int height,
                             unsigned char *y, unsigned char *u, unsigned char *v,

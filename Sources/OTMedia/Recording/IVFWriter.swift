@@ -16,10 +16,13 @@ public final class IVFWriter: Sendable {
     public let timebaseNumerator: UInt32
     public let timebaseDenominator: UInt32
 
-    /// Creates (or truncates) `path`. The default timebase 1/90000 s matches RTP video timestamps.
-    public init(path: String, width: Int, height: Int, timebaseNumerator: UInt32 = 1, timebaseDenominator: UInt32 = 90_000) throws {
-        guard (1...65_535).contains(width), (1...65_535).contains(height), timebaseNumerator > 0, timebaseDenominator > 0 else {
-            throw OTError(.invalidParameter, "IVF needs a size in 1...65535 and a positive timebase")
+    /// Creates (or truncates) `path` for frames of `codec` ("VP8" or "VP9": the header's fourcc VP80 or VP90). The
+    /// default timebase 1/90000 s matches RTP video timestamps.
+    public init(path: String, width: Int, height: Int, codec: String = "VP8", timebaseNumerator: UInt32 = 1,
+                timebaseDenominator: UInt32 = 90_000) throws {
+        guard (1...65_535).contains(width), (1...65_535).contains(height), timebaseNumerator > 0, timebaseDenominator > 0,
+              ["VP8", "VP9"].contains(codec) else {
+            throw OTError(.invalidParameter, "IVF needs VP8 or VP9, a size in 1...65535 and a positive timebase")
         }
         self.width = width; self.height = height
         self.timebaseNumerator = timebaseNumerator; self.timebaseDenominator = timebaseDenominator
@@ -27,7 +30,7 @@ public final class IVFWriter: Sendable {
         var header: [UInt8] = Array("DKIF".utf8)
         header += RecordingFile.le16(0)  // version
         header += RecordingFile.le16(32)  // header size
-        header += Array("VP80".utf8)
+        header += Array((codec + "0").utf8)
         header += RecordingFile.le16(UInt16(width)) + RecordingFile.le16(UInt16(height))
         header += RecordingFile.le32(timebaseDenominator) + RecordingFile.le32(timebaseNumerator)
         header += RecordingFile.le32(0)  // frame count, patched on close

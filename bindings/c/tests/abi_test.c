@@ -276,6 +276,15 @@ static void test_devices(void) {
     ps.video_source = OT_VIDEO_SOURCE_CAMERA;
     ps.camera = "/nonexistent/video9";
     EXPECT(ot_publisher_new(&ps, &no_pub_callbacks) == NULL);
+    /* Video codec preferences: unknown names refuse the publisher; known ones (any case, spaces) make one. */
+    EXPECT(ot_publisher_settings_default(&ps) == OT_OK && ps.preferred_video_codecs == NULL);
+    ps.video_source = OT_VIDEO_SOURCE_NONE;
+    ps.preferred_video_codecs = "VP9,H265";
+    EXPECT(ot_publisher_new(&ps, &no_pub_callbacks) == NULL);
+    ps.preferred_video_codecs = "vp9, VP8";
+    ot_publisher *vp9 = ot_publisher_new(&ps, &no_pub_callbacks);
+    EXPECT(vp9 != NULL);
+    if (vp9) EXPECT(ot_publisher_delete(vp9) == OT_OK);
     EXPECT(ot_session_set_speaker(NULL, NULL) == OT_ERR_INVALID_PARAM);
     EXPECT(ot_session_set_speaker((ot_session *)(uintptr_t)0x4242, "x") == OT_ERR_INVALID_HANDLE);
     EXPECT(strcmp(ot_status_message(OT_ERR_DEVICE_LOST), "unknown status code") != 0);

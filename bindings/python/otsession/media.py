@@ -124,10 +124,13 @@ class Publisher:
                  max_bitrate_kbps: int = 2000, audio_source: AudioSource = AudioSource.SILENCE, tone_hz: float = 440.0,
                  publish_audio: bool = True, publish_video: bool = True, audio_fallback_enabled: bool = True,
                  min_bitrate_kbps: int = 100, start_bitrate_kbps: int = 600, audio_bitrate_bps: int = 32000,
-                 camera: Optional[str] = None, microphone: Optional[str] = None):
+                 camera: Optional[str] = None, microphone: Optional[str] = None,
+                 preferred_video_codecs: Optional[Sequence[str]] = None):
         """`camera` (VideoSource.CAMERA): a path such as /dev/video0 or a camera's name; None: the first camera.
         `microphone` (AudioSource.MICROPHONE): a PulseAudio source name; None: the system default. Device failures
-        come to on_device_error; the stream goes on with black frames or silence."""
+        come to on_device_error; the stream goes on with black frames or silence. `preferred_video_codecs`: the video
+        codecs to send, most preferred first (e.g. ["VP9", "VP8"]); None: VP8. The stream is sent in the first of them
+        its first media connection agrees; an unknown name raises OTError 1011."""
         l = lib()
         self._listeners: dict[str, list[Callable]] = {}
         stats_type = l.decl.structs["ot_publisher_stats"]
@@ -151,6 +154,8 @@ class Publisher:
         self._camera = None if camera is None else camera.encode()
         self._microphone = None if microphone is None else microphone.encode()
         s.camera, s.microphone = self._camera, self._microphone
+        self._codecs = None if preferred_video_codecs is None else ",".join(preferred_video_codecs).encode()
+        s.preferred_video_codecs = self._codecs
         self._h = l.fn.ot_publisher_new(ctypes.byref(s), ctypes.byref(self._cb))
         if not self._h:
             raise OTError(1011, "Publisher: a setting is out of range" + (" or there is no such camera" if video_source == VideoSource.CAMERA else ""))

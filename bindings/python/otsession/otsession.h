@@ -246,6 +246,10 @@ typedef struct ot_publisher_settings {
     const char *camera;
     /** OT_AUDIO_SOURCE_MICROPHONE: the PulseAudio source's name; NULL: the system default. */
     const char *microphone;
+    /** The video codecs to send, most preferred first, comma-separated ("VP9,VP8"; names are case-insensitive, "VP8"
+     * and "VP9" are known); NULL or "": VP8. The stream is encoded in one codec, the first of these its first media
+     * connection agrees (docs/media-pipelines.md). Read during ot_publisher_new; an unknown name fails it. */
+    const char *preferred_video_codecs;
 } ot_publisher_settings;
 
 /** A publisher's sending counters. */
@@ -728,7 +732,7 @@ ot_status ot_publisher_set_publish_audio(ot_publisher * publisher, ot_bool on);
 ot_status ot_publisher_set_publish_video(ot_publisher * publisher, ot_bool on);
 
 /// Fills `settings` with the defaults: test pattern 640x480 at 30 fps, camera, 100..2000 kbit/s starting at 600, silent
-/// headless audio at 32 kbit/s, audio and video published, audio fallback enabled; no camera or microphone named.
+/// headless audio at 32 kbit/s, audio and video published, audio fallback enabled; no camera or microphone named; VP8.
 ot_status ot_publisher_settings_default(ot_publisher_settings * settings);
 
 /// Writes captured 48 kHz mono int16 PCM (OT_AUDIO_SOURCE_CUSTOM), from any thread; `count` samples.

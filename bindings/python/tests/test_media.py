@@ -1,4 +1,4 @@
-"""Publish and subscribe through the Python package: real VP8/Opus media on loopback."""
+"""Publish and subscribe through the Python package: real VP8 (and VP9)/Opus media on loopback."""
 import array
 import json
 import math
@@ -138,6 +138,36 @@ def test_a_subscriber_role_cannot_publish(joined):
         sub_s.publish(pub)
     assert e.value.code == ErrorCode.UNABLE_TO_PUBLISH
     pub.close()
+
+
+def codec_mime_type(report: str, rtp_type: str) -> str:
+    """The mimeType of the codec a W3C stats report's video `rtp_type` entry names."""
+    objects = json.loads(report)
+    rtp = next(o for o in objects if o["type"] == rtp_type and o["kind"] == "video")
+    return next(o["mimeType"] for o in objects if o["id"] == rtp["codecId"])
+
+
+def test_a_publisher_preferring_vp9_is_decoded_in_vp9(joined):
+    server, pub_s, sub_s, streams = joined
+    pub = otsession.Publisher("vp9", width=320, height=240, preferred_video_codecs=["VP9", "VP8"])
+    pub_s.publish(pub)
+    viewer = Viewer(streams.get(timeout=10))
+    sub_s.subscribe(viewer)
+    viewer.expect("connected")
+    assert wait_until(lambda: len(viewer.frames) >= 20)
+    assert (viewer.frames[-1].width, viewer.frames[-1].height) == (320, 240)
+    assert codec_mime_type(viewer.rtc_stats_report(), "inbound-rtp") == "video/VP9"
+    assert codec_mime_type(pub.rtc_stats_report(), "outbound-rtp") == "video/VP9"
+    sub_s.unsubscribe(viewer)
+    viewer.close()
+    pub_s.unpublish(pub)
+    pub.close()
+
+
+def test_an_unknown_video_codec_is_refused():
+    with pytest.raises(OTError) as e:
+        otsession.Publisher("x", preferred_video_codecs=["H265"])
+    assert e.value.code == 1011
 
 
 def _worker_of(session_id, workers):

@@ -3,21 +3,23 @@ import CVPX
 import OTBase
 import OTWire
 
-/// A VP8 decoder on libvpx (one thread by default). Decoded pictures are copied into a caller-owned
+/// A decoder on libvpx (VP8 or VP9; one thread by default). Decoded pictures are copied into a caller-owned
 /// `VideoFrame` whose planes are reused between calls.
-public final class VP8Decoder: VideoDecoder {
-    public var format: any RTPPayloadFormat { PayloadFormats.vp8 }
+public class LibvpxDecoder: VideoDecoder {
+    public let codec: LibvpxCodec
+    public var format: any RTPPayloadFormat { codec.format }
     private let ctx: UnsafeMutablePointer<vpx_codec_ctx_t>
 
     /// Opens a decoder; throws `CodecError` if libvpx fails.
-    public init(threads: Int = 1) throws {
+    public init(_ codec: LibvpxCodec, threads: Int = 1) throws {
+        self.codec = codec
         ctx = .allocate(capacity: 1)
         ctx.initialize(to: vpx_codec_ctx_t())
         var cfg = vpx_codec_dec_cfg_t(threads: UInt32(max(1, threads)), w: 0, h: 0)
-        let r = otshim_vpx_dec_init(ctx, &cfg, 0)
+        let r = otshim_vpx_dec_init(ctx, codec.decoderInterface, &cfg, 0)
         guard r == VPX_CODEC_OK else {
             ctx.deallocate()
-            throw VP8Encoder.error(r, nil, "dec_init")
+            throw LibvpxEncoder.error(r, nil, "dec_init")
         }
     }
 
@@ -33,13 +35,13 @@ public final class VP8Decoder: VideoDecoder {
     public func decode(_ data: UnsafeRawBufferPointer, timestampMicros: Int64 = 0,
                        picture: (I420PlanesView) throws -> Void) throws -> Bool {
         guard let base = data.baseAddress, data.count > 0, data.count <= Int(UInt32.max) else {
-            throw CodecError(.vpx, code: -1, "empty VP8 frame")
+            throw CodecError(.vpx, code: -1, "empty \(format.name) frame")
         }
         let r = vpx_codec_decode(ctx, base.assumingMemoryBound(to: UInt8.self), UInt32(data.count), nil, 0)
-        guard r == VPX_CODEC_OK else { throw VP8Encoder.error(r, ctx, "decode") }
+        guard r == VPX_CODEC_OK else { throw LibvpxEncoder.error(r, ctx, "decode") }
         var corrupted: Int32 = 0
         if otshim_vpx_frame_corrupted(ctx, &corrupted) == VPX_CODEC_OK, corrupted != 0 {
-            throw CodecError(.vpx, code: -2, "decoded VP8 frame is corrupted")
+            throw CodecError(.vpx, code: -2, "decoded \(format.name) frame is corrupted")
         }
         var iter: vpx_codec_iter_t?
         var produced = false
@@ -75,6 +77,16 @@ public final class VP8Decoder: VideoDecoder {
                        picture: (I420PlanesView) throws -> Void) throws -> Bool {
         try data.withUnsafeBytes { try decode($0, timestampMicros: timestampMicros, picture: picture) }
     }
+}
+
+/// VP8 on libvpx.
+public final class VP8Decoder: LibvpxDecoder {
+    public init(threads: Int = 1) throws { try super.init(.vp8, threads: threads) }
+}
+
+/// VP9 (profile 0) on libvpx.
+public final class VP9Decoder: LibvpxDecoder {
+    public init(threads: Int = 1) throws { try super.init(.vp9, threads: threads) }
 }
 
 /// Borrowed I420 planes (e.g. a decoder's output): valid only while the call that lends them runs.

@@ -12,20 +12,21 @@ public struct VideoEncoderConfig: Sendable {
     public var bitrateKbps: Int
     /// Expected frame rate.
     public var framerate: Int
-    /// libvpx speed: -6 as libwebrtc on x86 (negative = realtime speed level; more negative is faster).
-    public var cpuUsed: Int
+    /// libvpx speed; nil picks libwebrtc's on x86: VP8 -6 (negative = realtime speed level; more negative is faster),
+    /// VP9 5 below CIF, 7 from CIF, 9 from 1080p.
+    public var cpuUsed: Int?
     /// Encoder threads; nil picks 1 at VGA or below, or on 2 cores or fewer, like libwebrtc.
     public var threads: Int?
     /// Longest distance between keyframes in frames.
     public var keyframeInterval: Int
     /// Reset entropy state per frame so a lost frame does not corrupt the next ones' parsing.
     public var errorResilient: Bool
-    /// Temporal layers: 1 (none), 2 (period 2) or 3 (period 4, pattern 0-2-1-2).
+    /// Temporal layers: 1 (none), 2 (period 2) or 3 (period 4, pattern 0-2-1-2); VP9 has 1 only.
     public var temporalLayers: Int
     /// Buffer fullness (percent) below which the encoder may drop frames; 0 never drops.
     public var frameDropThreshold: Int
 
-    public init(width: Int, height: Int, bitrateKbps: Int = 500, framerate: Int = 30, cpuUsed: Int = -6,
+    public init(width: Int, height: Int, bitrateKbps: Int = 500, framerate: Int = 30, cpuUsed: Int? = nil,
                 threads: Int? = nil, keyframeInterval: Int = 3000, errorResilient: Bool = true,
                 temporalLayers: Int = 1, frameDropThreshold: Int = 30) {
         self.width = width; self.height = height; self.bitrateKbps = bitrateKbps; self.framerate = framerate
@@ -43,10 +44,56 @@ public struct VideoEncoderConfig: Sendable {
     }
 }
 
-/// A VP8 encoder on libvpx with realtime settings, runtime rate changes and forced keyframes.
-public final class VP8Encoder: VideoEncoder {
+/// The libvpx codecs: their interfaces, payload formats and realtime speed.
+public enum LibvpxCodec: Sendable {
+    case vp8, vp9
+
+    public var format: any RTPPayloadFormat {
+        switch self { case .vp8: PayloadFormats.vp8; case .vp9: PayloadFormats.vp9 }
+    }
+    var encoderInterface: OpaquePointer! {
+        switch self { case .vp8: otshim_vpx_vp8_cx(); case .vp9: otshim_vpx_vp9_cx() }
+    }
+    var decoderInterface: OpaquePointer! {
+        switch self { case .vp8: otshim_vpx_vp8_dx(); case .vp9: otshim_vpx_vp9_dx() }
+    }
+
+    /// libwebrtc's speed on x86 for a frame size (VP9: `LibvpxVp9Encoder`'s default performance flags, base layer).
+    public func defaultCPUUsed(width: Int, height: Int) -> Int {
+        switch self {
+        case .vp8: return -6
+        case .vp9:
+            let pixels = width * height
+            return pixels >= 1920 * 1080 ? 9 : pixels >= 352 * 288 ? 7 : 5
+        }
+    }
+
+    /// The codec's own encoder controls, libwebrtc's realtime choices.
+    func controls(_ config: VideoEncoderConfig) -> [(vp8e_enc_control_id, Int32)] {
+        let speed = Int32(config.cpuUsed ?? defaultCPUUsed(width: config.width, height: config.height))
+        // libwebrtc: optimal buffer (600 ms) × 0.5 × fps / 10.
+        let intraPct = Int32(max(300, 600 * config.framerate / 20))
+        switch self {
+        case .vp8:
+            return [(VP8E_SET_CPUUSED, speed), (VP8E_SET_NOISE_SENSITIVITY, 0), (VP8E_SET_STATIC_THRESHOLD, 1),
+                    (VP8E_SET_TOKEN_PARTITIONS, Int32(VP8_ONE_TOKENPARTITION.rawValue)),
+                    (VP8E_SET_MAX_INTRA_BITRATE_PCT, intraPct)]
+        case .vp9:
+            // Cyclic-refresh AQ, row-based multithreading with one tile column per thread, as libwebrtc.
+            var log2Threads: Int32 = 0
+            while 1 << (log2Threads + 1) <= config.effectiveThreads { log2Threads += 1 }
+            return [(VP8E_SET_CPUUSED, speed), (VP9E_SET_AQ_MODE, 3), (VP9E_SET_ROW_MT, 1),
+                    (VP9E_SET_TILE_COLUMNS, log2Threads), (VP8E_SET_STATIC_THRESHOLD, 1),
+                    (VP8E_SET_MAX_INTRA_BITRATE_PCT, intraPct)]
+        }
+    }
+}
+
+/// An encoder on libvpx (VP8 or VP9) with realtime settings, runtime rate changes and forced keyframes.
+public class LibvpxEncoder: VideoEncoder {
     public private(set) var config: VideoEncoderConfig
-    public var format: any RTPPayloadFormat { PayloadFormats.vp8 }
+    public let codec: LibvpxCodec
+    public var format: any RTPPayloadFormat { codec.format }
     private let ctx: UnsafeMutablePointer<vpx_codec_ctx_t>
     private let cfg: UnsafeMutablePointer<vpx_codec_enc_cfg_t>
     private let image: UnsafeMutablePointer<vpx_image_t>
@@ -55,29 +102,23 @@ public final class VP8Encoder: VideoEncoder {
     private var lastPts: Int64 = -1
 
     /// Opens an encoder; throws `CodecError` when libvpx refuses the configuration.
-    public init(config: VideoEncoderConfig) throws {
+    public init(_ codec: LibvpxCodec, config: VideoEncoderConfig) throws {
         guard config.width > 0, config.height > 0, config.width <= 16384, config.height <= 16384,
-              config.bitrateKbps > 0, config.framerate > 0, (1...3).contains(config.temporalLayers) else {
-            throw OTError(.invalidParameter, "invalid VP8 encoder configuration")
+              config.bitrateKbps > 0, config.framerate > 0,
+              (1...(codec == .vp8 ? 3 : 1)).contains(config.temporalLayers) else {
+            throw OTError(.invalidParameter, "invalid \(codec.format.name) encoder configuration")
         }
         self.config = config
+        self.codec = codec
         ctx = .allocate(capacity: 1); ctx.initialize(to: vpx_codec_ctx_t())
         cfg = .allocate(capacity: 1); cfg.initialize(to: vpx_codec_enc_cfg_t())
         image = .allocate(capacity: 1); image.initialize(to: vpx_image_t())
-        var res = vpx_codec_enc_config_default(otshim_vpx_vp8_cx(), cfg, 0)
+        var res = vpx_codec_enc_config_default(codec.encoderInterface, cfg, 0)
         guard res == VPX_CODEC_OK else { Self.free(ctx, cfg, image); throw Self.error(res, nil, "config_default") }
         fillConfig()
-        res = otshim_vpx_enc_init(ctx, cfg, 0)
+        res = otshim_vpx_enc_init(ctx, codec.encoderInterface, cfg, 0)
         guard res == VPX_CODEC_OK else { Self.free(ctx, cfg, image); throw Self.error(res, nil, "enc_init") }
-        let controls: [(vp8e_enc_control_id, Int32)] = [
-            (VP8E_SET_CPUUSED, Int32(config.cpuUsed)),
-            (VP8E_SET_NOISE_SENSITIVITY, 0),
-            (VP8E_SET_STATIC_THRESHOLD, 1),
-            (VP8E_SET_TOKEN_PARTITIONS, Int32(VP8_ONE_TOKENPARTITION.rawValue)),
-            // libwebrtc: optimal buffer (600 ms) × 0.5 × fps / 10.
-            (VP8E_SET_MAX_INTRA_BITRATE_PCT, Int32(max(300, 600 * config.framerate / 20))),
-        ]
-        for (id, value) in controls {
+        for (id, value) in codec.controls(config) {
             let r = otshim_vpx_control_int(ctx, Int32(id.rawValue), value)
             guard r == VPX_CODEC_OK else {
                 let e = Self.error(r, ctx, "control \(id.rawValue)")
@@ -221,4 +262,14 @@ public final class VP8Encoder: VideoEncoder {
                                        nonReference: !isKey && nonRef))
         }
     }
+}
+
+/// VP8 (RFC 6386) on libvpx.
+public final class VP8Encoder: LibvpxEncoder {
+    public init(config: VideoEncoderConfig) throws { try super.init(.vp8, config: config) }
+}
+
+/// VP9 profile 0 on libvpx: one spatial and one temporal layer.
+public final class VP9Encoder: LibvpxEncoder {
+    public init(config: VideoEncoderConfig) throws { try super.init(.vp9, config: config) }
 }
