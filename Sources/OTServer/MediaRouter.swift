@@ -59,6 +59,9 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     /// How often each subscriber's downlink is judged.
     public let qualityInterval: Duration
 
+    /// The most workers a router runs.
+    public static let maxWorkers = 64
+
     private let workers: [RouterWorker]
     /// The worker of every peer the router was offered (and its client connection), until it is closed.
     private let peerWorkers = Mutex<[String: (worker: Int, connectionId: String)]>([:])
@@ -69,7 +72,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     ///   - advertise: 1:1 NAT (a cloud VM's public address): the IP clients are told in the router's candidates,
     ///     instead of the bound one (the ports are the bound ones). Nil: the bound address.
     ///   - quality: the audio fallback's thresholds and hold times, judged every `qualityInterval`.
-    ///   - workers: how many sockets and IO threads forward media (sessions are spread over them); at least 1.
+    ///   - workers: how many sockets and IO threads forward media (sessions are spread over them): 1…`maxWorkers`.
     public init(bind: TransportAddress = TransportAddress(ip: .v4(0x7F00_0001), port: 0), advertise: IPAddress? = nil,
                 pliInterval: Duration = .milliseconds(300), quality: QualityFallbackConfig = QualityFallbackConfig(),
                 qualityInterval: Duration = .seconds(1), workers: Int = 1) throws {
@@ -77,10 +80,16 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         self.pliInterval = pliInterval
         qualityConfig = quality
         self.qualityInterval = max(qualityInterval, .milliseconds(100))
+        guard (1...Self.maxWorkers).contains(workers) else {
+            throw OTError(.invalidParameter, "media workers must be 1 to \(Self.maxWorkers), not \(workers)")
+        }
+        guard bind.port == 0 || Int(bind.port) + workers - 1 <= Int(UInt16.max) else {
+            throw OTError(.invalidParameter, "media ports \(bind.port)…\(Int(bind.port) + workers - 1) go past 65535")
+        }
         var list: [RouterWorker] = []
-        for i in 0..<max(1, min(workers, 64)) {
+        for i in 0..<workers {
             var address = bind
-            if bind.port != 0 { address.port = bind.port &+ UInt16(i) }
+            if bind.port != 0 { address.port = bind.port + UInt16(i) }
             list.append(try RouterWorker(bind: address, advertise: advertise, config: config))
         }
         self.workers = list

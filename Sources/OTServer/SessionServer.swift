@@ -23,7 +23,7 @@ public final class SessionServer: @unchecked Sendable {
         /// Sockets with their own IO thread (one per core); each session's media goes through one. 1…`maxWorkers`.
         public var workers: Int
         /// The most workers a server runs.
-        public static let maxWorkers = 64
+        public static let maxWorkers = MediaRouter.maxWorkers
         public init(host: IPAddress? = nil, port: UInt16 = 0, advertise: IPAddress? = nil, workers: Int = 1) {
             self.host = host; self.port = port; self.advertise = advertise; self.workers = workers
         }
@@ -112,9 +112,6 @@ public final class SessionServer: @unchecked Sendable {
     }
 
     private func startMediaRouter(_ m: MediaSettings) throws -> MediaRouter {
-        guard (1...MediaSettings.maxWorkers).contains(m.workers) else {
-            throw OTError(.invalidParameter, "media workers must be 1 to \(MediaSettings.maxWorkers), not \(m.workers)")
-        }
         let listen = configuration.host
         let any = listen == "0.0.0.0" || listen == "::" || listen == "localhost"
         guard let ip = m.host ?? (any ? .v4(0x7F00_0001) : IPAddress(listen)) else {

@@ -18,6 +18,18 @@ final class RouterWorkersTests: RouterTestCase {
         return answer
     }
 
+    /// A worker count out of range, or fixed ports that would run past 65535, are refused instead of wrapping to a
+    /// random port.
+    func testWorkerCountAndFixedPortsAreChecked() {
+        for n in [0, -1, MediaRouter.maxWorkers + 1] {
+            XCTAssertThrowsError(try MediaRouter(workers: n), "\(n) workers")
+        }
+        let high = TransportAddress(ip: .v4(0x7F00_0001), port: 65535)
+        XCTAssertThrowsError(try MediaRouter(bind: high, workers: 2)) { e in
+            XCTAssertTrue("\(e)".contains("65535"), "\(e)")
+        }
+    }
+
     func testSessionsArePinnedToWorkersWhoseAnswersNameTheirOwnPort() throws {
         router = try MediaRouter(workers: 2)
         XCTAssertEqual(Set(router.endpoints.map(\.address.port)).count, 2, "a socket per worker")
