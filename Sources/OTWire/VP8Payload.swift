@@ -398,11 +398,19 @@ public struct VP8Depacketizer: RTPDepacketizer {
     private mutating func checkForLoss(_ deliver: (DepacketizerEvent) -> Void) {
         guard !waitingForKeyframe, let n = nextExpected, let h = highest, h - n >= Int64(reorderWindow) else { return }
         var missing = 0
-        for s in n...h where slot(s) == nil { missing += 1 }
-        // With nothing missing, the packets from n on still make no frame (no start, or a start whose packets never
-        // end in a marker): no repair can complete it, so it is lost all the same (else the stream would stall while
-        // packets keep arriving and no one asks for a keyframe).
-        if missing == 0 { stats.unassemblable += 1 }
+        var frameEnded = false
+        for s in n...h {
+            guard let p = slot(s) else { missing += 1; continue }
+            if p.marker || (p.startsFrame && s > n) { frameEnded = true }
+        }
+        if missing == 0 {
+            // Nothing missing and no frame ended yet: one frame longer than the window is still arriving.
+            guard frameEnded else { return }
+            // Nothing missing, a frame ended, yet no frame was made from n (no start, or packets of two frames under
+            // one): no repair can complete it, so it is lost all the same (else the stream would stall while packets
+            // keep arriving and no one asks for a keyframe).
+            stats.unassemblable += 1
+        }
         // Everything from n on depends on the missing packets (VP8 frames reference earlier ones).
         nextExpected = nil
         requestKeyframe(.packetLoss(missing: missing), deliver)

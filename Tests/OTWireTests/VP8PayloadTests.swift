@@ -168,6 +168,21 @@ final class VP8PayloadTests: XCTestCase {
         XCTAssertEqual(probe.requests.count, 0, "no keyframe asked for: the one being repaired is enough")
     }
 
+    /// A frame of more packets than the reorder window (a 720p keyframe is 40 or more), arriving in order, is still
+    /// arriving, not lost: it is delivered whole and nothing is asked for.
+    func testAFrameLongerThanTheReorderWindowIsNotGivenUp() {
+        var sender = FakeVP8Sender()
+        var probe = DepacketizerProbe(reorderWindow: 16)
+        let key = fakeVP8Frame(key: true, size: 40 * 100, fill: 1)
+        let delta = fakeVP8Frame(key: false, size: 30 * 100, fill: 2)
+        probe.insert(sender.send(key))
+        probe.insert(sender.send(delta))
+        XCTAssertEqual(probe.got.map(\.count), [key.count, delta.count])
+        XCTAssertTrue(probe.got == [key, delta], "delivered byte for byte")
+        XCTAssertEqual(probe.requests, [])
+        XCTAssertEqual(probe.d.stats.unassemblable, 0)
+    }
+
     /// Every packet from the next expected number on is here, yet they make no frame (a frame's start never came
     /// under its number: here a sender's continuation packets take the numbers after the last frame): no repair can
     /// help, so after the reorder window the depacketizer gives up as for a loss and asks for a keyframe, instead of
