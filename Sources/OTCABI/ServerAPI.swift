@@ -2,40 +2,12 @@ import COTABI
 import OTBase
 import OTServer
 import OTWire
-import Synchronization
 
-/// Where an embedded server's media router binds, and the address it tells clients.
-struct MediaRouterPlacement: Sendable {
-    var host: String?
-    var port: UInt16 = 0
-    var advertise: IPAddress?
-}
-
-/// The object behind an `ot_server *`: the session server and, once started, its media router.
+/// The object behind an `ot_server *`: the session server (with its media router, started and stopped with it).
 final class ServerObject: Sendable {
     let server: SessionServer
     let project: Project
-    let media: MediaRouterPlacement
-    private let router = Mutex<MediaRouter?>(nil)
-    init(server: SessionServer, project: Project, media: MediaRouterPlacement = MediaRouterPlacement()) {
-        self.server = server; self.project = project; self.media = media
-    }
-
-    /// Starts signaling and the media router of routed sessions (one UDP port on the server's host).
-    func start() throws -> UInt16 {
-        let listen = server.configuration.host
-        let host = media.host ?? (listen == "0.0.0.0" || listen == "::" ? "127.0.0.1" : listen == "localhost" ? "127.0.0.1" : listen)
-        guard let ip = IPAddress(host) else { throw OTError(.invalidParameter, "the media router needs an IP address, not \(host)") }
-        let r = try MediaRouter(bind: TransportAddress(ip: ip, port: media.port), advertise: media.advertise)
-        server.mediaRouting = r
-        router.withLock { $0 = r }
-        do { return try server.start() } catch { r.stop(); throw error }
-    }
-
-    func stop() {
-        server.stop()
-        router.withLock { $0?.stop(); $0 = nil }
-    }
+    init(server: SessionServer, project: Project) { self.server = server; self.project = project }
 }
 
 private func withServer(_ p: UnsafeMutablePointer<ot_server>?, _ body: (ServerObject) throws -> ot_status) -> ot_status {
@@ -64,18 +36,18 @@ private func sessionRole(_ r: Int32) -> SessionRole? {
     let h = host == nil ? "127.0.0.1" : CArg.string(host)
     guard let h else { return nil }
     if h != "localhost" { guard case .v4? = IPAddress(h) else { return nil } }
-    let server = SessionServer(SessionServer.Configuration(host: h, port: UInt16(port), projects: [project]))
+    let server = SessionServer(SessionServer.Configuration(host: h, port: UInt16(port), projects: [project], media: SessionServer.MediaSettings()))
     return Handle.pointer(HandleRegistry.shared.insert(ServerObject(server: server, project: project)), as: ot_server.self)
 }
 
 /// Fills `options` with the defaults: 127.0.0.1, any port, no project (set api_key and api_secret), no TLS, no ICE
-/// servers, TURN credentials valid for a day, the media router on the server's host at any port.
+/// servers, TURN credentials valid for a day, the media router on the server's host at any port with one worker.
 @c(ot_server_options_default) public func ot_server_options_default(_ options: UnsafeMutablePointer<ot_server_options>?) -> ot_status {
     guard let options else { return Status.invalidParam }
     options.pointee = ot_server_options(host: nil, port: 0, api_key: nil, api_secret: nil, tls_cert_file: nil, tls_key_file: nil,
                                         ice_server_urls: nil, ice_server_url_count: 0, turn_secret: nil,
                                         turn_credential_ttl_s: ICEServerPolicy().credentialLifetime.components.seconds,
-                                        media_host: nil, media_port: 0, media_advertise: nil)
+                                        media_host: nil, media_port: 0, media_advertise: nil, media_workers: 1)
     return Status.ok
 }
 
@@ -110,14 +82,20 @@ private func serverObject(_ o: ot_server_options) -> Result<ServerObject, OTErro
         guard (60...2_592_000).contains(o.turn_credential_ttl_s) else { return bad("turn_credential_ttl_s must be 60..2592000") }
         ice.credentialLifetime = .seconds(o.turn_credential_ttl_s)
         try ice.validate()
-        var media = MediaRouterPlacement(host: try optional(o.media_host, "media_host").get(), port: UInt16(o.media_port))
-        if let h = media.host, IPAddress(h) == nil { return bad("media_host \(h) is not an IP address") }
+        let maxWorkers = SessionServer.MediaSettings.maxWorkers
+        guard (1...Int32(maxWorkers)).contains(o.media_workers) else { return bad("media_workers must be 1..\(maxWorkers), not \(o.media_workers)") }
+        var media = SessionServer.MediaSettings(port: UInt16(o.media_port), workers: Int(o.media_workers))
+        if let h = try optional(o.media_host, "media_host").get() {
+            guard let ip = IPAddress(h) else { return bad("media_host \(h) is not an IP address") }
+            media.host = ip
+        }
         if let a = try optional(o.media_advertise, "media_advertise").get() {
             guard let ip = IPAddress(a) else { return bad("media_advertise \(a) is not an IP address") }
             media.advertise = ip
         }
-        let server = SessionServer(SessionServer.Configuration(host: host, port: UInt16(o.port), projects: [project], tls: tls, iceServers: ice))
-        return .success(ServerObject(server: server, project: project, media: media))
+        let server = SessionServer(SessionServer.Configuration(host: host, port: UInt16(o.port), projects: [project], tls: tls, iceServers: ice,
+                                                               media: media))
+        return .success(ServerObject(server: server, project: project))
     } catch let e as OTError {
         return .failure(e)
     } catch {
@@ -126,7 +104,7 @@ private func serverObject(_ o: ot_server_options) -> Result<ServerObject, OTErro
 }
 
 /// Creates an embedded session server with options (ot_server_options_default, then set at least api_key and
-/// api_secret): TLS, the ICE servers its clients get, the media router's placement. NULL when an option is invalid
+/// api_secret): TLS, the ICE servers its clients get, the media router's placement and workers. NULL when an option is invalid
 /// (the reason is logged); files are read at ot_server_start.
 @c(ot_server_new_with_options) public func ot_server_new_with_options(_ options: UnsafePointer<ot_server_options>?) -> UnsafeMutablePointer<ot_server>? {
     guard let options else { return nil }
@@ -151,7 +129,7 @@ private func serverObject(_ o: ot_server_options) -> Result<ServerObject, OTErro
 @c(ot_server_start) public func ot_server_start(_ server: UnsafeMutablePointer<ot_server>?, _ port: UnsafeMutablePointer<Int32>?) -> ot_status {
     withServer(server) { o in
         let p: UInt16
-        do { p = try o.start() } catch let e as OTError { Log.warn("capi", "ot_server_start: \(e.message)"); throw e }
+        do { p = try o.server.start() } catch let e as OTError { Log.warn("capi", "ot_server_start: \(e.message)"); throw e }
         port?.pointee = Int32(p)
         return Status.ok
     }
@@ -201,12 +179,12 @@ private func serverObject(_ o: ot_server_options) -> Result<ServerObject, OTErro
 
 /// Stops the server (connected clients are dropped).
 @c(ot_server_stop) public func ot_server_stop(_ server: UnsafeMutablePointer<ot_server>?) -> ot_status {
-    withServer(server) { o in o.stop(); return Status.ok }
+    withServer(server) { o in o.server.stop(); return Status.ok }
 }
 
 /// Stops and releases the server.
 @c(ot_server_delete) public func ot_server_delete(_ server: UnsafeMutablePointer<ot_server>?) -> ot_status {
-    deleteObject(server, as: ServerObject.self) { $0.stop() }
+    deleteObject(server, as: ServerObject.self) { $0.server.stop() }
 }
 
 /// Mints a client token with a project's key and secret, without a server (for tools and tests).

@@ -44,7 +44,7 @@ enum SocketPhase: Equatable {
 final class ServerSocket: TCPConnectionDelegate {
     let id: Int
     let conn: TCPConnection
-    unowned let server: SessionServer
+    unowned let server: HTTPServer
     var http = HTTPParser(kind: .request, maxBodyBytes: 256 * 1024)
     var ws: WebSocketReader?
     var phase: SocketPhase
@@ -56,7 +56,7 @@ final class ServerSocket: TCPConnectionDelegate {
 
     var closing: Bool { if case .closing = phase { true } else { false } }
 
-    init(id: Int, conn: TCPConnection, server: SessionServer, now: Instant) {
+    init(id: Int, conn: TCPConnection, server: HTTPServer, now: Instant) {
         self.id = id; self.conn = conn; self.server = server; lastHeard = now; lastPing = now
         phase = .request(since: now)
     }
@@ -125,8 +125,7 @@ final class ServerSocket: TCPConnectionDelegate {
                 server.handle(self, req, now: now)
             } catch {
                 let status = (error as? HTTPParseError)?.status ?? 400
-                respond(HTTPResponse.json(status, JSONValue.object(["code": .int(Int64(status)), "message": .string("\(error)")]).serialized()),
-                        close: true, now: now)
+                respond(.jsonError(status, "\(error)"), close: true, now: now)
                 return
             }
         }

@@ -79,13 +79,6 @@ public struct IssueReport: Sendable, Equatable {
     public var timeMillis: Int64
 }
 
-/// Errors of REST operations, with the HTTP status to answer.
-public struct RESTError: Error, Equatable {
-    public var status: Int
-    public var message: String
-    public init(_ status: Int, _ message: String) { self.status = status; self.message = message }
-}
-
 /// The sans-IO heart of the server: rooms, connections, roles, streams and limits.
 /// Sockets are plain integer ids; every call takes the time and returns what to send.
 /// Not thread-safe: one driver thread owns it.
@@ -229,12 +222,12 @@ public final class SignalingRouter {
             out.append(.close(socket))
         case .signal(let id, let type, let data, let to):
             guard m.role.canSignal else { reply(id, OTError(.forceUnpublishOrInvalidStream, "role \(m.role.rawValue) cannot signal")); break }
-            do { try SignalRules.validate(type: type, data: data) } catch let e as OTError { reply(id, e); break } catch { break }
+            do { try SignalRules.validate(type: type, data: data) } catch let e as OTError { reply(id, SignalingError.badSignal(e).otError); break } catch { break }
             refill(m, now)
             guard m.tokens >= 1 else { reply(id, OTError(.illegalState, "signal rate limit exceeded")); break }
             m.tokens -= 1
             if let to {
-                guard let target = room.members[to] else { reply(id, OTError(.invalidParameter, "no connection \(to) in this session")); break }
+                guard let target = room.members[to] else { reply(id, SignalingError.connectionNotFound(to).otError); break }
                 out += deliver([target], .signal(type: type, data: data, from: m.info.id))
             } else {
                 out += deliver(room.orderedMembers(), .signal(type: type, data: data, from: m.info.id))
@@ -281,11 +274,11 @@ public final class SignalingRouter {
             for p in changed { out += deliver(room.orderedMembers().filter { $0 !== m }, .streamChanged(s, property: p)) }
         case .subscribe(let id, let streamId):
             guard m.role.canSubscribe else { reply(id, OTError(.forceUnpublishOrInvalidStream, "role \(m.role.rawValue) cannot subscribe")); break }
-            guard let s = room.streams[streamId] else { reply(id, OTError(.serverCannotFindStream)); break }
+            guard let s = room.streams[streamId] else { reply(id, SignalingError.streamNotFound(streamId).otError); break }
             reply(id, stream: s)
         case .forceMuteStream(let id, let streamId):
             guard m.role.canForceMute else { reply(id, OTError(.forceUnpublishOrInvalidStream, "only a moderator can force mute")); break }
-            guard room.streams[streamId] != nil else { reply(id, OTError(.serverCannotFindStream)); break }
+            guard room.streams[streamId] != nil else { reply(id, SignalingError.streamNotFound(streamId).otError); break }
             reply(id)
             out += muteStream(room, streamId)
         case .forceMuteAll(let id, let active, let excluded):
@@ -400,7 +393,7 @@ public final class SignalingRouter {
         switch direction {
         case .subscribe:
             guard m.role.canSubscribe else { return .failure(OTError(.forceUnpublishOrInvalidStream, "role \(m.role.rawValue) cannot subscribe")) }
-            guard let s = room.streams[streamId] else { return .failure(OTError(.serverCannotFindStream)) }
+            guard let s = room.streams[streamId] else { return .failure(SignalingError.streamNotFound(streamId).otError) }
             return .success(s)
         case .publish:
             guard m.role.canPublish else { return .failure(OTError(.unableToPublish, "role \(m.role.rawValue) cannot publish")) }
@@ -443,54 +436,53 @@ public final class SignalingRouter {
         return out
     }
 
-    // MARK: REST operations (the server SDKs' calls)
+    // MARK: server operations (the backend's calls: the REST API and the server SDKs)
 
     /// A signal from the server (no sender connection), to all or to one connection.
-    public func restSignal(sessionId: String, connectionId: String?, type: String, data: String) throws -> [Output] {
-        guard let room = rooms[sessionId] else { throw RESTError(404, "session not found") }
-        do { try SignalRules.validate(type: type, data: data) } catch let e as OTError {
-            throw RESTError(e.code == .signalDataTooLong ? 413 : 400, e.message)
-        }
+    public func signalFromServer(sessionId: String, connectionId: String?, type: String, data: String) throws(SignalingError) -> [Output] {
+        let room = try room(sessionId)
+        do { try SignalRules.validate(type: type, data: data) } catch let e as OTError { throw .badSignal(e) } catch { throw .badSignal(OTError(.invalidParameter)) }
         if let connectionId {
-            guard let target = room.members[connectionId] else { throw RESTError(404, "connection not found") }
+            guard let target = room.members[connectionId] else { throw .connectionNotFound(connectionId) }
             return deliver([target], .signal(type: type, data: data, from: nil))
         }
         return deliver(room.orderedMembers(), .signal(type: type, data: data, from: nil))
     }
 
-    public func restForceDisconnect(sessionId: String, connectionId: String) throws -> [Output] {
-        guard let room = rooms[sessionId] else { throw RESTError(404, "session not found") }
-        guard let victim = room.members[connectionId] else { throw RESTError(404, "connection not found") }
+    public func forceDisconnect(sessionId: String, connectionId: String) throws(SignalingError) -> [Output] {
+        let room = try room(sessionId)
+        guard let victim = room.members[connectionId] else { throw .connectionNotFound(connectionId) }
         return forceDisconnect(room, victim)
     }
 
-    public func restMuteStream(sessionId: String, streamId: String) throws -> [Output] {
-        guard let room = rooms[sessionId] else { throw RESTError(404, "session not found") }
-        guard room.streams[streamId] != nil else { throw RESTError(404, "stream not found") }
+    public func forceMuteStream(sessionId: String, streamId: String) throws(SignalingError) -> [Output] {
+        let room = try room(sessionId)
+        guard room.streams[streamId] != nil else { throw .streamNotFound(streamId) }
         return muteStream(room, streamId)
     }
 
-    public func restMuteAll(sessionId: String, active: Bool, excluded: [String]) throws -> [Output] {
-        guard let room = rooms[sessionId] else { throw RESTError(404, "session not found") }
-        return muteAll(room, active: active, excluded: excluded)
+    public func forceMuteAll(sessionId: String, active: Bool, excluded: [String]) throws(SignalingError) -> [Output] {
+        muteAll(try room(sessionId), active: active, excluded: excluded)
     }
 
-    public func restStream(sessionId: String, streamId: String) throws -> StreamInfo {
-        guard let room = rooms[sessionId] else { throw RESTError(404, "session not found") }
-        guard let s = room.streams[streamId] else { throw RESTError(404, "stream not found") }
+    public func stream(sessionId: String, streamId: String) throws(SignalingError) -> StreamInfo {
+        guard let s = try room(sessionId).streams[streamId] else { throw .streamNotFound(streamId) }
         return s
     }
 
-    public func restStreams(sessionId: String) throws -> [StreamInfo] {
-        guard let room = rooms[sessionId] else { throw RESTError(404, "session not found") }
-        return room.orderedStreams()
+    /// Streams of a session, in publishing order.
+    public func listStreams(sessionId: String) throws(SignalingError) -> [StreamInfo] { try room(sessionId).orderedStreams() }
+
+    /// Sets layout class lists; every id must exist (else `.invalidArgument` and nothing changes).
+    public func setLayoutClassLists(sessionId: String, _ items: [(String, [String])]) throws(SignalingError) {
+        let room = try room(sessionId)
+        for (id, _) in items where room.streams[id] == nil { throw .invalidArgument("stream \(id) not found") }
+        for (id, classes) in items { room.streams[id]?.layoutClassList = classes }
     }
 
-    /// Sets layout class lists; every id must exist (else 400 and nothing changes).
-    public func restSetClassLists(sessionId: String, _ items: [(String, [String])]) throws {
-        guard let room = rooms[sessionId] else { throw RESTError(404, "session not found") }
-        for (id, _) in items where room.streams[id] == nil { throw RESTError(400, "stream \(id) not found") }
-        for (id, classes) in items { room.streams[id]?.layoutClassList = classes }
+    private func room(_ sessionId: String) throws(SignalingError) -> Room {
+        guard let room = rooms[sessionId] else { throw .sessionNotFound(sessionId) }
+        return room
     }
 
     // MARK: internals

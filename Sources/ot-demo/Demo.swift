@@ -25,8 +25,7 @@ final class Demo {
 
         // The server, the session and two tokens.
         var server: SessionServer?
-        var router: MediaRouter?
-        defer { router?.stop(); server?.stop() }
+        defer { server?.stop() }
         let serverURL: String, apiKey: String, sessionId: String, tokens: (String, String)
         /// `--web`: the page's base URL and the browser's token.
         var web: (base: String, token: String)?
@@ -40,14 +39,9 @@ final class Demo {
             out("server \(url) (external), session \(sessionId)\(o.sessionId == nil ? " (created)" : "")")
         } else {
             let project = Project.generate()
-            let s = SessionServer(.init(host: "127.0.0.1", port: 0, projects: [project]))
+            let s = SessionServer(.init(host: "127.0.0.1", port: 0, projects: [project], media: o.relayed ? nil : .init()))
             try s.start()
             server = s
-            if !o.relayed {
-                let r = try MediaRouter()
-                s.mediaRouting = r
-                router = r
-            }
             serverURL = s.signalingURL
             apiKey = project.apiKey
             sessionId = try s.createSession(apiKey: project.apiKey, relayed: o.relayed)

@@ -20,7 +20,8 @@ usage:
             [--request-timeout SECONDS] [--idle-timeout SECONDS] [--connect-timeout SECONDS]
             [--allowed-origin ORIGIN]... [--media-workers N]
       Serves the OpenTok REST API and WebSocket signaling (ws://HOST:PORT/v2/signaling), and routes
-      media of routed sessions on one UDP port of --media-host (default: HOST, or 127.0.0.1 for 0.0.0.0).
+      media of routed sessions on one UDP port of --media-host (default: HOST, or 127.0.0.1 for 0.0.0.0, ::
+      and localhost).
       HOST is an IPv4 or IPv6 address ([::] for every interface). Default listen: 127.0.0.1:8080.
       Projects (KEY:SECRET) come from FILE (one per line, # comments allowed; keep it mode 600), from the
       environment variable OT_SERVER_PROJECTS (separated by spaces, commas or newlines) and from --project
@@ -156,7 +157,7 @@ default:
     if let t = intValue(&args, "--connect-timeout", 1...3600) { timeouts.webSocketConnect = .seconds(t) }
     let origins = args.values("--allowed-origin")
     let mediaHost = args.contains("--media-host") ? args.value("--media-host") : nil
-    let mediaWorkers = intValue(&args, "--media-workers", 1...64) ?? 1
+    let mediaWorkers = intValue(&args, "--media-workers", 1...SessionServer.MediaSettings.maxWorkers) ?? 1
     let mediaPort = UInt16(intValue(&args, "--media-port", 0...65535) ?? 0)
     let advertiseText = args.contains("--media-advertise") ? args.value("--media-advertise") : nil
     var tls: SessionServer.TLSSettings?
@@ -184,12 +185,17 @@ default:
     guard let colon = listen.lastIndex(of: ":"), let port = UInt16(listen[listen.index(after: colon)...]) else { fail("bad --listen \(listen)") }
     var listenHost = String(listen[..<colon])
     if listenHost.hasPrefix("[") && listenHost.hasSuffix("]") { listenHost = String(listenHost.dropFirst().dropLast()) }
-    let server = SessionServer(.init(host: listenHost, port: port, projects: projects, limits: limits,
-                                     connectionLimits: sockets, timeouts: timeouts, allowedOrigins: origins, tls: tls, iceServers: ice))
-    do {
-        try server.start()
-        FileHandle.standardOutput.write(Data("ot-server listening on \(server.apiURL) (signaling \(server.signalingURL))\n".utf8))
-    } catch { fail("\((error as? OTError)?.message ?? "\(error)")") }
+    var media = SessionServer.MediaSettings(port: mediaPort, workers: mediaWorkers)
+    if let h = mediaHost {
+        guard let ip = IPAddress(h) else { fail("bad --media-host \(h): an IP address clients can reach is needed") }
+        media.host = ip
+    }
+    if let a = advertiseText {
+        guard let ip = IPAddress(a) else { fail("bad --media-advertise \(a): an IP address is needed") }
+        media.advertise = ip
+    }
+    let server = SessionServer(.init(host: listenHost, port: port, projects: projects, limits: limits, connectionLimits: sockets,
+                                     timeouts: timeouts, allowedOrigins: origins, tls: tls, iceServers: ice, media: media))
     signal(SIGPIPE, SIG_IGN)
     let stop = DispatchSemaphore(value: 0)
     var sources: [DispatchSourceSignal] = []
@@ -213,21 +219,15 @@ default:
     }
     hup.resume()
     sources.append(hup)
-    // The media router's IO thread starts after the signal sources exist (libdispatch must see SIGINT/SIGTERM).
-    let host = mediaHost ?? (listenHost == "0.0.0.0" || listenHost == "::" ? "127.0.0.1" : listenHost)
-    guard let ip = IPAddress(host) else { fail("bad --media-host \(host): an IP address clients can reach is needed") }
-    var advertise: IPAddress?
-    if let a = advertiseText {
-        guard let parsed = IPAddress(a) else { fail("bad --media-advertise \(a): an IP address is needed") }
-        advertise = parsed
-    }
-    do {
-        let router = try MediaRouter(bind: TransportAddress(ip: ip, port: mediaPort), advertise: advertise, workers: mediaWorkers)
-        server.mediaRouting = router
+    // The server's threads (the media router's IO threads among them) start after the signal sources exist
+    // (libdispatch must see SIGINT/SIGTERM).
+    do { try server.start() } catch { fail("\((error as? OTError)?.message ?? "\(error)")") }
+    FileHandle.standardOutput.write(Data("ot-server listening on \(server.apiURL) (signaling \(server.signalingURL))\n".utf8))
+    if let router = server.mediaRouter {
         let shown = router.endpoint.advertisedAddress == router.endpoint.address ? "" : " (advertised as \(router.endpoint.advertisedAddress))"
         let ports = router.endpoints.map { "\($0.address)" }.joined(separator: ", ")
         FileHandle.standardOutput.write(Data("ot-server media router on udp \(ports)\(shown)\n".utf8))
-    } catch { fail("media router: \(error)") }
+    }
     stop.wait()
     server.stop()
     sources.forEach { $0.cancel() }

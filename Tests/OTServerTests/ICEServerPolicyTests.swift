@@ -26,9 +26,7 @@ final class ICEServerPolicyTests: XCTestCase {
         let sid = try r.createSession(apiKey: project.apiKey, nowMillis: ms)
         var seen: [String] = []
         for socket in 1...2 {
-            let token = try ClientToken(apiKey: project.apiKey, sessionId: sid, role: .publisher, createTime: ms / 1000).mint(secret: project.secret)
-            let out = r.receive(socket: socket, .connect(ConnectRequest(id: 1, apiKey: project.apiKey, sessionId: sid, token: token)),
-                                now: Instant(micros: 1), nowMillis: ms)
+            let out = try connectSocket(r, project, sid: sid, socket: socket, nowMillis: ms)
             guard case .send(_, .connected(let info))? = out.first, let ice = info.iceServers else { return XCTFail("\(out)") }
             XCTAssertEqual(ice.count, 2)
             XCTAssertEqual(ice[0], ICEServerInfo(urls: ["stun:stun.example.org"]))
@@ -48,9 +46,7 @@ final class ICEServerPolicyTests: XCTestCase {
     func testNoServersNoField() throws {
         let r = SignalingRouter(projects: [project])
         let sid = try r.createSession(apiKey: project.apiKey, nowMillis: ms)
-        let token = try ClientToken(apiKey: project.apiKey, sessionId: sid, role: .publisher, createTime: ms / 1000).mint(secret: project.secret)
-        let out = r.receive(socket: 1, .connect(ConnectRequest(id: 1, apiKey: project.apiKey, sessionId: sid, token: token)),
-                            now: Instant(micros: 1), nowMillis: ms)
+        let out = try connectSocket(r, project, sid: sid, socket: 1, nowMillis: ms)
         guard case .send(_, .connected(let info))? = out.first else { return XCTFail() }
         XCTAssertNil(info.iceServers)
         XCTAssertFalse(SignalingCodec.encode(ServerMessage.connected(info)).contains("iceServers"))

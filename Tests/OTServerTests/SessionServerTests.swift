@@ -190,6 +190,35 @@ final class SessionServerTests: XCTestCase {
         XCTAssertNoThrow(try server.createSession(apiKey: project.apiKey))
     }
 
+    /// With `allowedOrigins` set, a page of this server (its Origin's host and port are the request's Host) still
+    /// upgrades, as does a listed origin; a foreign Origin gets 403.
+    func testSameOriginUpgradesPassTheOriginListAndForeignOnesAreRefused() throws {
+        let s = SessionServer(.init(projects: [project], allowedOrigins: ["https://app.example.com"]))
+        try s.start()
+        defer { s.stop() }
+        /// The status line of an upgrade with these headers (the socket closes after reading the head).
+        func upgrade(origin: String, host: String) -> String {
+            let fd = loopbackSocket(port: s.port)
+            guard fd >= 0 else { return "" }
+            defer { close(fd) }
+            let req = "GET /v2/signaling HTTP/1.1\r\nHost: \(host)\r\nOrigin: \(origin)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            _ = Array(req.utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+            var head: [UInt8] = []
+            var b: UInt8 = 0
+            while !head.suffix(4).elementsEqual([13, 10, 13, 10]), recv(fd, &b, 1, 0) == 1 { head.append(b) }
+            return String(decoding: head, as: UTF8.self).components(separatedBy: "\r\n").first ?? ""
+        }
+        let here = "127.0.0.1:\(s.port)"
+        XCTAssertTrue(upgrade(origin: "http://\(here)", host: here).hasPrefix("HTTP/1.1 101"), "the server's own /demo page")
+        XCTAssertTrue(upgrade(origin: "HTTP://127.0.0.1:\(s.port)", host: here).hasPrefix("HTTP/1.1 101"), "scheme and host are case-insensitive")
+        XCTAssertTrue(upgrade(origin: "https://app.example.com", host: here).hasPrefix("HTTP/1.1 101"), "a listed origin")
+        XCTAssertTrue(upgrade(origin: "https://evil.example.com", host: here).hasPrefix("HTTP/1.1 403"), "a foreign origin")
+        XCTAssertTrue(upgrade(origin: "http://127.0.0.1:\(s.port &+ 1)", host: here).hasPrefix("HTTP/1.1 403"), "another port is another origin")
+        XCTAssertTrue(upgrade(origin: "http://evil.example.com", host: "evil.example.com").hasPrefix("HTTP/1.1 101"),
+                      "same origin as the Host the client sent: a name pointing at this server")
+    }
+
     func testUnknownMessageTypesGetAnErrorReplyPingsAPlainOneAndTheConnectionStays() throws {
         let sid = try server.createSession(apiKey: project.apiKey)
         let fd = loopbackSocket(port: server.port)

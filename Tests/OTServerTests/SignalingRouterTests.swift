@@ -22,8 +22,7 @@ final class SignalingRouterTests: XCTestCase {
 
     /// Connects a socket; returns its connection id and resume token.
     func join(_ r: SignalingRouter, _ sid: String, socket: Int, role: SessionRole = .publisher) throws -> (String, String) {
-        let out = r.receive(socket: socket, .connect(ConnectRequest(id: 1, apiKey: project.apiKey, sessionId: sid, token: try token(sid, role))),
-                            now: t, nowMillis: ms)
+        let out = try connectSocket(r, project, sid: sid, socket: socket, role: role, now: t, nowMillis: ms)
         guard case .send([socket], .connected(let info))? = out.first else { XCTFail("not connected: \(out)"); return ("", "") }
         return (info.connection.id, info.resumeToken)
     }
@@ -141,30 +140,40 @@ final class SignalingRouterTests: XCTestCase {
             return nil
         }
         let keep = publish(), mute = publish()
-        let out = try r.restMuteAll(sessionId: sid, active: true, excluded: [keep?.id ?? ""])
+        let out = try r.forceMuteAll(sessionId: sid, active: true, excluded: [keep?.id ?? ""])
         XCTAssertEqual(messages(out, to: 1).filter { if case .streamChanged = $0 { true } else { false } }.count, 1)
         XCTAssertTrue(messages(out, to: 2).contains(.muteForced(active: true, streamId: nil, excludedStreamIds: [keep?.id ?? ""])))
         XCTAssertEqual(r.streams(in: sid).map(\.hasAudio), [true, false])
         XCTAssertEqual(r.streams(in: sid).last?.id, mute?.id)
         XCTAssertEqual(publish()?.hasAudio, false)
-        _ = try r.restMuteAll(sessionId: sid, active: false, excluded: [])
+        _ = try r.forceMuteAll(sessionId: sid, active: false, excluded: [])
         XCTAssertFalse(r.muteAllActive(in: sid))
         XCTAssertEqual(publish()?.hasAudio, true)
     }
 
-    func testRESTOperationErrors() throws {
+    func testServerOperationsThrowDomainErrors() throws {
         let (r, sid) = try makeRouter()
         let (aId, _) = try join(r, sid, socket: 1)
-        XCTAssertThrowsError(try r.restSignal(sessionId: "nope", connectionId: nil, type: "a", data: "")) { XCTAssertEqual(($0 as? RESTError)?.status, 404) }
-        XCTAssertThrowsError(try r.restSignal(sessionId: sid, connectionId: "nope", type: "a", data: "")) { XCTAssertEqual(($0 as? RESTError)?.status, 404) }
-        XCTAssertThrowsError(try r.restSignal(sessionId: sid, connectionId: nil, type: "a", data: String(repeating: "x", count: 8193))) {
-            XCTAssertEqual(($0 as? RESTError)?.status, 413)
+        func expect(_ e: SignalingError, _ body: () throws -> Void, line: UInt = #line) {
+            XCTAssertThrowsError(try body(), line: line) { XCTAssertEqual($0 as? SignalingError, e, line: line) }
         }
-        XCTAssertThrowsError(try r.restSignal(sessionId: sid, connectionId: nil, type: "a b", data: "")) { XCTAssertEqual(($0 as? RESTError)?.status, 400) }
-        XCTAssertEqual(try r.restSignal(sessionId: sid, connectionId: aId, type: "a", data: "b"), [.send([1], .signal(type: "a", data: "b", from: nil))])
-        XCTAssertThrowsError(try r.restForceDisconnect(sessionId: sid, connectionId: "nope")) { XCTAssertEqual(($0 as? RESTError)?.status, 404) }
-        XCTAssertThrowsError(try r.restMuteStream(sessionId: sid, streamId: "nope")) { XCTAssertEqual(($0 as? RESTError)?.status, 404) }
-        XCTAssertThrowsError(try r.restSetClassLists(sessionId: sid, [("nope", ["a"])])) { XCTAssertEqual(($0 as? RESTError)?.status, 400) }
+        expect(.sessionNotFound("nope")) { _ = try r.signalFromServer(sessionId: "nope", connectionId: nil, type: "a", data: "") }
+        expect(.connectionNotFound("nope")) { _ = try r.signalFromServer(sessionId: sid, connectionId: "nope", type: "a", data: "") }
+        expect(.badSignal(OTError(.signalDataTooLong))) {
+            _ = try r.signalFromServer(sessionId: sid, connectionId: nil, type: "a", data: String(repeating: "x", count: 8193))
+        }
+        expect(.badSignal(OTError(.invalidSignalType))) { _ = try r.signalFromServer(sessionId: sid, connectionId: nil, type: "a b", data: "") }
+        XCTAssertEqual(try r.signalFromServer(sessionId: sid, connectionId: aId, type: "a", data: "b"), [.send([1], .signal(type: "a", data: "b", from: nil))])
+        expect(.connectionNotFound("nope")) { _ = try r.forceDisconnect(sessionId: sid, connectionId: "nope") }
+        expect(.streamNotFound("nope")) { _ = try r.forceMuteStream(sessionId: sid, streamId: "nope") }
+        expect(.streamNotFound("nope")) { _ = try r.stream(sessionId: sid, streamId: "nope") }
+        expect(.sessionNotFound("nope")) { _ = try r.listStreams(sessionId: "nope") }
+        expect(.invalidArgument("stream nope not found")) { try r.setLayoutClassLists(sessionId: sid, [("nope", ["a"])]) }
+        // The WebSocket side replies with the same refusals' protocol codes.
+        XCTAssertEqual(messages(r.receive(socket: 1, .signal(id: 7, type: "a", data: "", to: "nope"), now: t, nowMillis: ms), to: 1),
+                       [.reply(id: 7, code: OTErrorCode.invalidParameter.rawValue, message: "no connection nope in this session", stream: nil, issueId: nil)])
+        XCTAssertEqual(messages(r.receive(socket: 1, .subscribe(id: 8, streamId: "nope"), now: t, nowMillis: ms), to: 1),
+                       [.reply(id: 8, code: OTErrorCode.serverCannotFindStream.rawValue, message: "stream nope not found", stream: nil, issueId: nil)])
         XCTAssertThrowsError(try r.createSession(apiKey: "unknown", nowMillis: ms))
     }
 

@@ -21,6 +21,7 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "Tests", "interop"))
+from plumbing import stop_process  # noqa: E402
 from wsclient import Closed, SignalingClient  # noqa: E402
 
 REPORT = []
@@ -102,12 +103,7 @@ class Server:
         return self.proc.poll() is None
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
         if self.log:
             self.log.close()
 

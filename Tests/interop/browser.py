@@ -14,6 +14,8 @@ import threading
 import wave
 import zlib
 
+from plumbing import pump
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 HARNESS = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "browser_harness.js"), encoding="utf-8").read()
@@ -139,22 +141,7 @@ class TCPProxy:
             with self.lock:
                 self.open += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    def _pump(self, src, dst):
-        try:
-            while data := src.recv(65536):
-                if src not in self.frozen:
-                    dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-            src.close()
+                threading.Thread(target=pump, args=(a, b, lambda s: s not in self.frozen), daemon=True).start()
 
     def cut(self, hold=False):
         """Resets the open connections; with `hold`, new ones wait (connected, unanswered) until `release()`.

@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from plumbing import stop_process
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
@@ -82,8 +84,4 @@ def ot_server():
         except OSError:
             time.sleep(0.05)
     yield Server(binary, port, key, secret, proc)
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop_process(proc)

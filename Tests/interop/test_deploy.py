@@ -27,6 +27,7 @@ import pytest
 from opentok import Client, MediaModes
 
 import otsession
+from plumbing import pump, stop_process
 from testca import TestCA
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bindings", "python", "tests"))
@@ -67,12 +68,7 @@ class TLSServer:
         raise AssertionError(f"ot-server did not print {text!r}")
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
 
 
 @pytest.fixture(scope="module")
@@ -229,24 +225,9 @@ class ConnectProxy:
             self.targets.append(target)
             c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             for a, b in ((c, up), (up, c)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+                threading.Thread(target=pump, args=(a, b), daemon=True).start()
         except OSError:
             c.close()
-
-    @staticmethod
-    def _pump(src, dst):
-        try:
-            src.settimeout(None)
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
     def close(self):
         self.closed = True

@@ -36,6 +36,10 @@ typedef struct ot_server_options {
     int32_t media_port;
     /** 1:1 NAT: the IP clients are told for the media router (NULL: media_host). */
     const char *media_advertise;
+    /** Media router workers: UDP sockets, each with its own IO thread (one per core); each session's media goes
+     * through one of them, so a second worker helps only with more than one session (1..64; default 1; with
+     * media_port P, worker i binds P + i). */
+    int32_t media_workers;
 } ot_server_options;
 
 #endif /* OT_SERVER_TYPES_H */

@@ -167,7 +167,7 @@ static void test_bad_handles(void) {
     {
         ot_server_options o;
         EXPECT(ot_server_options_default(NULL) == OT_ERR_INVALID_PARAM);
-        EXPECT(ot_server_options_default(&o) == OT_OK && o.turn_credential_ttl_s == 86400 && o.host == NULL);
+        EXPECT(ot_server_options_default(&o) == OT_OK && o.turn_credential_ttl_s == 86400 && o.host == NULL && o.media_workers == 1);
         EXPECT(ot_server_new_with_options(NULL) == NULL);
         EXPECT(ot_server_new_with_options(&o) == NULL); /* no project */
         o.api_key = "123";
@@ -183,6 +183,11 @@ static void test_bad_handles(void) {
         o.media_advertise = "not-an-ip";
         EXPECT(ot_server_new_with_options(&o) == NULL);
         o.media_advertise = "203.0.113.7";
+        o.media_workers = 0;
+        EXPECT(ot_server_new_with_options(&o) == NULL);   /* 1..64 media workers */
+        o.media_workers = 65;
+        EXPECT(ot_server_new_with_options(&o) == NULL);
+        o.media_workers = 64;
         ot_server *sv2 = ot_server_new_with_options(&o);
         EXPECT(sv2 != NULL);
         EXPECT(ot_server_reload_tls(sv2) == OT_ERR_ILLEGAL_STATE); /* no TLS */

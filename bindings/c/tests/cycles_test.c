@@ -5,6 +5,7 @@
  *
  * The heap is counted exactly by the allocation counter linked into this program (the repository's
  * Sources/COTAllocCounter/alloc_counter.c replaces malloc and friends), less libdispatch's cached work items.
+ * Then one cycle in each of two routed sessions of a server with two media workers, one session pinned to each.
  *
  *   ./cycles_test [cycles]
  */
@@ -205,6 +206,45 @@ static void run_cycles(ot_server *server, const char *url, const char *key, int 
     EXPECT(after.blocks - before.blocks < count, "%s: live heap grew %lld blocks", kind, after.blocks - before.blocks);
 }
 
+/* The media worker a session is pinned to: FNV-1a of its id modulo the worker count (MediaRouter.workerIndex). */
+static int worker_of(const char *sid, int workers) {
+    unsigned long long h = 0xcbf29ce484222325ULL;
+    for (const unsigned char *p = (const unsigned char *)sid; *p; p++) h = (h ^ *p) * 0x100000001b3ULL;
+    return (int)(h % (unsigned long long)workers);
+}
+
+/* A server with two media workers: one routed session pinned to each carries a whole cycle (frames included). */
+static void run_two_workers(const char *key, const char *secret) {
+    ot_server_options o;
+    ot_server_options_default(&o);
+    o.api_key = key;
+    o.api_secret = secret;
+    o.media_workers = 2;
+    ot_server *server = ot_server_new_with_options(&o);
+    char url[128];
+    if (!server || ot_server_start(server, NULL) != OT_OK || ot_server_get_url(server, url, sizeof url) != OT_OK) {
+        EXPECT(0, "start a server with two media workers");
+        if (server) ot_server_delete(server);
+        return;
+    }
+    char sids[2][OT_ID_BUFFER_SIZE] = {"", ""};
+    for (int tries = 0; tries < 200 && (!sids[0][0] || !sids[1][0]); tries++) {
+        char sid[OT_ID_BUFFER_SIZE];
+        if (ot_server_create_session(server, 0, sid, sizeof sid) != OT_OK) break;
+        int w = worker_of(sid, 2);
+        if (!sids[w][0]) strcpy(sids[w], sid);
+    }
+    int carried = 0;
+    for (int w = 0; w < 2; w++) {
+        EXPECT(sids[w][0], "a session on worker %d", w);
+        int ok = sids[w][0] && run_cycle(server, url, key, sids[w]) == 0;
+        EXPECT(ok, "the session on media worker %d", w);
+        carried += ok;
+    }
+    printf("C two media workers: %d of 2 routed sessions (one per worker) carried frames\n", carried);
+    ot_server_delete(server);
+}
+
 int main(int argc, char **argv) {
     int count = argc > 1 ? atoi(argv[1]) : 100;
     /* libotsession.so links libdispatch statically: tell the counter where its continuations come from. */
@@ -219,6 +259,7 @@ int main(int argc, char **argv) {
     run_cycles(server, url, key, 0, count);
     run_cycles(server, url, key, 1, count);
     ot_server_delete(server);
+    run_two_workers(key, secret);
     printf("%s: cycles_test\n", failures ? "FAILED" : "ok");
     return failures ? 1 : 0;
 }

@@ -414,6 +414,10 @@ typedef struct ot_server_options {
     int32_t media_port;
     /** 1:1 NAT: the IP clients are told for the media router (NULL: media_host). */
     const char *media_advertise;
+    /** Media router workers: UDP sockets, each with its own IO thread (one per core); each session's media goes
+     * through one of them, so a second worker helps only with more than one session (1..64; default 1; with
+     * media_port P, worker i binds P + i). */
+    int32_t media_workers;
 } ot_server_options;
 
 #endif /* OT_SERVER_TYPES_H */
@@ -759,12 +763,12 @@ ot_server * ot_server_new(char const * host, int32_t port, char const * api_key,
 ot_status ot_server_new_token(ot_server * server, char const * session_id, int32_t role, char const * data, int32_t format, char * buf, size_t size);
 
 /// Creates an embedded session server with options (ot_server_options_default, then set at least api_key and
-/// api_secret): TLS, the ICE servers its clients get, the media router's placement. NULL when an option is invalid
+/// api_secret): TLS, the ICE servers its clients get, the media router's placement and workers. NULL when an option is invalid
 /// (the reason is logged); files are read at ot_server_start.
 ot_server * ot_server_new_with_options(ot_server_options const * options);
 
 /// Fills `options` with the defaults: 127.0.0.1, any port, no project (set api_key and api_secret), no TLS, no ICE
-/// servers, TURN credentials valid for a day, the media router on the server's host at any port.
+/// servers, TURN credentials valid for a day, the media router on the server's host at any port with one worker.
 ot_status ot_server_options_default(ot_server_options * options);
 
 /// Reads the TLS certificate and key files again (after a renewal): new connections get the new certificate, open

@@ -205,13 +205,14 @@ class Server:
     `tls_cert`/`tls_key`: PEM files for HTTPS and WSS on the port (`reload_tls()` reads them again). `ice_servers`:
     STUN/TURN URLs every client gets when it connects, TURN credentials minted per connection with coturn's
     use-auth-secret `turn_secret` (valid `turn_ttl` seconds). `media_host`/`media_port`: where the router binds;
-    `media_advertise`: the IP clients are told for it (1:1 NAT). Raises OTError(1011) for options the library
-    refuses (the reason is logged)."""
+    `media_advertise`: the IP clients are told for it (1:1 NAT); `media_workers`: UDP sockets with their own IO thread
+    (1 to 64, one per core), each session's media going through one of them. Raises OTError(1011) for options the
+    library refuses (the reason is logged)."""
 
     def __init__(self, api_key: str = "100", api_secret: str = "0" * 32, host: str = "127.0.0.1", port: int = 0,
                  tls_cert: Optional[str] = None, tls_key: Optional[str] = None, ice_servers: Iterable[str] = (),
                  turn_secret: Optional[str] = None, turn_ttl: int = 86400, media_host: Optional[str] = None,
-                 media_port: int = 0, media_advertise: Optional[str] = None):
+                 media_port: int = 0, media_advertise: Optional[str] = None, media_workers: int = 1):
         self.api_key, self.api_secret = api_key, api_secret
         l = lib()
         o = l.decl.structs["ot_server_options"]()
@@ -233,6 +234,9 @@ class Server:
         o.ice_server_url_count = len(urls)
         o.turn_secret, o.turn_credential_ttl_s = c_str(turn_secret), turn_ttl
         o.media_host, o.media_port, o.media_advertise = c_str(media_host), media_port, c_str(media_advertise)
+        if not -2**31 <= media_workers < 2**31:
+            raise OTError(1011, "Server: media_workers out of range")
+        o.media_workers = media_workers
         self._h = l.fn.ot_server_new_with_options(ctypes.byref(o))
         if not self._h:
             raise OTError(1011, "Server: invalid options")

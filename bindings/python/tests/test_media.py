@@ -1,5 +1,6 @@
 """Publish and subscribe through the Python package: real VP8/Opus media on loopback."""
 import array
+import json
 import math
 import threading
 import time
@@ -137,3 +138,48 @@ def test_a_subscriber_role_cannot_publish(joined):
         sub_s.publish(pub)
     assert e.value.code == ErrorCode.UNABLE_TO_PUBLISH
     pub.close()
+
+
+def _worker_of(session_id, workers):
+    """The media worker the server pins a session to: FNV-1a of its id (MediaRouter.workerIndex)."""
+    h = 0xcbf29ce484222325
+    for b in session_id.encode():
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h % workers
+
+
+def _router_port(viewer):
+    """The UDP port of the router worker a routed subscriber's media comes from (its selected remote candidate)."""
+    report = json.loads(viewer.rtc_stats_report())
+    stats = report.values() if isinstance(report, dict) else report
+    ports = {s["port"] for s in stats if isinstance(s, dict) and s.get("type") == "remote-candidate"}
+    assert len(ports) == 1, report
+    return ports.pop()
+
+
+def test_two_media_workers_each_carry_a_routed_session():
+    """A server with media_workers=2 (out-of-range counts refused): two routed sessions pinned to different workers
+    both carry a publisher's frames to their subscriber, through two different router ports."""
+    for bad in (0, 65, -1, 2**32 + 2):
+        with pytest.raises(OTError):
+            otsession.Server(api_key="778", api_secret="ef" * 20, media_workers=bad)
+    with otsession.Server(api_key="778", api_secret="ef" * 20, media_workers=2) as server:
+        sessions = {}
+        while len(sessions) < 2:
+            sid = server.create_session()
+            sessions.setdefault(_worker_of(sid, 2), sid)
+        ports = []
+        for sid in sessions.values():
+            with publisher_and_viewer(server, sid) as (pub_s, sub_s, streams):
+                pub = otsession.Publisher("w", width=320, height=240)
+                pub_s.publish(pub)
+                viewer = Viewer(streams.get(timeout=10))
+                sub_s.subscribe(viewer)
+                viewer.expect("connected")
+                assert wait_until(lambda: len(viewer.frames) >= 10), f"frames: {len(viewer.frames)}"
+                ports.append(_router_port(viewer))
+                sub_s.unsubscribe(viewer)
+                viewer.close()
+                pub_s.unpublish(pub)
+                pub.close()
+        assert len(set(ports)) == 2, ports
