@@ -5,7 +5,8 @@ import OTBase
 /// A gap is NACKed at once; a packet still missing is NACKed again every `retryInterval(rtt:)` (so a retransmission
 /// that was lost too is asked for again), up to `maxRetries` times, and on a fast path for at least `minRepairWindow`.
 /// A packet is given up when its last NACK had its chance to be answered (and the window has passed), when it has
-/// been missing for `maxAge`, or when a gap is too large to track; given-up
+/// been missing for `maxAge`, or when a gap is too large to track. Numbers between a late packet older than every one
+/// received before and the oldest of those are missing too (the stream's first packets came out of order); given-up
 /// sequence numbers are handed out by `takeGivenUp()`: a receiver stops waiting for them (and asks for a keyframe).
 public struct NACKGenerator: Sendable {
     struct Entry { var firstMissing: Instant; var lastSent: Instant?; var retries: Int }
@@ -24,6 +25,8 @@ public struct NACKGenerator: Sendable {
     public var maxGap = 500
     private var unwrapper = SequenceUnwrapper()
     private var highest: Int64?
+    /// The oldest sequence number received.
+    private var lowest: Int64 = .max
     private var missing: [Int64: Entry] = [:]
     private var abandoned: [UInt16] = []
     /// Counters: sequence numbers NACKed (retries counted), packets that arrived after being NACKed, and missing
@@ -40,15 +43,21 @@ public struct NACKGenerator: Sendable {
     /// Records an arriving packet.
     public mutating func received(sequence: UInt16, now: Instant) {
         let ext = unwrapper.unwrap(sequence)
-        guard let h = highest else { highest = ext; return }
-        if ext > h {
+        guard let h = highest else { highest = ext; lowest = ext; return }
+        if ext < lowest {
+            // Older than every packet so far: the ones between it and them were sent before those, and are missing (a
+            // router's first packets to a new subscriber, one repaired late: a loss right after it was never NACKed,
+            // and the stream stalled until the depacketizer's backstop gave up seconds later).
+            guard lowest - ext - 1 <= Int64(maxGap) else { return }
+            markMissing(ext + 1 ..< lowest, now: now)
+            lowest = ext
+        } else if ext > h {
             if ext - h - 1 > Int64(maxGap) {
                 // The receiver sees the jump itself; what was tracked before it will not come either.
                 for e in missing.keys.sorted() { abandon(e) }
                 missing.removeAll()
             } else {
-                var e = h + 1
-                while e < ext { missing[e] = Entry(firstMissing: now, lastSent: nil, retries: 0); e += 1 }
+                markMissing(h + 1 ..< ext, now: now)
             }
             highest = ext
         } else if let entry = missing.removeValue(forKey: ext), entry.retries > 0 {
@@ -94,6 +103,10 @@ public struct NACKGenerator: Sendable {
 
     /// Sequence numbers currently considered lost.
     public var outstanding: Int { missing.count }
+
+    private mutating func markMissing(_ range: Range<Int64>, now: Instant) {
+        for e in range { missing[e] = Entry(firstMissing: now, lastSent: nil, retries: 0) }
+    }
 
     private mutating func abandon(_ ext: Int64) {
         givenUp += 1

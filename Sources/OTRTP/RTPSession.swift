@@ -160,8 +160,11 @@ public final class RTPSession {
 
     /// Asks for a keyframe of a remote SSRC (a PLI, or a FIR when `useFIR`), paced by a `KeyframeRequestPacer`: one
     /// within two RTTs (at least 100 ms) of the last is held until then, and requests made meanwhile fold into it.
-    /// Call it as often as a decoder needs one (e.g. on every tick while it waits for its first keyframe).
-    public func requestKeyframe(ssrc: UInt32, useFIR: Bool = false, now: Instant) {
+    /// Call it as often as a decoder needs one (e.g. on every tick while it waits for its first keyframe). `paced` false:
+    /// the caller paces its requests itself (the router's `KeyframeRequestAggregator`, which knows when the keyframe it
+    /// asked for has passed), so this one goes at once.
+    public func requestKeyframe(ssrc: UInt32, useFIR: Bool = false, paced: Bool = true, now: Instant) {
+        guard paced else { return queueKeyframeRequest(ssrc: ssrc, useFIR: useFIR) }
         if receiveChainMaking(ssrc)?.keyframes.request(useFIR: useFIR, now: now, rtt: rtt) == true {
             queueKeyframeRequest(ssrc: ssrc, useFIR: useFIR)
         }

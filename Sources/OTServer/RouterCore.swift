@@ -78,7 +78,7 @@ final class RouterCore {
         var video = true
         /// Per SSRC: sequence rewriting across pauses.
         var rewriters = SequenceRewriters()
-        /// Video is held until a keyframe starts (new subscriber, or video resumed).
+        /// Video is held until a keyframe starts while the connection is up (new subscriber, or video resumed).
         var waitingForKeyframe = true
         /// The subscriber's connection is up (it can receive the keyframe it waits for).
         var connected = false
@@ -378,7 +378,10 @@ final class RouterCore {
             var opened = false
             if isVideo && sub.waitingForKeyframe {
                 if startsKeyframe == nil { startsKeyframe = Self.startsKeyframe(packet, stream) }
-                guard startsKeyframe == true else {
+                // Only a connected subscriber's gate opens: what is sent before its connection is up never arrives, and
+                // a gate opened then lets the frames after a lost keyframe through (the keyframe asked for at
+                // connection could come after them, out of order, with a loss after it that nothing NACKed).
+                guard startsKeyframe == true, sub.connected else {
                     stream.counters.packetsHeld += 1
                     stream.counters.packetsHeldForKeyframe += 1
                     continue

@@ -98,7 +98,9 @@ final class RouterWorker: MediaEndpointOwner, @unchecked Sendable {
         while let c = core.pollCommand() {
             switch c {
             case .requestKeyframe(let publisher, let ssrc):
-                links[publisher]?.requestKeyframe(ssrc: ssrc)
+                // The core's aggregator paces them (a second pacer held a new subscriber's request for up to 100 ms
+                // after the previous one, although the keyframe that one asked for had passed).
+                links[publisher]?.requestKeyframe(ssrc: ssrc, paced: false)
             case .quality(let peerId, let event):
                 Log.info("router", "audio fallback: \(event.rawValue) for peer \(peerId)")
                 handlerLock.lock(); let handler = qualityHandler; handlerLock.unlock()

@@ -689,9 +689,10 @@ public final class PeerConnection {
         return true
     }
 
-    /// Asks the peer for a keyframe of its SSRC (PLI, or FIR when `useFIR`).
-    public func requestKeyframe(ssrc: UInt32, useFIR: Bool = false, now: Instant) {
-        rtpSession.requestKeyframe(ssrc: ssrc, useFIR: useFIR, now: now)
+    /// Asks the peer for a keyframe of its SSRC (PLI, or FIR when `useFIR`); paced unless `paced` is false
+    /// (`RTPSession.requestKeyframe`).
+    public func requestKeyframe(ssrc: UInt32, useFIR: Bool = false, paced: Bool = true, now: Instant) {
+        rtpSession.requestKeyframe(ssrc: ssrc, useFIR: useFIR, paced: paced, now: now)
         pump(now: now)
     }
 

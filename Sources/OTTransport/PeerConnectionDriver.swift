@@ -144,7 +144,9 @@ public final class PeerConnectionDriver: @unchecked Sendable {
     }
     @discardableResult
     public func sendRTCP(_ packet: [UInt8]) -> Bool { withPeerConnection { pc, _ in pc.sendRTCP(packet) } }
-    public func requestKeyframe(ssrc: UInt32, useFIR: Bool = false) { withPeerConnection { pc, now in pc.requestKeyframe(ssrc: ssrc, useFIR: useFIR, now: now) } }
+    public func requestKeyframe(ssrc: UInt32, useFIR: Bool = false, paced: Bool = true) {
+        withPeerConnection { pc, now in pc.requestKeyframe(ssrc: ssrc, useFIR: useFIR, paced: paced, now: now) }
+    }
     public var stats: PeerConnectionStats { withPeerConnection { pc, _ in pc.stats } }
     public var isConnected: Bool { withPeerConnection { pc, _ in pc.isConnected } }
     public var negotiated: SDPNegotiated? { withPeerConnection { pc, _ in pc.negotiated } }

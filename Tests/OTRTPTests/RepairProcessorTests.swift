@@ -74,6 +74,20 @@ final class NACKGeneratorTests: XCTestCase {
         XCTAssertEqual(g.outstanding, 0)
     }
 
+    func testPacketsBeforeTheFirstOneReceivedAreNackedOnceAnOlderOneShowsThem() {
+        var g = NACKGenerator()
+        let rtt = Duration.microseconds(300)
+        g.received(sequence: 1002, now: at(0))  // a subscriber's first packet: what came before is unknown
+        XCTAssertEqual(g.poll(now: at(0), rtt: rtt), [])
+        g.received(sequence: 1000, now: at(5))  // a keyframe's first packet, repaired upstream, arrives after 1002
+        XCTAssertEqual(g.poll(now: at(5), rtt: rtt), [1001], "1001 was sent between them and is missing")
+        g.received(sequence: 1001, now: at(8))
+        XCTAssertEqual(g.recovered, 1)
+        g.received(sequence: 400, now: at(9))  // far older than anything tracked: not a gap to repair
+        XCTAssertEqual(g.outstanding, 0)
+        XCTAssertEqual(g.poll(now: at(30), rtt: rtt), [])
+    }
+
     func testGivesUpPacketsOlderThanMaxAgeAndBeforeAnUntrackableGap() {
         var g = NACKGenerator()
         g.maxAge = .milliseconds(500)

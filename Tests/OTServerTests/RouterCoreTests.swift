@@ -18,15 +18,18 @@ final class RouterCoreTests: XCTestCase {
                            direction: .sendrecv)
     }
 
-    /// A core with a publisher of audio and video and two subscribers, all connected at `at(0)`; commands drained.
-    private func makeCore(quality: QualityFallbackConfig = QualityFallbackConfig(), fallback: Bool = true) -> RouterCore {
+    /// A core with a publisher of audio and video and two subscribers, made at `at(0)` and (`connected`) their connections
+    /// up; commands drained.
+    private func makeCore(quality: QualityFallbackConfig = QualityFallbackConfig(), fallback: Bool = true, connected: Bool = true) -> RouterCore {
         let core = RouterCore(config: RouterCore.Config(pliInterval: .milliseconds(300), quality: quality, qualityInterval: .seconds(1)), now: at(0))
         _ = core.addPublisher(peerId: "pub", handle: pub, sessionId: "s", connectionId: "cp", streamId: "st", audioFallbackEnabled: fallback,
                               media: [section("audio", pt: 111, ssrc: Self.audio), section("video", pt: 96, ssrc: Self.video)])
         for (h, id) in [(sub1, "sub1"), (sub2, "sub2")] {
             core.addSubscriber(peerId: id, handle: h, sessionId: "s", connectionId: "c\(id)", streamId: "st", audioFallbackEnabled: true,
                                media: [section("audio", pt: 111, ssrc: nil), section("video", pt: 100, ssrc: nil)], now: at(0))
+            if connected { core.subscriberConnected(h, now: at(0)) }
         }
+        _ = commands(core)
         return core
     }
 
@@ -67,7 +70,7 @@ final class RouterCoreTests: XCTestCase {
     }
 
     func testKeyframeRequestsAreAggregatedAndRepeatedWhileASubscriberWaits() {
-        let core = makeCore()
+        let core = makeCore(connected: false)
         core.subscriberConnected(sub1, now: at(0))
         XCTAssertEqual(commands(core), [.requestKeyframe(publisher: pub, ssrc: Self.video)])
         XCTAssertEqual(core.nextDeadline, at(300), "the window's end is checked")
@@ -84,6 +87,22 @@ final class RouterCoreTests: XCTestCase {
         XCTAssertEqual(commands(core), [])
         XCTAssertEqual(core.counters(streamId: "st")?.keyframeRequestsSent, 3)
         XCTAssertEqual(core.counters(streamId: "st")?.keyframeRequestsAggregated, 1)
+    }
+
+    func testTheGateOpensOnlyOnceTheSubscribersConnectionIsUp() {
+        let core = makeCore(connected: false)
+        core.subscriberConnected(sub2, now: at(0))
+        core.receive(vp8(seq: 20, keyframe: true), from: pub, now: at(1))
+        XCTAssertEqual(forwarded(core).map(\.0), [sub2], "sub1's connection is not up: this keyframe would never reach it")
+        core.receive(vp8(seq: 21, keyframe: false), from: pub, now: at(2))
+        XCTAssertEqual(forwarded(core).map(\.0), [sub2], "nor would the frames after it")
+        core.subscriberConnected(sub1, now: at(3))
+        XCTAssertEqual(commands(core).filter { $0 == .requestKeyframe(publisher: pub, ssrc: Self.video) }.count, 2,
+                       "one at each connection (the first keyframe had passed)")
+        core.receive(vp8(seq: 22, keyframe: false), from: pub, now: at(4))
+        XCTAssertEqual(forwarded(core).map(\.0), [sub2], "held until the keyframe asked for")
+        core.receive(vp8(seq: 23, keyframe: true), from: pub, now: at(40))
+        XCTAssertEqual(forwarded(core).map { [$0.0, Int($0.1)] }, [[sub1, 23], [sub2, 23]])
     }
 
     func testAPausedSubscriberResumesWithoutASequenceGapFromAKeyframe() {

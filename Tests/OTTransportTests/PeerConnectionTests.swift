@@ -188,6 +188,18 @@ final class PeerConnectionTests: XCTestCase {
         b.requestKeyframe(ssrc: 0x77, now: env.clock.now())
         XCTAssertTrue(env.run(for: .seconds(1)) { env.events[0].contains(.keyframeRequested(ssrc: 0x77)) })
         XCTAssertEqual(a.stats.keyframeRequestsReceived, 1)
+        // A second request within the pacing interval (100 ms) waits for its end; one its caller paces itself goes at once.
+        let received = a.stats.keyframeRequestsReceived
+        let t = env.clock.now()
+        b.requestKeyframe(ssrc: 0x77, now: t)  // the last was longer ago than the interval: sent
+        env.run(for: .milliseconds(20))
+        b.requestKeyframe(ssrc: 0x77, now: env.clock.now())
+        env.run(for: .milliseconds(20))
+        XCTAssertEqual(a.stats.keyframeRequestsReceived, received + 1, "the second is held by the pacer")
+        b.requestKeyframe(ssrc: 0x77, paced: false, now: env.clock.now())
+        env.run(for: .milliseconds(20))
+        XCTAssertEqual(a.stats.keyframeRequestsReceived, received + 2, "unpaced: sent at once")
+        XCTAssertLessThan(env.clock.now() - t, .milliseconds(100), "still within the held request's interval")
     }
 
     /// The transport parses each packet once and assigns it to the negotiated section its payload type names: Opus
