@@ -181,6 +181,35 @@ final class ICEAgentTests: XCTestCase {
         XCTAssertEqual(failed, [])
     }
 
+    /// A check on a pair the peer's check arrived on (it works, from the peer to us) backs off to 4 × its RTO, not to
+    /// `maxRTO`, and is not given up after Rc transmissions while `workingPairCheckTimeout` lasts.
+    func testACheckOnAWorkingPairBacksOffToFourRTOsAndOutlastsRc() throws {
+        let a = makePeer("a", role: .controlling, ["10.0.0.1:5000"], seed: 90)
+        let b = makePeer("b", role: .controlled, ["10.0.0.2:6000"], seed: 91)
+        let clock = VirtualClock()
+        signal(a, b, now: clock.now())
+        // b's first check reaches a; nothing a sends ever reaches b.
+        b.agent.handleTimeout(now: clock.now())
+        let check = try XCTUnwrap(b.agent.pollTransmit())
+        a.agent.handleReceive(check.bytes, from: check.source, local: check.destination, now: clock.now())
+        var sends: [Instant] = []
+        while clock.now() < Instant(micros: 10_000_000) {
+            let now = clock.now()
+            a.agent.handleTimeout(now: now)
+            while let t = a.agent.pollTransmit() {
+                if let m = try? STUNMessage.parse(t.bytes), m.messageClass == .request { sends.append(now) }
+            }
+            guard let next = a.agent.pollTimeout() else { break }
+            clock.advance(to: max(next, now + .milliseconds(1)))
+        }
+        let gaps = zip(sends.dropFirst(), sends).map { $0 - $1 }
+        let rto = a.agent.config.initialCheckRTO  // no round trip measured
+        XCTAssertEqual(Array(gaps.prefix(5)), [rto, rto * 2, rto * 4, rto * 4, rto * 4])
+        XCTAssertGreaterThan(sends.count, a.agent.config.maxTransmissions * 3, "10 s of checks at 4 RTOs")
+        XCTAssertEqual(a.agent.pairStates.map(\.state), [.inProgress])
+        XCTAssertNotEqual(a.agent.state, .failed)
+    }
+
     /// A pair nothing ever came back on still fails after Rc transmissions (not after `workingPairCheckTimeout`).
     func testUnansweredLonePairFailsAfterRcTransmissions() {
         let a = makePeer("a", role: .controlling, ["10.0.0.1:5000"], seed: 9)
