@@ -247,8 +247,8 @@ final class VideoPipelineTests: XCTestCase {
     }
 
     /// The wait for repairs, as sessions configure it (the connection NACKs and says when it gives a packet up): a
-    /// missing packet is waited for while later ones pile up (far beyond the old 64-packet give-up), frames resume in
-    /// order when it arrives, and only a give-up from the transport asks for a keyframe, at once.
+    /// missing packet is waited for while later ones pile up (within the repair window, `holeWait`), frames resume in
+    /// order when it arrives, and a give-up from the transport asks for a keyframe at once.
     func testWaitsForARepairUntilTheTransportGivesUpThenAsksForAKeyframe() throws {
         let sender = try VideoSendPipeline(config: VideoSendConfig(ssrc: 0xBEEF, encoder: VideoEncoderConfig(width: 640, height: 480,
                                                                    bitrateKbps: 2500, frameDropThreshold: 0), initialSequenceNumber: 1000))
@@ -281,31 +281,129 @@ final class VideoPipelineTests: XCTestCase {
         var f10 = try frame(10)
         let missing = f10.removeFirst()
         deliver(f10, at: 10)
-        var after = 0
-        for k in 11..<100 { let p = try frame(k); after += p.count; deliver(p, at: k) }
-        XCTAssertGreaterThan(after, 64, "more packets than the old reorder window")
+        // 0.9 s of frames: within the repair window (`holeWait`, 1.2 s at the default 100 ms RTT).
+        for k in 11..<38 { deliver(try frame(k), at: k) }
         XCTAssertEqual(decoded, Array(0..<10), "frame 10 and what follows wait for the repair")
         XCTAssertEqual(keyframeRequests, 0, "no keyframe while a repair can still come")
         XCTAssertFalse(receiver.isWaitingForKeyframe)
         // The retransmission arrives: everything held decodes, in order.
-        handle(receiver.receive(missing, now: t0 + .seconds(4)))
-        XCTAssertEqual(decoded, Array(0..<100))
+        handle(receiver.receive(missing, now: t0 + .microseconds(38 * 33_333)))
+        XCTAssertEqual(decoded, Array(0..<38))
         // Now a packet the transport gives up on: a keyframe is asked for at once, and nothing after the gap is shown.
-        var f100 = try frame(100)
-        let lost = f100.removeFirst()
-        deliver(f100, at: 100)
-        deliver(try frame(101), at: 101)
+        var f38 = try frame(38)
+        let lost = f38.removeFirst()
+        deliver(f38, at: 38)
+        deliver(try frame(39), at: 39)
         XCTAssertEqual(keyframeRequests, 0)
-        handle(receiver.packetsUnrecoverable([lost.sequenceNumber], now: t0 + .microseconds(102 * 33_333)))
+        handle(receiver.packetsUnrecoverable([lost.sequenceNumber], now: t0 + .microseconds(40 * 33_333)))
         XCTAssertEqual(keyframeRequests, 1)
         XCTAssertTrue(receiver.isWaitingForKeyframe)
-        deliver(try frame(102), at: 102)
+        deliver(try frame(40), at: 40)
         sender.requestKeyframe()
-        for k in 103..<107 { deliver(try frame(k), at: k) }
-        XCTAssertEqual(decoded, Array(0..<100) + Array(103..<107), "resumed at the keyframe")
+        for k in 41..<45 { deliver(try frame(k), at: k) }
+        XCTAssertEqual(decoded, Array(0..<38) + Array(41..<45), "resumed at the keyframe")
         XCTAssertFalse(receiver.isWaitingForKeyframe)
         XCTAssertEqual(receiver.packetsUnrecoverable([lost.sequenceNumber], now: t0 + .seconds(5)).count, 0,
                        "a packet from before the keyframe is not needed any more")
+    }
+
+    /// A hole no repair fills (the transport never reported it: its NACK generator did not know the packet) is given
+    /// up once no retransmission can come any more (`holeWait`, from the RTT), not after the depacketizer's window of
+    /// 256 packets, which a low-bitrate stream takes many seconds to send: then a keyframe is asked for and decoding
+    /// resumes with it.
+    func testAHoleNoRepairFillsIsGivenUpAfterTheRepairWindowAtALowPacketRate() throws {
+        let sender = try VideoSendPipeline(config: VideoSendConfig(ssrc: 0xBEEF, encoder: VideoEncoderConfig(width: 160, height: 120,
+                                                                   bitrateKbps: 60, frameDropThreshold: 0), initialSequenceNumber: 7))
+        let receiver = try VideoReceivePipeline(config: VideoReceiveConfig(reorderWindowPackets: 256))
+        receiver.setRoundTripTime(.milliseconds(40))
+        XCTAssertEqual(receiver.holeWait, .milliseconds(1080))
+        let source = try TestPatternSource(width: 160, height: 120)
+        let t0 = Instant(micros: 1_000_000)
+        func at(_ k: Int) -> Instant { t0 + .microseconds(Int64(k) * 33_333 + 5_000) }
+        var decoded: [UInt32] = [], requestedAt: [Instant] = []
+        func handle(_ events: [VideoReceiveEvent], _ now: Instant) {
+            for e in events {
+                switch e {
+                case .frame(let f): if let n = TestPatternReader.read(f.frame)?.frameNumber { decoded.append(n) }
+                case .requestKeyframe: requestedAt.append(now)
+                }
+            }
+        }
+        func frame(_ k: Int) throws -> [RTPPacket] {
+            var out: [RTPPacket] = []
+            let sent = t0 + .microseconds(Int64(k) * 33_333)
+            try sender.send(source.render(frameNumber: UInt32(k), timestampMicros: sent.micros), now: sent) { out.append(try RTPPacket(parsing: $0)) }
+            return out
+        }
+        func deliver(_ packets: [RTPPacket], at k: Int) {
+            let now = at(k)
+            if let d = receiver.nextDeadline, d < now { handle(receiver.poll(now: d), d) }
+            for p in packets { handle(receiver.receive(p, now: now), now) }
+        }
+        for k in 0..<10 { deliver(try frame(k), at: k) }
+        XCTAssertEqual(decoded, Array(0..<10))
+        let f10 = try frame(10)
+        deliver(Array(f10.dropFirst()), at: 10)  // its first packet is lost for good
+        var after = f10.count - 1, k = 11
+        while requestedAt.isEmpty && k < 150 {
+            let p = try frame(k)
+            after += p.count
+            deliver(p, at: k)
+            k += 1
+        }
+        XCTAssertEqual(requestedAt.count, 1, "the hole is given up")
+        XCTAssertLessThan(after, 256, "long before the depacketizer's window of packets")
+        let opened = f10.count > 1 ? at(10) : at(11)
+        XCTAssertEqual(requestedAt.first, opened + receiver.holeWait, "when no repair can come any more, not before")
+        XCTAssertEqual(decoded, Array(0..<10), "nothing after the hole was shown")
+        sender.requestKeyframe()
+        let resume = k
+        for j in resume..<resume + 3 { deliver(try frame(j), at: j) }
+        XCTAssertEqual(Array(decoded.suffix(3)), (resume..<resume + 3).map(UInt32.init), "resumed at the keyframe")
+    }
+
+    /// A frame whose packets arrive slowly but in order (a 720p keyframe of dozens of packets, paced over seconds) has
+    /// no hole: however long it takes, it is not given up.
+    func testABigFrameArrivingSlowlyInOrderIsNotGivenUp() throws {
+        let sender = try VideoSendPipeline(config: VideoSendConfig(ssrc: 0xBEEF, encoder: VideoEncoderConfig(width: 1280, height: 720,
+                                                                   bitrateKbps: 4000, frameDropThreshold: 0),
+                                                                   mtu: 150, initialSequenceNumber: 65_500))
+        let receiver = try VideoReceivePipeline(config: VideoReceiveConfig(reorderWindowPackets: 16))
+        let source = try TestPatternSource(width: 1280, height: 720)
+        let t0 = Instant(micros: 1_000_000)
+        var decoded: [UInt32] = [], keyframeRequests = 0
+        func handle(_ events: [VideoReceiveEvent]) {
+            for e in events {
+                switch e {
+                case .frame(let f): if let n = TestPatternReader.read(f.frame)?.frameNumber { decoded.append(n) }
+                case .requestKeyframe: keyframeRequests += 1
+                }
+            }
+        }
+        func frame(_ k: Int) throws -> [RTPPacket] {
+            var out: [RTPPacket] = []
+            let sent = t0 + .microseconds(Int64(k) * 33_333)
+            try sender.send(source.render(frameNumber: UInt32(k), timestampMicros: sent.micros), now: sent) { out.append(try RTPPacket(parsing: $0)) }
+            return out
+        }
+        var now = t0
+        for k in 0..<3 {
+            now = t0 + .microseconds(Int64(k) * 33_333)
+            for p in try frame(k) { handle(receiver.receive(p, now: now)) }
+        }
+        XCTAssertEqual(decoded, [0, 1, 2])
+        sender.requestKeyframe()
+        let key = try frame(3)
+        XCTAssertGreaterThan(key.count, 16, "longer than the reorder window")
+        for p in key {
+            now = now + .milliseconds(100)  // paced: the frame takes seconds, far beyond `holeWait`
+            if let d = receiver.nextDeadline, d <= now { handle(receiver.poll(now: d)) }
+            handle(receiver.receive(p, now: now))
+            handle(receiver.poll(now: now))
+        }
+        XCTAssertGreaterThan(now - t0, receiver.holeWait + receiver.holeWait)
+        XCTAssertEqual(decoded, [0, 1, 2, 3])
+        XCTAssertEqual(keyframeRequests, 0)
     }
 
     func testAnOutageIsCountedAsAFreezeAndPlaybackResumes() throws {
