@@ -134,6 +134,17 @@ public final class SessionServer: @unchecked Sendable {
         stateLock.withLock { let r = ownRouter; ownRouter = nil; return r }?.stop()
     }
 
+    /// Where a session of this server has (or will have) its media: its router worker and that worker's UDP port.
+    /// Throws `.invalidParameter` for an id that is not a session id of one of this server's projects,
+    /// `.illegalState` without the server's own media router (not started, stopped, or no `configuration.media`).
+    public func mediaPlacement(sessionId: String) throws -> MediaRouter.Placement {
+        guard let sid = try? SessionID.parse(sessionId), configuration.projects.contains(where: { $0.apiKey == sid.apiKey }) else {
+            throw OTError(.invalidParameter, "not a session id of this server's projects")
+        }
+        guard let r = mediaRouter else { throw OTError(.illegalState, "the server runs no media router") }
+        return r.placement(sessionId: sessionId)
+    }
+
     /// The media router this server started from `configuration.media` (nil without one, or once stopped).
     public var mediaRouter: MediaRouter? { stateLock.withLock { ownRouter } }
 
