@@ -22,10 +22,18 @@ public final class SessionServer: @unchecked Sendable {
         public var advertise: IPAddress?
         /// Sockets with their own IO thread (one per core); each session's media goes through one. 1…`maxWorkers`.
         public var workers: Int
+        /// The keyframe-request aggregation window of one publisher (`MediaRouter.pliInterval`).
+        public var pliInterval: Duration
+        /// The audio fallback's thresholds and hold times, judged every `qualityInterval`.
+        public var quality: QualityFallbackConfig
+        public var qualityInterval: Duration
         /// The most workers a server runs.
         public static let maxWorkers = MediaRouter.maxWorkers
-        public init(host: IPAddress? = nil, port: UInt16 = 0, advertise: IPAddress? = nil, workers: Int = 1) {
+        public init(host: IPAddress? = nil, port: UInt16 = 0, advertise: IPAddress? = nil, workers: Int = 1,
+                    pliInterval: Duration = .milliseconds(300), quality: QualityFallbackConfig = QualityFallbackConfig(),
+                    qualityInterval: Duration = .seconds(1)) {
             self.host = host; self.port = port; self.advertise = advertise; self.workers = workers
+            self.pliInterval = pliInterval; self.quality = quality; self.qualityInterval = qualityInterval
         }
     }
 
@@ -117,7 +125,8 @@ public final class SessionServer: @unchecked Sendable {
         guard let ip = m.host ?? (any ? .v4(0x7F00_0001) : IPAddress(listen)) else {
             throw OTError(.invalidParameter, "the media router needs an IP address, not \(listen)")
         }
-        let r = try MediaRouter(bind: TransportAddress(ip: ip, port: m.port), advertise: m.advertise, workers: m.workers)
+        let r = try MediaRouter(bind: TransportAddress(ip: ip, port: m.port), advertise: m.advertise, pliInterval: m.pliInterval,
+                                quality: m.quality, qualityInterval: m.qualityInterval, workers: m.workers)
         stateLock.withLock { ownRouter = r }
         mediaRouting = r
         return r
