@@ -74,6 +74,8 @@ public final class SignalingRouter {
 
     public private(set) var projects: [String: Project] = [:]
     public var limits: ServerLimits
+    /// The longest refusal a relayed publisher's `mediaClose` carries to the subscriber, in UTF-8 bytes.
+    static let maxRefusalBytes = 500
     private var rooms: [String: Room] = [:]
     /// socket → (session, connection)
     private var sockets: [Int: (String, String)] = [:]
@@ -250,9 +252,15 @@ public final class SignalingRouter {
             if let other, let target = room.members[other] {
                 out += deliver([target], .mediaCandidate(peerId: peerId, candidate: candidate, sdpMid: mid, sdpMLineIndex: index))
             }
-        case .mediaClose(let peerId):
+        case .mediaClose(let peerId, let refusal):
             guard let p = peers[peerId], p.sessionId == sid, p.offerer == m.info.id || p.answerer == m.info.id else { break }
-            out += closePeer(room, peerId, reason: "closed", notify: p.offerer == m.info.id ? p.answerer : p.offerer)
+            // Only the answerer (a relayed publisher) refuses an offer; its reason reaches the subscriber, cut short.
+            if let refusal, p.answerer == m.info.id {
+                out += closePeer(room, peerId, reason: "refused", message: String(decoding: refusal.utf8.prefix(Self.maxRefusalBytes), as: UTF8.self),
+                                 notify: p.offerer)
+            } else {
+                out += closePeer(room, peerId, reason: "closed", notify: p.offerer == m.info.id ? p.answerer : p.offerer)
+            }
         case .subscriberSettings(let peerId, let audio, let video):
             guard let p = peers[peerId], p.sessionId == sid, p.offerer == m.info.id, p.direction == .subscribe else { break }
             if let answerer = p.answerer {
@@ -331,10 +339,10 @@ public final class SignalingRouter {
     }
 
     /// Forgets a peer; tells the other side (`notify`, a connection id) and, in routed sessions, the router.
-    private func closePeer(_ room: Room, _ peerId: String, reason: String, notify: String?) -> [Output] {
+    private func closePeer(_ room: Room, _ peerId: String, reason: String, message: String? = nil, notify: String?) -> [Output] {
         guard let p = peers.removeValue(forKey: peerId) else { return [] }
         var out: [Output] = []
-        if let notify, let target = room.members[notify] { out += deliver([target], .mediaClose(peerId: peerId, reason: reason)) }
+        if let notify, let target = room.members[notify] { out += deliver([target], .mediaClose(peerId: peerId, reason: reason, message: message)) }
         if p.answerer == nil { out.append(.routeClose(peerId: peerId)) }
         return out
     }
