@@ -63,6 +63,7 @@ let package = Package(
         .target(name: "COTHeapUsage"),
         .executableTarget(name: "ot-bench", dependencies: ["OTMedia", "OTRTP", "OTTransport", "OTWire", "OTServer", "OTSession", "COTShims", "CVPX", "COpus", "CSRTP", "COTAllocCounter", "COTHeapUsage"]),
         .executableTarget(name: "ot-fuzz-rtp-vp8", dependencies: ["OTWire"], path: "Fuzz/rtp_vp8"),
+        .executableTarget(name: "ot-fuzz-rtp-vp9", dependencies: ["OTWire"], path: "Fuzz/rtp_vp9"),
         .executableTarget(name: "ot-loadtest", dependencies: ["OTSession", "OTServer"]),
         .executableTarget(name: "ot-fuzz-wire", dependencies: ["OTWire"], path: "Fuzz/wire"),
         .executableTarget(name: "ot-fuzz-control", dependencies: ["OTWire"], path: "Fuzz/control"),

@@ -751,6 +751,12 @@ ot_status ot_server_create_session_with_options(ot_server * server, ot_bool rela
 /// Stops and releases the server.
 ot_status ot_server_delete(ot_server * server);
 
+/// Where a session of this server has its media (routed sessions): the index of the media worker it is pinned to
+/// (0 to media_workers - 1) into `worker` and that worker's UDP port into `port` (either may be NULL). Sessions are
+/// spread over the workers by their id, so this holds before the session has media. OT_ERR_INVALID_PARAM for a NULL
+/// or foreign session id; OT_ERR_ILLEGAL_STATE before ot_server_start or after ot_server_stop.
+ot_status ot_server_get_session_placement(ot_server * server, char const * session_id, int32_t * worker, int32_t * port);
+
 /// Copies the server's base URL ("http://host:port", or "https://host:port" with TLS; for the REST API and
 /// ot_session_settings.server_url) into `buf`.
 ot_status ot_server_get_url(ot_server * server, char * buf, size_t size);

@@ -167,6 +167,22 @@ private func serverObject(_ o: ot_server_options) -> Result<ServerObject, OTErro
     }
 }
 
+/// Where a session of this server has its media (routed sessions): the index of the media worker it is pinned to
+/// (0 to media_workers - 1) into `worker` and that worker's UDP port into `port` (either may be NULL). Sessions are
+/// spread over the workers by their id, so this holds before the session has media. OT_ERR_INVALID_PARAM for a NULL
+/// or foreign session id; OT_ERR_ILLEGAL_STATE before ot_server_start or after ot_server_stop.
+@c(ot_server_get_session_placement) public func ot_server_get_session_placement(
+    _ server: UnsafeMutablePointer<ot_server>?, _ session_id: UnsafePointer<CChar>?,
+    _ worker: UnsafeMutablePointer<Int32>?, _ port: UnsafeMutablePointer<Int32>?) -> ot_status {
+    withServer(server) { o in
+        guard let sid = CArg.string(session_id) else { return Status.invalidParam }
+        let at = try o.server.mediaPlacement(sessionId: sid)
+        worker?.pointee = Int32(at.worker)
+        port?.pointee = Int32(at.port)
+        return Status.ok
+    }
+}
+
 /// Mints a client token for a session of this server (role: one of ot_role; data: connection data or NULL;
 /// format: OT_TOKEN_JWT or OT_TOKEN_T1) into `buf` (OT_TOKEN_BUFFER_SIZE is always enough).
 @c(ot_server_new_token) public func ot_server_new_token(_ server: UnsafeMutablePointer<ot_server>?, _ session_id: UnsafePointer<CChar>?,

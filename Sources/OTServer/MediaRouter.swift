@@ -102,6 +102,20 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         return Int(h % UInt64(workers.count))
     }
 
+    /// Where a session's media goes: the worker it is pinned to and that worker's bound UDP port (the port its
+    /// answers' candidates name).
+    public struct Placement: Sendable, Equatable {
+        public var worker: Int
+        public var port: UInt16
+    }
+
+    /// The placement of a session (whether or not it has media yet): what `/v2/stats` reports per session and
+    /// `ot_server_get_session_placement` returns.
+    public func placement(sessionId: String) -> Placement {
+        let i = workerIndex(sessionId: sessionId)
+        return Placement(worker: i, port: workers[i].endpoint.address.port)
+    }
+
     public func setQualityHandler(_ handler: @escaping @Sendable (String, MediaQualityEvent) -> Void) {
         for w in workers { w.setQualityHandler(handler) }
     }
@@ -119,7 +133,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     // MARK: MediaRouting
 
     public func handleOffer(_ offer: MediaOfferRequest, completion: @escaping @Sendable (Result<String, OTError>) -> Void) {
-        let i = workerIndex(sessionId: offer.sessionId)
+        let i = placement(sessionId: offer.sessionId).worker
         peerWorkers.withLock { $0[offer.peerId] = (i, offer.connectionId) }
         workers[i].handleOffer(offer, completion: completion)
     }
@@ -187,9 +201,12 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             ]
             sessions[sid] = t
         }
-        let sessionsJSON = sessions.mapValues { t -> JSONValue in
-            ["peers": .int(Int64(t.peers)), "packetsIn": .int(Int64(t.packetsIn)), "bytesIn": .int(Int64(t.bytesIn)),
-             "packetsOut": .int(Int64(t.packetsOut)), "bytesOut": .int(Int64(t.bytesOut)), "streams": .object(t.streams)]
+        var sessionsJSON: [String: JSONValue] = [:]
+        for (sid, t) in sessions {
+            let at = placement(sessionId: sid)
+            sessionsJSON[sid] = ["mediaWorker": .int(Int64(at.worker)), "mediaPort": .int(Int64(at.port)), "peers": .int(Int64(t.peers)),
+                                 "packetsIn": .int(Int64(t.packetsIn)), "bytesIn": .int(Int64(t.bytesIn)), "packetsOut": .int(Int64(t.packetsOut)),
+                                 "bytesOut": .int(Int64(t.bytesOut)), "streams": .object(t.streams)]
         }
         return JSONValue.object(["sessions": .object(sessionsJSON), "mediaPort": .int(Int64(endpoint.address.port)),
                                  "mediaPorts": .array(workers.map { .int(Int64($0.endpoint.address.port)) })]).serialized()

@@ -22,10 +22,18 @@ public final class SessionServer: @unchecked Sendable {
         public var advertise: IPAddress?
         /// Sockets with their own IO thread (one per core); each session's media goes through one. 1…`maxWorkers`.
         public var workers: Int
+        /// The keyframe-request aggregation window of one publisher (`MediaRouter.pliInterval`).
+        public var pliInterval: Duration
+        /// The audio fallback's thresholds and hold times, judged every `qualityInterval`.
+        public var quality: QualityFallbackConfig
+        public var qualityInterval: Duration
         /// The most workers a server runs.
         public static let maxWorkers = MediaRouter.maxWorkers
-        public init(host: IPAddress? = nil, port: UInt16 = 0, advertise: IPAddress? = nil, workers: Int = 1) {
+        public init(host: IPAddress? = nil, port: UInt16 = 0, advertise: IPAddress? = nil, workers: Int = 1,
+                    pliInterval: Duration = .milliseconds(300), quality: QualityFallbackConfig = QualityFallbackConfig(),
+                    qualityInterval: Duration = .seconds(1)) {
             self.host = host; self.port = port; self.advertise = advertise; self.workers = workers
+            self.pliInterval = pliInterval; self.quality = quality; self.qualityInterval = qualityInterval
         }
     }
 
@@ -117,7 +125,8 @@ public final class SessionServer: @unchecked Sendable {
         guard let ip = m.host ?? (any ? .v4(0x7F00_0001) : IPAddress(listen)) else {
             throw OTError(.invalidParameter, "the media router needs an IP address, not \(listen)")
         }
-        let r = try MediaRouter(bind: TransportAddress(ip: ip, port: m.port), advertise: m.advertise, workers: m.workers)
+        let r = try MediaRouter(bind: TransportAddress(ip: ip, port: m.port), advertise: m.advertise, pliInterval: m.pliInterval,
+                                quality: m.quality, qualityInterval: m.qualityInterval, workers: m.workers)
         stateLock.withLock { ownRouter = r }
         mediaRouting = r
         return r
@@ -132,6 +141,17 @@ public final class SessionServer: @unchecked Sendable {
     public func stop() {
         http.stop()
         stateLock.withLock { let r = ownRouter; ownRouter = nil; return r }?.stop()
+    }
+
+    /// Where a session of this server has (or will have) its media: its router worker and that worker's UDP port.
+    /// Throws `.invalidParameter` for an id that is not a session id of one of this server's projects,
+    /// `.illegalState` without the server's own media router (not started, stopped, or no `configuration.media`).
+    public func mediaPlacement(sessionId: String) throws -> MediaRouter.Placement {
+        guard let sid = try? SessionID.parse(sessionId), configuration.projects.contains(where: { $0.apiKey == sid.apiKey }) else {
+            throw OTError(.invalidParameter, "not a session id of this server's projects")
+        }
+        guard let r = mediaRouter else { throw OTError(.illegalState, "the server runs no media router") }
+        return r.placement(sessionId: sessionId)
     }
 
     /// The media router this server started from `configuration.media` (nil without one, or once stopped).

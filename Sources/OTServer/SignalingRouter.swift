@@ -2,83 +2,6 @@ import OTBase
 import OTTransport
 import OTWire
 
-/// An api key and its secret.
-public struct Project: Sendable, Equatable {
-    public var apiKey: String
-    public var secret: String
-    public init(apiKey: String, secret: String) { self.apiKey = apiKey; self.secret = secret }
-
-    /// A new random project: numeric api key, 40 hex digit secret (never ends in `.word`).
-    public static func generate() -> Project {
-        let key = String(10_000_000 + Int.random(in: 0..<90_000_000))
-        return Project(apiKey: key, secret: TokenCrypto.hex(TokenCrypto.randomBytes(20)))
-    }
-
-    /// Parses `KEY:SECRET` (see `init(apiKey:validatingSecret:)`).
-    public static func parse(_ s: String) throws -> Project {
-        guard let colon = s.firstIndex(of: ":") else { throw OTError(.invalidParameter, "project must be KEY:SECRET") }
-        return try Project(apiKey: String(s[..<colon]), validatingSecret: String(s[s.index(after: colon)...]))
-    }
-
-    /// A project whose key is 1 to 64 of `[A-Za-z0-9_-]` and whose secret is 1 to 256 bytes without control
-    /// characters; refuses secrets the SDKs would treat as Vonage keys (ending in `.word`). Throws 1011.
-    public init(apiKey key: String, validatingSecret secret: String) throws {
-        guard (1...64).contains(key.utf8.count), key.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A)
-                || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F }),
-              (1...256).contains(secret.utf8.count), secret.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x7F }) else {
-            throw OTError(.invalidParameter, "project must be KEY:SECRET with a key of 1 to 64 of [A-Za-z0-9_-] and a secret of 1 to 256 bytes")
-        }
-        if let dot = secret.lastIndex(of: "."), secret[secret.index(after: dot)...].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) {
-            throw OTError(.invalidParameter, "a secret ending in .word makes the SDKs switch to Vonage mode; use hex")
-        }
-        self.init(apiKey: key, secret: secret)
-    }
-}
-
-/// Limits and timings of the signaling router (docs/protocol.md, "Limits").
-public struct ServerLimits: Sendable {
-    /// Connections one session admits (OpenTok code 1027 beyond). OpenTok's hosted service allows 15,000 on a
-    /// cluster; one small server is safer with fewer.
-    public var maxConnectionsPerSession = 2_000
-    /// Connections made with one token at once (1027 beyond; 0: no cap). Tokens can be reused, a leaked one
-    /// should not fill a session.
-    public var maxConnectionsPerToken = 100
-    /// Streams one connection may publish at once (1605 beyond).
-    public var maxStreamsPerConnection = 8
-    /// Streams one session may hold at once (1605 beyond).
-    public var maxStreamsPerSession = 250
-    /// Longest stream name, in UTF-8 bytes (1011 beyond).
-    public var maxStreamNameBytes = 1000
-    /// Largest stream width or height a client may announce (1011 beyond).
-    public var maxVideoDimension = 16_384
-    /// Sustained signals per second one connection may send.
-    public var signalsPerSecond: Double = 200
-    /// Signals a connection may send in a burst.
-    public var signalBurst: Double = 400
-    /// How long a dropped socket's connection stays resumable.
-    public var reconnectGrace: Duration = .seconds(10)
-    /// Messages kept for a dropped connection during the grace period.
-    public var maxQueuedWhileDropped = 1000
-    /// Bytes of messages (JSON) kept for a dropped connection during the grace period.
-    public var maxQueuedBytesWhileDropped = 1 << 20
-    /// Peer connections one connection may have offered at once (OpenTok code 1605 beyond).
-    public var maxMediaPeersPerConnection = 64
-    /// Reports kept from `reportIssue` (the oldest go first).
-    public var maxIssueReports = 1000
-    /// Longest issue description kept, in UTF-8 bytes (the rest is cut).
-    public var maxIssueDescriptionBytes = 10_000
-    public init() {}
-}
-
-/// A report logged through `reportIssue`.
-public struct IssueReport: Sendable, Equatable {
-    public var issueId: String
-    public var sessionId: String
-    public var connectionId: String
-    public var description: String
-    public var timeMillis: Int64
-}
-
 /// The sans-IO heart of the server: rooms, connections, roles, streams and limits.
 /// Sockets are plain integer ids; every call takes the time and returns what to send.
 /// Not thread-safe: one driver thread owns it.
@@ -151,6 +74,8 @@ public final class SignalingRouter {
 
     public private(set) var projects: [String: Project] = [:]
     public var limits: ServerLimits
+    /// The longest refusal a relayed publisher's `mediaClose` carries to the subscriber, in UTF-8 bytes.
+    static let maxRefusalBytes = 500
     private var rooms: [String: Room] = [:]
     /// socket → (session, connection)
     private var sockets: [Int: (String, String)] = [:]
@@ -327,9 +252,15 @@ public final class SignalingRouter {
             if let other, let target = room.members[other] {
                 out += deliver([target], .mediaCandidate(peerId: peerId, candidate: candidate, sdpMid: mid, sdpMLineIndex: index))
             }
-        case .mediaClose(let peerId):
+        case .mediaClose(let peerId, let refusal):
             guard let p = peers[peerId], p.sessionId == sid, p.offerer == m.info.id || p.answerer == m.info.id else { break }
-            out += closePeer(room, peerId, reason: "closed", notify: p.offerer == m.info.id ? p.answerer : p.offerer)
+            // Only the answerer (a relayed publisher) refuses an offer; its reason reaches the subscriber, cut short.
+            if let refusal, p.answerer == m.info.id {
+                out += closePeer(room, peerId, reason: "refused", message: String(decoding: refusal.utf8.prefix(Self.maxRefusalBytes), as: UTF8.self),
+                                 notify: p.offerer)
+            } else {
+                out += closePeer(room, peerId, reason: "closed", notify: p.offerer == m.info.id ? p.answerer : p.offerer)
+            }
         case .subscriberSettings(let peerId, let audio, let video):
             guard let p = peers[peerId], p.sessionId == sid, p.offerer == m.info.id, p.direction == .subscribe else { break }
             if let answerer = p.answerer {
@@ -408,10 +339,10 @@ public final class SignalingRouter {
     }
 
     /// Forgets a peer; tells the other side (`notify`, a connection id) and, in routed sessions, the router.
-    private func closePeer(_ room: Room, _ peerId: String, reason: String, notify: String?) -> [Output] {
+    private func closePeer(_ room: Room, _ peerId: String, reason: String, message: String? = nil, notify: String?) -> [Output] {
         guard let p = peers.removeValue(forKey: peerId) else { return [] }
         var out: [Output] = []
-        if let notify, let target = room.members[notify] { out += deliver([target], .mediaClose(peerId: peerId, reason: reason)) }
+        if let notify, let target = room.members[notify] { out += deliver([target], .mediaClose(peerId: peerId, reason: reason, message: message)) }
         if p.answerer == nil { out.append(.routeClose(peerId: peerId)) }
         return out
     }

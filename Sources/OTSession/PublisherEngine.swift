@@ -316,12 +316,28 @@ final class PublisherEngine: @unchecked Sendable {
             peers[peerId] = p
             session.media.register(peerId: peerId, p, answering: true)
             let answer = try p.link.createAnswer(offer: sdp)
+            if let refusal = videoRefusal(p, offer: sdp) {
+                // As the media router refuses it: the subscriber hears why instead of getting a stream without video.
+                Log.warn("publisher", "refused an offer from \(subscriber): \(refusal)")
+                dropPeer(peerId, tellOtherSide: false)
+                session.sendMedia(.mediaClose(peerId: peerId, refusal: refusal))
+                return
+            }
             try adoptVideoFormat(p)
             session.sendMedia(.mediaAnswer(peerId: peerId, sdp: answer))
         } catch {
             Log.warn("publisher", "refused an offer from \(subscriber): \(error)")
             dropPeer(peerId, tellOtherSide: true)
         }
+    }
+
+    /// Why a subscriber's offer that asks for video cannot have ours (none of our codecs, or not the one our encoder
+    /// already sends, is in it); nil when it can, or asks for none.
+    private func videoRefusal(_ p: Peer, offer: String) -> String? {
+        guard video != nil, p.link.agreedFormat("video") == nil,
+              (try? SessionDescription.parse(offer))?.media.contains(where: { $0.kind == "video" && !$0.isRejected }) == true else { return nil }
+        let ours = videoFormatAgreed ? video.map { [$0.config.format.name] } ?? [] : preferredVideoFormats.map(\.name)
+        return "the stream's video is \(ours.joined(separator: " or ")), which the subscriber's offer does not list"
     }
 
     private weak var session: Session?

@@ -156,7 +156,7 @@ final class SessionMedia: @unchecked Sendable {
                 lock.withLock { offerers[peerId] }?.mediaSignal(m)
             case .subscriberSettings(let peerId, _, _):
                 lock.withLock { answerers[peerId] }?.mediaSignal(m)
-            case .mediaCandidate(let peerId, _, _, _), .mediaClose(let peerId, _):
+            case .mediaCandidate(let peerId, _, _, _), .mediaClose(let peerId, _, _):
                 // Either end; both when this client holds both (its own relayed stream).
                 let (o, a) = lock.withLock { () -> ((any MediaSignalingPeer)?, (any MediaSignalingPeer)?) in
                     if case .mediaClose = m { awaitingAnswerer[peerId] = nil }

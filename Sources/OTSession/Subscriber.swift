@@ -263,7 +263,10 @@ public final class Subscriber: SessionMediaClient, MediaSignalingPeer, @unchecke
         guard let s = lock.withLock({ session }) else { return }
         let ending = s.status != .connected
         switch message {
-        case .mediaClose(let pid, let reason):
+        case .mediaClose(let pid, "refused", let message):
+            // The relayed publisher refused the offer (no video codec in common): as the media router's refusal.
+            offerRefused(pid, OTError(.invalidParameter, message ?? "the publisher refused the subscriber's offer"))
+        case .mediaClose(let pid, let reason, _):
             // A destroyed stream or a departed client is reported by the session's own events; while the session is
             // disconnecting, connections close on their way out: its end, not an interruption.
             guard reason != "streamDestroyed" && reason != "connectionGone", !ending else { return }

@@ -31,6 +31,27 @@ public enum FuzzHarness {
         return events
     }
 
+    /// Parses `data` as a VP9 payload (descriptor, RFC 9628, and uncompressed frame header) and as RTP; on success asks
+    /// the format what the router asks (keyframe start, frame id) and feeds the packet to `depacketizer`. Returns the
+    /// number of events the depacketizer produced.
+    @discardableResult
+    public static func rtpVP9(_ data: [UInt8], depacketizer: inout VP9Depacketizer) -> Int {
+        _ = try? VP9PayloadDescriptor.parse(data[...])
+        _ = VP9FrameHeader.parse(data[...])
+        let format = VP9PayloadFormat()
+        _ = PayloadFormats.isKeyframeStart(format, rtpPacket: data)
+        guard let packet = try? RTPPacket(parsing: data) else { return 0 }
+        _ = format.isKeyframeStart(packet.payload)
+        _ = format.frameID(packet.payload)
+        _ = VP9PayloadReader.read(packet.payload)
+        var events = 0
+        depacketizer.insert(packet) { event in
+            events += 1
+            if case .frame(let f) = event { _ = VP9FrameHeader.keyframeSize(f.data) }
+        }
+        return events
+    }
+
     /// The project the control-plane harness signs with (so mutated claims reach the checks behind the signature).
     public static let controlKey = "12345678", controlSecret = "00112233445566778899aabbccddeeff00112233"
     /// The time the control-plane harness verifies tokens at.

@@ -199,8 +199,9 @@ public enum ClientMessage: Sendable, Equatable {
     /// A trickled ICE candidate (`candidate:...` attribute value; empty for end of candidates), with the m-section
     /// of its transport as `RTCIceCandidateInit` names it (the BUNDLE tag's mid and m-line index); both may be absent.
     case mediaCandidate(peerId: String, candidate: String, sdpMid: String? = nil, sdpMLineIndex: Int? = nil)
-    /// Closes a peer connection.
-    case mediaClose(peerId: String)
+    /// Closes a peer connection. `refusal`: a relayed publisher refusing a subscriber's offer says why (the
+    /// subscriber gets it as `mediaClose` with reason `refused`).
+    case mediaClose(peerId: String, refusal: String? = nil)
     /// What a subscriber wants to receive on its peer connection.
     case subscriberSettings(peerId: String, audio: Bool, video: Bool)
     /// A liveness check for clients that cannot send WebSocket pings (browsers): answered by a plain `reply`.
@@ -237,8 +238,9 @@ public enum ServerMessage: Sendable, Equatable {
     case mediaAnswer(peerId: String, sdp: String)
     /// A trickled candidate from the other side of a relayed peer connection (see `ClientMessage.mediaCandidate`).
     case mediaCandidate(peerId: String, candidate: String, sdpMid: String? = nil, sdpMLineIndex: Int? = nil)
-    /// The other side closed the peer connection (its client left, the stream ended, or the router closed it).
-    case mediaClose(peerId: String, reason: String)
+    /// The other side closed the peer connection (its client left, the stream ended, or the router closed it), or
+    /// (reason `refused`) the relayed publisher refused the offer, saying why in `message`.
+    case mediaClose(peerId: String, reason: String, message: String? = nil)
     /// A relayed subscriber's wishes, forwarded to the publishing client.
     case subscriberSettings(peerId: String, audio: Bool, video: Bool)
     /// Routed sessions: the media router's audio-fallback decision for a subscriber's peer connection.
@@ -251,7 +253,7 @@ public enum ServerMessage: Sendable, Equatable {
     /// media message cannot be left out of the routing that relies on it.
     public var mediaPeerId: String? {
         switch self {
-        case .mediaOffer(let p, _, _, _, _), .mediaAnswer(let p, _), .mediaCandidate(let p, _, _, _), .mediaClose(let p, _),
+        case .mediaOffer(let p, _, _, _, _), .mediaAnswer(let p, _), .mediaCandidate(let p, _, _, _), .mediaClose(let p, _, _),
              .subscriberSettings(let p, _, _), .mediaQuality(let p, _), .publisherMedia(let p, _):
             return p
         case .connected, .roster, .reply, .connectionCreated, .connectionDestroyed, .streamCreated, .streamDestroyed, .streamChanged,
@@ -304,7 +306,7 @@ extension ClientMessage: Codable {
         case "mediaCandidate":
             self = .mediaCandidate(peerId: try c.req("peerId"), candidate: try c.req("candidate"), sdpMid: try c.opt("sdpMid"),
                                    sdpMLineIndex: try c.opt("sdpMLineIndex"))
-        case "mediaClose": self = .mediaClose(peerId: try c.req("peerId"))
+        case "mediaClose": self = .mediaClose(peerId: try c.req("peerId"), refusal: try c.opt("refusal"))
         case "subscriberSettings": self = .subscriberSettings(peerId: try c.req("peerId"), audio: try c.req("audio"), video: try c.req("video"))
         case "ping": self = .ping(id: try c.req("id"))
         default: throw UnknownMessageType(type: String(type.prefix(64)), id: try? c.opt("id"))
@@ -347,8 +349,8 @@ extension ClientMessage: Codable {
         case .mediaCandidate(let peerId, let candidate, let mid, let index):
             try c.put("type", "mediaCandidate"); try c.put("peerId", peerId); try c.put("candidate", candidate)
             try c.put("sdpMid", mid); try c.put("sdpMLineIndex", index)
-        case .mediaClose(let peerId):
-            try c.put("type", "mediaClose"); try c.put("peerId", peerId)
+        case .mediaClose(let peerId, let refusal):
+            try c.put("type", "mediaClose"); try c.put("peerId", peerId); try c.put("refusal", refusal)
         case .subscriberSettings(let peerId, let audio, let video):
             try c.put("type", "subscriberSettings"); try c.put("peerId", peerId); try c.put("audio", audio); try c.put("video", video)
         }
@@ -382,7 +384,7 @@ extension ServerMessage: Codable {
         case "mediaCandidate":
             self = .mediaCandidate(peerId: try c.req("peerId"), candidate: try c.req("candidate"), sdpMid: try c.opt("sdpMid"),
                                    sdpMLineIndex: try c.opt("sdpMLineIndex"))
-        case "mediaClose": self = .mediaClose(peerId: try c.req("peerId"), reason: try c.opt("reason") ?? "")
+        case "mediaClose": self = .mediaClose(peerId: try c.req("peerId"), reason: try c.opt("reason") ?? "", message: try c.opt("message"))
         case "subscriberSettings": self = .subscriberSettings(peerId: try c.req("peerId"), audio: try c.req("audio"), video: try c.req("video"))
         case "mediaQuality": self = .mediaQuality(peerId: try c.req("peerId"), event: try c.req("event"))
         case "publisherMedia": self = .publisherMedia(peerId: try c.req("peerId"), state: try c.req("state"))
@@ -427,8 +429,8 @@ extension ServerMessage: Codable {
         case .mediaCandidate(let peerId, let candidate, let mid, let index):
             try c.put("type", "mediaCandidate"); try c.put("peerId", peerId); try c.put("candidate", candidate)
             try c.put("sdpMid", mid); try c.put("sdpMLineIndex", index)
-        case .mediaClose(let peerId, let reason):
-            try c.put("type", "mediaClose"); try c.put("peerId", peerId); try c.put("reason", reason)
+        case .mediaClose(let peerId, let reason, let message):
+            try c.put("type", "mediaClose"); try c.put("peerId", peerId); try c.put("reason", reason); try c.put("message", message)
         case .subscriberSettings(let peerId, let audio, let video):
             try c.put("type", "subscriberSettings"); try c.put("peerId", peerId); try c.put("audio", audio); try c.put("video", video)
         case .mediaQuality(let peerId, let event):

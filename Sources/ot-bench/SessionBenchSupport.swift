@@ -159,14 +159,15 @@ final class StreamRecorder: PublisherDelegate, SubscriberDelegate, @unchecked Se
 final class BenchServer {
     let project = Project.generate()
     let server: SessionServer
+    /// The server's own media router.
     let router: MediaRouter
     init() throws {
-        server = SessionServer(.init(projects: [project]))
-        router = try MediaRouter()
-        server.mediaRouting = router
+        server = SessionServer(.init(projects: [project], media: .init()))
         _ = try server.start()
+        guard let r = server.mediaRouter else { throw BenchError("the server started no media router") }
+        router = r
     }
-    func stop() { router.stop(); server.stop() }
+    func stop() { server.stop() }
 
     func session(relayed: Bool) throws -> String { try server.createSession(apiKey: project.apiKey, relayed: relayed) }
 

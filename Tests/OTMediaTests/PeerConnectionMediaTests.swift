@@ -2,6 +2,7 @@ import Foundation
 import OTBase
 @testable import OTMedia
 import OTTransport
+import OTTestSupport
 import OTWire
 import Synchronization
 import XCTest
@@ -85,48 +86,11 @@ final class WeakMediaPeer: @unchecked Sendable {
     }
 }
 
-/// Reads JSON lines from a child's stdout.
-final class JSONLines: @unchecked Sendable {
-    let lines = Mutex<[String]>([])
-    private var partial = ""
-    init(_ handle: FileHandle) {
-        handle.readabilityHandler = { [self] h in
-            let data = h.availableData
-            if data.isEmpty { h.readabilityHandler = nil; return }
-            partial += String(decoding: data, as: UTF8.self)
-            while let nl = partial.firstIndex(of: "\n") {
-                lines.withLock { $0.append(String(partial[..<nl])) }
-                partial = String(partial[partial.index(after: nl)...])
-            }
-        }
-    }
-    func wait(for key: String, _ value: String, seconds: Double = 30) -> [String: Any]? {
-        let end = Date().addingTimeInterval(seconds)
-        while Date() < end {
-            for l in lines.withLock({ $0 }) {
-                if let o = try? JSONSerialization.jsonObject(with: Data(l.utf8)) as? [String: Any], o[key] as? String == value { return o }
-            }
-            usleep(5000)
-        }
-        return nil
-    }
-}
-
 /// libotsession's PeerConnection against aiortc (PyPI) on 127.0.0.1: connection setup times side by side (media both
 /// ways with aiortc through sessions: Tests/interop/test_aiortc_session.py).
 final class PeerConnectionAiortcTests: XCTestCase {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("interop/aiortc_echo.py")
-
-    func launch(_ args: [String]) throws -> (Process, Pipe, JSONLines, Pipe) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["python3", Self.script.path] + args
-        let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
-        p.standardInput = stdin; p.standardOutput = stdout; p.standardError = stderr
-        try p.run()
-        return (p, stdin, JSONLines(stdout.fileHandleForReading), stderr)
-    }
 
     /// Connection setup on loopback, offer created -> first decoded video frame: two of our peers, then two
     /// aiortc peers (`aiortc_echo.py pair`), in one run. Prints the figures; asserts only that both complete.
@@ -152,9 +116,10 @@ final class PeerConnectionAiortcTests: XCTestCase {
         }
         var theirs: [Double] = []
         for _ in 0..<3 {
-            let (proc, _, out, stderr) = try launch(["pair"])
+            let child = try PythonChild(Self.script, ["pair"])
+            let (proc, out, stderr) = (child.process, child.output, child.stderr)
             defer { if proc.isRunning { proc.terminate() }; proc.waitUntilExit() }
-            guard let ms = out.wait(for: "event", "pair", seconds: 30)?["ms"] as? Double else {
+            guard let ms = out.json(where: "event", is: "pair", timeout: 30)?["ms"] as? Double else {
                 let err = String(decoding: stderr.fileHandleForReading.availableData, as: UTF8.self)
                 if err.contains("ModuleNotFoundError") { throw XCTSkip("aiortc not installed") }
                 return XCTFail("aiortc pair did not report: \(err)")

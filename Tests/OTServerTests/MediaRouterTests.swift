@@ -268,12 +268,11 @@ final class MediaRouterTests: RouterTestCase {
 
     func testClosingPeersAndStatsEndpoint() throws {
         let project = Project.generate()
-        let server = SessionServer(SessionServer.Configuration(projects: [project]))
+        let server = SessionServer(SessionServer.Configuration(projects: [project], media: .init()))
         try server.start()
         defer { server.stop() }
         let sid = try server.createSession(apiKey: project.apiKey)
-        router = try MediaRouter()
-        server.mediaRouting = router
+        router = try XCTUnwrap(server.mediaRouter)
         let pub = try RouterClient(audioSSRC: Self.audio, videoSSRC: Self.video), sub = try RouterClient()
         clients = [pub, sub]
         _ = try negotiate(pub, sid: sid, peer: "p", .publish)
@@ -292,6 +291,10 @@ final class MediaRouterTests: RouterTestCase {
         let session = try XCTUnwrap((json["sessions"] as? [String: Any])?[sid] as? [String: Any], "\(json)")
         XCTAssertEqual(session["packetsIn"] as? Int, 20)
         XCTAssertEqual(session["peers"] as? Int, 2)
+        XCTAssertEqual(session["mediaWorker"] as? Int, 0)
+        XCTAssertEqual(session["mediaPort"] as? Int, Int(router.endpoint.address.port))
+        XCTAssertEqual(try server.mediaPlacement(sessionId: sid), MediaRouter.Placement(worker: 0, port: router.endpoint.address.port))
+        XCTAssertThrowsError(try server.mediaPlacement(sessionId: "not a session id"))
         let stream = try XCTUnwrap((session["streams"] as? [String: Any])?["st1"] as? [String: Any])
         XCTAssertEqual(stream["subscribers"] as? Int, 1)
         XCTAssertGreaterThanOrEqual(stream["packetsOut"] as? Int ?? 0, 10)

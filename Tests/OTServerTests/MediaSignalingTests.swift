@@ -63,6 +63,25 @@ final class MediaSignalingTests: XCTestCase {
         XCTAssertEqual(router.mediaPeerCount, 0)
     }
 
+    /// A relayed publisher refuses a subscriber's offer (no video codec in common): the subscriber hears why, as
+    /// `mediaClose` with reason `refused`, the reason cut to 500 bytes; a subscriber cannot "refuse" its own offer.
+    func testARelayedPublishersRefusalReachesTheSubscriberWithItsReason() throws {
+        let sid = try router.createSession(apiKey: project.apiKey, relayed: true, nowMillis: nowMillis)
+        _ = try connect(1, sid)
+        _ = try connect(2, sid)
+        let stream = publish(1)
+        for peer in ["p1", "p2"] {
+            _ = send(2, .mediaOffer(id: 8, peerId: peer, streamId: stream, direction: .subscribe, sdp: "v=0 offer"))
+        }
+        let why = "the stream's video is VP9, which the subscriber's offer does not list"
+        XCTAssertEqual(send(1, .mediaClose(peerId: "p1", refusal: why)), [.send([2], .mediaClose(peerId: "p1", reason: "refused", message: why))])
+        XCTAssertEqual(send(1, .mediaClose(peerId: "p2", refusal: String(repeating: "é", count: 400))),
+                       [.send([2], .mediaClose(peerId: "p2", reason: "refused", message: String(repeating: "é", count: 250)))])
+        _ = send(2, .mediaOffer(id: 9, peerId: "p3", streamId: stream, direction: .subscribe, sdp: "v=0 offer"))
+        XCTAssertEqual(send(2, .mediaClose(peerId: "p3", refusal: "forged")), [.send([1], .mediaClose(peerId: "p3", reason: "closed"))])
+        XCTAssertEqual(router.mediaPeerCount, 0)
+    }
+
     func testRelayedRolesStreamsAndPublishOffersAreRefused() throws {
         let sid = try router.createSession(apiKey: project.apiKey, relayed: true, nowMillis: nowMillis)
         _ = try connect(1, sid)

@@ -39,12 +39,13 @@ final class RouterWorkersTests: RouterTestCase {
         while sessions.count < 2 {
             let sid = "session-\(i)"
             i += 1
-            if router.workerIndex(sessionId: sid) == sessions.count { sessions.append(sid) }
+            if router.placement(sessionId: sid).worker == sessions.count { sessions.append(sid) }
         }
         for (w, sid) in sessions.enumerated() {
             let pub = try RouterClient(audioSSRC: 0xA0 + UInt32(w), videoSSRC: nil), sub = try RouterClient()
             clients += [pub, sub]
-            let port = router.endpoints[w].address.port
+            let port = router.placement(sessionId: sid).port
+            XCTAssertEqual(port, router.endpoints[w].address.port)
             for (c, peer, dir) in [(pub, "pub\(w)", MediaDirection.publish), (sub, "sub\(w)", .subscribe)] {
                 let answer = try negotiate(c, sid: sid, peer: peer, stream: "st\(w)", dir)
                 XCTAssertTrue(answer.contains(" \(port) typ host"), "the candidate names worker \(w)'s port \(port)")
@@ -60,6 +61,12 @@ final class RouterWorkersTests: RouterTestCase {
         XCTAssertEqual(router.streamCount, 2)
         XCTAssertEqual(router.endpoints.map(\.connectionCount), [2, 2])
         XCTAssertEqual(router.counters(streamId: "st1")?.packetsIn, 10)
+        // The stats say where each session is placed.
+        let stats = try XCTUnwrap(JSONValue.parse(router.statsJSON(apiKey: nil))["sessions"])
+        for (w, sid) in sessions.enumerated() {
+            XCTAssertEqual(stats[sid]?["mediaWorker"], .int(Int64(w)), "\(stats)")
+            XCTAssertEqual(stats[sid]?["mediaPort"], .int(Int64(router.endpoints[w].address.port)))
+        }
         router.connectionGone(connectionId: "c-sub0")
         router.close(peerId: "pub1")
         XCTAssertEqual(router.peerCount, 2)

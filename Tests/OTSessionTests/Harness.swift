@@ -9,18 +9,14 @@ import XCTest
 final class TestServer {
     let project = Project.generate()
     let server: SessionServer
-    /// The media router of a `routed` server (its routed sessions' media goes through it); nil otherwise.
-    let router: MediaRouter?
-    init(limits: ServerLimits = ServerLimits(), routed: Bool = false) throws {
-        server = SessionServer(.init(projects: [project], limits: limits))
-        router = routed ? try MediaRouter() : nil
-        server.mediaRouting = router
+    /// The server's own media router, when it runs one (`routed`, or `media` given): routed sessions' media goes
+    /// through it.
+    var router: MediaRouter? { server.mediaRouter }
+    init(limits: ServerLimits = ServerLimits(), routed: Bool = false, media: SessionServer.MediaSettings? = nil) throws {
+        server = SessionServer(.init(projects: [project], limits: limits, media: media ?? (routed ? .init() : nil)))
         try server.start()
     }
-    deinit {
-        router?.stop()
-        server.stop()
-    }
+    deinit { server.stop() }
 
     func session(relayed: Bool = false) throws -> String { try server.createSession(apiKey: project.apiKey, relayed: relayed) }
 

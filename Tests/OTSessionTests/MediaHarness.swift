@@ -294,7 +294,6 @@ class RoutedServerTestCase: XCTestCase {
     }
 
     override func tearDown() {
-        router?.stop()
         server = nil
         router = nil
     }

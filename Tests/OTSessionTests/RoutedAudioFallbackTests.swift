@@ -18,14 +18,12 @@ final class RoutedAudioFallbackTests: XCTestCase {
     var subscribers: [Subscriber] = []
 
     override func setUpWithError() throws {
-        server = try TestServer()
-        router = try MediaRouter(quality: QualityFallbackConfig(rttThreshold: .microseconds(1), warnAfter: .seconds(1),
-                                                                disableAfter: .seconds(2), recoverAfter: .seconds(1)))
-        server.server.mediaRouting = router
+        server = try TestServer(media: .init(quality: QualityFallbackConfig(rttThreshold: .microseconds(1), warnAfter: .seconds(1),
+                                                                            disableAfter: .seconds(2), recoverAfter: .seconds(1))))
+        router = server.router
     }
 
     override func tearDown() {
-        router?.stop()
         subscribers = []
         server = nil
         router = nil

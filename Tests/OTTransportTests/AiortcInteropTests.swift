@@ -1,5 +1,6 @@
 import Foundation
 import OTBase
+import OTTestSupport
 import OTWire
 @testable import OTTransport
 import Synchronization
@@ -11,42 +12,11 @@ final class AiortcInteropTests: XCTestCase {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("interop/aiortc_peer.py")
 
-    /// Reads JSON lines from the child's stdout on a background queue.
-    final class LineReader: @unchecked Sendable {
-        let lines = Mutex<[String]>([])
-        private var partial = ""
-        init(_ handle: FileHandle) {
-            handle.readabilityHandler = { [self] h in
-                let data = h.availableData
-                if data.isEmpty { h.readabilityHandler = nil; return }
-                partial += String(decoding: data, as: UTF8.self)
-                while let nl = partial.firstIndex(of: "\n") {
-                    let line = String(partial[..<nl])
-                    partial = String(partial[partial.index(after: nl)...])
-                    lines.withLock { $0.append(line) }
-                }
-            }
-        }
-        func json(where key: String, is value: String, timeout: Double = 20) -> [String: Any]? {
-            var found: [String: Any]?
-            _ = LoopbackPeer.wait(seconds: timeout) {
-                for l in lines.withLock({ $0 }) {
-                    if let obj = try? JSONSerialization.jsonObject(with: Data(l.utf8)) as? [String: Any], obj[key] as? String == value {
-                        found = obj
-                        return true
-                    }
-                }
-                return false
-            }
-            return found
-        }
-    }
-
     struct Exchange { var rtpOK = 0, rtcpOK = 0, bad = 0; var stats: [String: Any] = [:]; var connectedMs = -1.0 }
 
     /// Sends 100 Opus SRTP packets (20 ms silence frames, paced at 20 ms), then unprotects what aiortc sent.
     func exchangeSRTP(_ peer: LoopbackPeer, _ keys: SRTPKeyingMaterial, payloadType: UInt8, ourSSRC: UInt32,
-                      remoteSSRC: UInt32?, _ reader: LineReader) throws -> Exchange {
+                      remoteSSRC: UInt32?, _ reader: JSONLines) throws -> Exchange {
         let srtp = try SRTPContext(profile: keys.profile, keys: keys.srtpKeys)
         for i in 0..<100 {
             var w = ByteWriter()
@@ -73,14 +43,9 @@ final class AiortcInteropTests: XCTestCase {
         return x
     }
 
-    static func startAiortc(_ args: [String]) throws -> (Process, Pipe, LineReader, Pipe) {
-        let proc = Process()
-        proc.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        proc.arguments = ["python3", Self.script.path] + args
-        let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
-        proc.standardInput = stdin; proc.standardOutput = stdout; proc.standardError = stderr
-        try proc.run()
-        return (proc, stdin, LineReader(stdout.fileHandleForReading), stderr)
+    static func startAiortc(_ args: [String]) throws -> (Process, Pipe, JSONLines, Pipe) {
+        let child = try PythonChild(script, args)
+        return (child.process, child.stdin, child.output, child.stderr)
     }
 
     /// We offer (audio sendrecv + video VP8/RTX), aiortc answers: ICE controlling here, DTLS server here.

@@ -1,6 +1,7 @@
 import Foundation
 import OTBase
 import OTMedia
+import OTTestSupport
 import OTWire
 @testable import OTTransport
 import XCTest
@@ -23,14 +24,8 @@ final class SetupTimeBenchmarkTests: XCTestCase {
         }
         var theirs: [Double] = [], theirsFrame: [Double] = []
         for _ in 0..<runs {
-            let proc = Process()
-            proc.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            proc.arguments = ["python3", AiortcInteropTests.script.path, "pair"]
-            let out = Pipe()
-            proc.standardOutput = out
-            proc.standardError = Pipe()
-            try proc.run()
-            let reader = AiortcInteropTests.LineReader(out.fileHandleForReading)
+            let child = try PythonChild(AiortcInteropTests.script, ["pair"])
+            let (proc, reader) = (child.process, child.output)
             let report = reader.json(where: "event", is: "pair")
             proc.waitUntilExit()
             theirs.append(try XCTUnwrap(report?["ms"] as? Double, "aiortc pair did not connect"))

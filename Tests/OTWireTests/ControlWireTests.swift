@@ -209,6 +209,7 @@ final class ControlWireTests: XCTestCase {
             .updateStream(id: 6, streamId: "s", hasAudio: false, hasVideo: nil, width: 3, height: 4), .subscribe(id: 7, streamId: "s"),
             .forceMuteStream(id: 8, streamId: "s"), .forceMuteAll(id: 9, active: true, excludedStreams: ["a"]),
             .forceDisconnect(id: 10, connectionId: "c"), .reportIssue(id: 11, issueId: "i", description: "d"), .disconnect,
+            .mediaClose(peerId: "p"), .mediaClose(peerId: "p", refusal: "no VP9"),
         ]
         for m in client { XCTAssertEqual(try SignalingCodec.decodeClient(SignalingCodec.encode(m)), m) }
         let server: [ServerMessage] = [
@@ -222,6 +223,7 @@ final class ControlWireTests: XCTestCase {
             .muteForced(active: true, streamId: "s", excludedStreamIds: []),
             .muteForced(active: true, streamId: nil, excludedStreamIds: ["a", "b"]), .disconnected(reason: "x"), .error(code: 1004, message: "m"),
             .publisherMedia(peerId: "p", state: .interrupted), .publisherMedia(peerId: "p", state: .resumed),
+            .mediaClose(peerId: "p", reason: "closed"), .mediaClose(peerId: "p", reason: "refused", message: "no VP9"),
         ]
         for m in server { XCTAssertEqual(try SignalingCodec.decodeServer(SignalingCodec.encode(m)), m) }
         for bad in ["", "[]", "{}", #"{"type":"nope"}"#, #"{"type":"signal","id":"x"}"#, #"{"type":"signal","id":1,"signalType":5,"data":""}"#] {

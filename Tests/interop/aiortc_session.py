@@ -171,6 +171,8 @@ class Client:
                 self.streams.put_nowait(m["stream"])
             elif t == "mediaAnswer" and m["peerId"] in self.answers:
                 self.answers[m["peerId"]].set_result(m["sdp"])
+            elif t == "mediaClose" and m.get("reason") == "refused" and m["peerId"] in self.answers:
+                self.answers[m["peerId"]].set_exception(RuntimeError(f"mediaOffer refused by the publisher: {m}"))
             elif t == "mediaOffer":
                 asyncio.ensure_future(self.answer_subscriber(m))
             elif t == "mediaCandidate" and m["peerId"] in self.pcs:

@@ -119,10 +119,13 @@ def test_aiortc_subscribes_to_a_publisher_preferring_vp9_peer_to_peer_in_vp8():
         native_to_aiortc(server, server.create_session(relayed=True), "balanced", video_codecs=["VP9", "VP8"])
 
 
-def test_the_router_refuses_aiortc_a_vp9_stream_naming_the_codec():
-    """Routed sessions forward the publisher's codec: a subscriber whose offer lacks it is refused (docs/protocol.md)."""
+@pytest.mark.parametrize("mode", ["routed", "relayed"])
+def test_a_subscriber_without_the_streams_codec_is_refused_naming_it(mode):
+    """Routed sessions forward the publisher's codec, and a relayed publisher sends one codec to all: a subscriber whose
+    offer lacks it (aiortc has no VP9) is refused with the codec named, by the router (a 1011 reply to the offer) or
+    by the publisher (`mediaClose` with reason `refused`; docs/protocol.md), instead of getting a stream without video."""
     with otsession.Server(api_key="4245", api_secret="d0" * 20) as server:
-        sid = server.create_session()
+        sid = server.create_session(relayed=mode == "relayed")
         pub_s, _ = join(server, sid, otsession.Role.PUBLISHER)
         pub = otsession.Publisher("native", width=320, height=240, preferred_video_codecs=["VP9"])
         try:
@@ -130,7 +133,8 @@ def test_the_router_refuses_aiortc_a_vp9_stream_naming_the_codec():
             client = AiortcClient("subscribe", server, sid, "subscriber", "balanced", "refusable")
             refused = client.expect("refused", timeout=30)
             client.finish()
-            assert "VP9" in refused["message"] and "'code': 1011" in refused["message"], refused
+            assert "VP9" in refused["message"], refused
+            assert ("'code': 1011" if mode == "routed" else "'reason': 'refused'") in refused["message"], refused
         finally:
             pub.close()
             pub_s.close()

@@ -24,6 +24,8 @@ import time
 
 import pytest
 
+from plumbing import stop_process
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PUBLIC_IP = "203.0.113.10"
 STUN = f"stun:{PUBLIC_IP}:3478"
@@ -118,14 +120,7 @@ class NATNetwork:
 
     def close(self):
         for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            stop_process(p)
         for n in self.ns.values():
             subprocess.run(["ip", "netns", "del", n], capture_output=True)
             shutil.rmtree(os.path.join("/etc/netns", n), ignore_errors=True)

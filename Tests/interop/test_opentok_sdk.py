@@ -9,6 +9,7 @@ import pytest
 from opentok import Client, MediaModes, Roles
 from opentok.exceptions import AuthError, ForceDisconnectError
 
+from plumbing import stop_process
 from wsclient import Closed, SignalingClient
 
 
@@ -279,5 +280,4 @@ def test_cli_keygen_token_and_config(ot_server, tmp_path):
         for k, sec in ((key, secret), (ot_server.key, ot_server.secret)):
             assert Client(k, sec, api_url=f"http://127.0.0.1:{port}").create_session().session_id.startswith("1_")
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop_process(proc)

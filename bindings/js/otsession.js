@@ -809,8 +809,10 @@ export class Subscriber extends Emitter {
         peer.addCandidate(m);
         break;
       case "mediaClose":
-        // A destroyed stream or a departed client is reported by the session's own events.
-        if (m.reason !== "streamDestroyed" && m.reason !== "connectionGone") {
+        // A destroyed stream or a departed client is reported by the session's own events; a relayed publisher
+        // refusing the offer (no video codec in common) says why, as the media router's refusal does.
+        if (m.reason === "refused") { this.#closePeer(false); this.#fail(new OTError(1011, m.message || "the publisher refused the offer")); }
+        else if (m.reason !== "streamDestroyed" && m.reason !== "connectionGone") {
           if (this.#everConnected) this.#lost(`the other side closed it (${m.reason})`);
           else { this.#closePeer(false); this.#fail(new OTError(1600, `the other side closed the media connection (${m.reason})`)); }
         }

@@ -206,13 +206,6 @@ static void run_cycles(ot_server *server, const char *url, const char *key, int 
     EXPECT(after.blocks - before.blocks < count, "%s: live heap grew %lld blocks", kind, after.blocks - before.blocks);
 }
 
-/* The media worker a session is pinned to: FNV-1a of its id modulo the worker count (MediaRouter.workerIndex). */
-static int worker_of(const char *sid, int workers) {
-    unsigned long long h = 0xcbf29ce484222325ULL;
-    for (const unsigned char *p = (const unsigned char *)sid; *p; p++) h = (h ^ *p) * 0x100000001b3ULL;
-    return (int)(h % (unsigned long long)workers);
-}
-
 /* A server with two media workers: one routed session pinned to each carries a whole cycle (frames included). */
 static void run_two_workers(const char *key, const char *secret) {
     ot_server_options o;
@@ -227,13 +220,22 @@ static void run_two_workers(const char *key, const char *secret) {
         if (server) ot_server_delete(server);
         return;
     }
+    EXPECT(ot_server_get_session_placement(server, NULL, NULL, NULL) == OT_ERR_INVALID_PARAM, "placement of a NULL session id");
+    EXPECT(ot_server_get_session_placement(NULL, "x", NULL, NULL) == OT_ERR_INVALID_PARAM, "placement on a NULL server");
+    /* The server says which worker (and port) each session is placed on: create sessions until both are used. */
     char sids[2][OT_ID_BUFFER_SIZE] = {"", ""};
+    int32_t ports[2] = {0, 0};
     for (int tries = 0; tries < 200 && (!sids[0][0] || !sids[1][0]); tries++) {
         char sid[OT_ID_BUFFER_SIZE];
-        if (ot_server_create_session(server, 0, sid, sizeof sid) != OT_OK) break;
-        int w = worker_of(sid, 2);
-        if (!sids[w][0]) strcpy(sids[w], sid);
+        int32_t w = -1, port = 0;
+        if (ot_server_create_session(server, 0, sid, sizeof sid) != OT_OK ||
+            ot_server_get_session_placement(server, sid, &w, &port) != OT_OK || w < 0 || w > 1) {
+            EXPECT(0, "the placement of session %s: worker %d", sid, (int)w);
+            break;
+        }
+        if (!sids[w][0]) { strcpy(sids[w], sid); ports[w] = port; }
     }
+    EXPECT(ports[0] > 0 && ports[1] > 0 && ports[0] != ports[1], "two workers' ports: %d, %d", (int)ports[0], (int)ports[1]);
     int carried = 0;
     for (int w = 0; w < 2; w++) {
         EXPECT(sids[w][0], "a session on worker %d", w);

@@ -262,6 +262,14 @@ class Server:
         return _buffer_call(lib().fn.ot_server_create_session_with_options, self._h, 1 if relayed else 0, 1 if e2ee else 0,
                             context="create_session")
 
+    def session_placement(self, session_id: str) -> tuple[int, int]:
+        """(media worker, UDP port) of a session of this server: the router worker its media goes through (sessions
+        are spread over `media_workers` by id) and that worker's port. Needs a started server."""
+        worker, port = ctypes.c_int32(), ctypes.c_int32()
+        check(lib().fn.ot_server_get_session_placement(self._h, session_id.encode(), ctypes.byref(worker), ctypes.byref(port)),
+              "Server.session_placement")
+        return worker.value, port.value
+
     def token(self, session_id: str, role: Role | str = Role.PUBLISHER, data: Optional[str] = None, t1: bool = False) -> str:
         return _buffer_call(lib().fn.ot_server_new_token, self._h, session_id.encode(), _role(role),
                             None if data is None else data.encode(), 1 if t1 else 0, size=TOKEN_BUFFER, context="token")

@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from plumbing import stop_process
+
 USER, PASSWORD = "otuser", "otpass"
 
 
@@ -46,6 +48,5 @@ def coturn(auth_secret=None, tls=None):
                 time.sleep(0.05)
         yield port
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop_process(proc)
         shutil.rmtree(d, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""One side of the audio-fallback network test (test_audio_fallback_netns.py), run in its own network namespace.
+"""One side of the routed network tests (test_audio_fallback_netns.py), run in its own network namespace.
 
   fallback_peer.py server HOST FALLBACK   embedded server on HOST, a routed session and a publisher (FALLBACK: 1 or 0
                                           for audio_fallback_enabled); prints {"url", "api_key", "sid", "token"}, then
@@ -6,7 +6,8 @@
   fallback_peer.py subscriber URL API_KEY SID TOKEN
                                           subscribes to the first stream; prints one JSON line per event (connected,
                                           video_disable_warning, video_disable_warning_lifted, video_disabled,
-                                          video_enabled, and "media" progress each second), until stdin closes.
+                                          video_enabled, disconnected, reconnected, and "media" progress each
+                                          second), until stdin closes.
 """
 import json
 import sys
@@ -68,6 +69,12 @@ class Viewer(otsession.Subscriber):
 
     def on_video_enabled(self, reason):
         emit(event="video_enabled", reason=int(reason))
+
+    def on_disconnected(self):
+        emit(event="disconnected")
+
+    def on_reconnected(self):
+        emit(event="reconnected")
 
 
 def run_subscriber(url: str, api_key: str, sid: str, token: str) -> None:

@@ -1,7 +1,8 @@
-"""The media router's audio fallback under real packet loss: the server (with a publisher) and a subscriber run in
-two network namespaces joined by a veth pair; an nftables rule in the subscriber's namespace drops 30% of the UDP
-it receives (its downlink from the router), then is removed. Needs root, `ip` and `nft` (skipped otherwise).
-The router's default rules apply: warning after 2 s of poor quality, video dropped after 5 s, back after 5 s good."""
+"""The media router under real network faults: the server (with a publisher) and a subscriber run in two network
+namespaces joined by a veth pair. Audio fallback: an nftables rule in the subscriber's namespace drops 30% of the UDP
+it receives (its downlink from the router), then is removed; the router's default rules apply: warning after 2 s of
+poor quality, video dropped after 5 s, back after 5 s good. Publisher outage: a rule in the server's namespace cuts
+the publisher's UDP to the router. Needs root, `ip` and `nft` (skipped otherwise)."""
 import json
 import os
 import queue
@@ -46,8 +47,17 @@ class Net:
         _sh("ip", "netns", "exec", self.b, "nft", "add", "rule", "inet", "otfb", "in",
             "ip", "saddr", self.ip_a, "meta", "l4proto", "udp", "numgen", "random", "mod", "100", "<", str(percent), "drop")
 
-    def stop_dropping(self) -> None:
-        _sh("ip", "netns", "exec", self.b, "nft", "delete", "table", "inet", "otfb")
+    def drop_udp_within_a(self) -> None:
+        """Cuts the publisher's media link to the router: both run in A, so their UDP goes over A's loopback, while
+        the subscriber's (from B, on the veth) and all signaling (TCP) pass."""
+        _sh("ip", "netns", "exec", self.a, "nft", "add", "table", "inet", "otfb")
+        _sh("ip", "netns", "exec", self.a, "nft", "add", "chain", "inet", "otfb", "in",
+            "{ type filter hook input priority 0 ; }")
+        _sh("ip", "netns", "exec", self.a, "nft", "add", "rule", "inet", "otfb", "in", "iifname", "lo", "meta", "l4proto", "udp",
+            "drop")
+
+    def stop_dropping(self, ns=None) -> None:
+        _sh("ip", "netns", "exec", ns or self.b, "nft", "delete", "table", "inet", "otfb")
 
     def close(self) -> None:
         for ns in (self.a, self.b):
@@ -156,3 +166,24 @@ def test_no_fallback_when_the_publisher_disables_it(routed):
     net.stop_dropping()
     assert frames > 0, "video keeps coming under loss"
     assert "video_disable_warning" not in sub.events() and "video_disabled" not in sub.events()
+
+
+def test_publisher_media_outage_interrupts_the_subscriber_until_the_publisher_is_back(routed):
+    """Issue 13's routed outage through the C ABI: the publisher's media link to the router drops (its UDP cut, its
+    signaling kept) until the router or the publisher gives it up (ICE consent, 30 s); the subscriber's own link stays
+    up and gets on_disconnected; once the link may work again the publisher republishes within its 15 s window and
+    the subscriber gets on_reconnected, then frames again, its stream never destroyed."""
+    net, sub = routed(False)
+    assert media_after(sub, 2)[0] > 0, "video flows before the outage"
+    net.drop_udp_within_a()
+    try:
+        sub.expect("disconnected", 90)
+        frames, _ = media_after(sub, 2)
+        assert frames <= 2, "no video while the publisher's link is down"
+    finally:
+        net.stop_dropping(net.a)
+    sub.expect("reconnected", 60)
+    assert media_after(sub, 3)[0] > 0, "video flows again"
+    ev = sub.events()
+    assert ev.index("disconnected") < ev.index("reconnected") and ev.count("disconnected") == 1, ev
+

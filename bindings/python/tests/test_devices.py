@@ -58,6 +58,17 @@ def frequency(samples):
     return 48000 * (len(crossings) - 1) / (crossings[-1] - crossings[0]) if len(crossings) > 2 else 0
 
 
+def assert_tone(samples, hz=440, seconds=0.5):
+    """The recording holds `seconds` of a clean `hz` tone (within 10 Hz), judged in 20 ms windows over its loud part:
+    under load a late packet becomes a concealed or silent stretch, which spoils the windows it falls in, not the
+    pitch of the others. A wrong rate or a garbled stream fails every window."""
+    loud = [i for i, s in enumerate(samples) if abs(s) > 4000]
+    assert loud, f"no tone ({len(samples)} samples recorded)"
+    windows = [frequency(samples[i:i + 960]) for i in range(loud[0], loud[-1] - 960, 960)]
+    clean = [f for f in windows if abs(f - hz) < 10]
+    assert len(clean) * 0.02 >= seconds, f"{len(clean)} of {len(windows)} 20 ms windows at {hz} Hz: {windows}"
+
+
 def test_audio_devices_are_listed(pulse):
     speakers = otsession.devices(DeviceKind.SPEAKER)
     assert [d.id for d in speakers] == ["tone_in", "speaker"]
@@ -110,11 +121,7 @@ def test_microphone_to_speaker_through_a_session_then_unplugged(server, pulse):
             time.sleep(0.5)
             parec.send_signal(signal.SIGINT)
             parec.wait(timeout=10)
-        recorded = array.array("h", out.read_bytes()[: (out.stat().st_size // 2) * 2])
-        loud = [i for i, s in enumerate(recorded) if abs(s) > 4000]
-        assert loud, f"no tone on the speaker ({len(recorded)} samples recorded)"
-        steady = recorded[loud[0] + 9600: loud[0] + 33600]
-        assert abs(frequency(steady) - 440) < 10
+        assert_tone(array.array("h", out.read_bytes()[: (out.stat().st_size // 2) * 2]))
 
         subprocess.run(["pactl", "unload-module", "module-null-sink"], env=pulse, check=False)  # both sinks go
         assert speaker_errors.get(timeout=10) == (DeviceKind.SPEAKER, 9101)
@@ -164,6 +171,4 @@ def test_demo_with_camera_microphone_and_speaker(pulse, tmp_path):
     assert "microphone tone_in.monitor" in out and "playing the received audio on speaker" in out, out
     with wave.open(str(tmp_path / "out" / "received.wav"), "rb") as w:
         pcm = array.array("h", w.readframes(w.getnframes()))
-    loud = [i for i, s in enumerate(pcm) if abs(s) > 4000]
-    assert loud, "the microphone's tone is in the received audio"
-    assert abs(frequency(pcm[loud[0] + 9600: loud[0] + 33600]) - 440) < 10
+    assert_tone(pcm)

@@ -170,14 +170,6 @@ def test_an_unknown_video_codec_is_refused():
     assert e.value.code == 1011
 
 
-def _worker_of(session_id, workers):
-    """The media worker the server pins a session to: FNV-1a of its id (MediaRouter.workerIndex)."""
-    h = 0xcbf29ce484222325
-    for b in session_id.encode():
-        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return h % workers
-
-
 def _router_port(viewer):
     """The UDP port of the router worker a routed subscriber's media comes from (its selected remote candidate)."""
     report = json.loads(viewer.rtc_stats_report())
@@ -194,12 +186,18 @@ def test_two_media_workers_each_carry_a_routed_session():
         with pytest.raises(OTError):
             otsession.Server(api_key="778", api_secret="ef" * 20, media_workers=bad)
     with otsession.Server(api_key="778", api_secret="ef" * 20, media_workers=2) as server:
+        with pytest.raises(OTError) as e:
+            server.session_placement("1_MX45OTl-not-this-project")
+        assert e.value.code == 1011
         sessions = {}
-        while len(sessions) < 2:
+        for _ in range(200):
             sid = server.create_session()
-            sessions.setdefault(_worker_of(sid, 2), sid)
+            sessions.setdefault(server.session_placement(sid), sid)
+            if len({w for w, _ in sessions}) == 2:
+                break
+        assert {w for w, _ in sessions} == {0, 1}, sessions
         ports = []
-        for sid in sessions.values():
+        for (worker, placed_port), sid in sessions.items():
             with publisher_and_viewer(server, sid) as (pub_s, sub_s, streams):
                 pub = otsession.Publisher("w", width=320, height=240)
                 pub_s.publish(pub)
@@ -208,6 +206,7 @@ def test_two_media_workers_each_carry_a_routed_session():
                 viewer.expect("connected")
                 assert wait_until(lambda: len(viewer.frames) >= 10), f"frames: {len(viewer.frames)}"
                 ports.append(_router_port(viewer))
+                assert ports[-1] == placed_port, f"worker {worker}: media from {ports[-1]}, placed on {placed_port}"
                 sub_s.unsubscribe(viewer)
                 viewer.close()
                 pub_s.unpublish(pub)

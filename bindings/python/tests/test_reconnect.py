@@ -9,6 +9,7 @@ import urllib.parse
 import pytest
 
 from otsession import ErrorCode, OTError, SessionStatus
+from plumbing import pump
 from session_recorder import SessionRecorder
 
 
@@ -60,7 +61,7 @@ class Proxy:
                 self._conns.append((client, upstream))
             done = threading.Barrier(2, action=lambda c=client, u=upstream: self._close(c, u))
             for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b, done), daemon=True).start()
+                threading.Thread(target=self._relay, args=(a, b, done), daemon=True).start()
 
     def _close(self, client, upstream):
         with self._lock:
@@ -70,19 +71,8 @@ class Proxy:
             upstream.close()
 
     @staticmethod
-    def _pump(src, dst, done):
-        try:
-            while True:
-                data = src.recv(16384)
-                if not data:
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass
-        try:
-            dst.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
+    def _relay(src, dst, done):
+        pump(src, dst)
         done.wait()
 
     def sever(self):
