@@ -183,8 +183,9 @@ public struct LinkQualitySampler: Sendable, Equatable {
 /// The loss of a link over its last few intervals, each weighted by its packet count, so one lucky or unlucky
 /// interval does not decide alone: at 30 % loss on the wire a one-second sample of ~150 packets reads below the
 /// 25 % `repairableLoss` about one second in ten (binomial spread ≈ 3.7 points), which would restart the
-/// monitor's poor run; over 4 s (≈600 packets, spread ≈ 1.9 points) that becomes rare, and 20 % stays below
-/// 25 %. Judges only a full window (the first `intervals − 1` intervals give nothing). Sans-IO; a fixed ring, no
+/// monitor's poor run; over 5 s (≈750 packets, spread ≈ 1.7 points at 30 %, 1.5 at 20 %) that becomes rare, and
+/// 20 % reads above 25 % in about one window in 2 400 (binomial, 150 packets a second; a 3 s window: one in 200;
+/// two poor windows in a row warn). Judges only a full window (the first `intervals − 1` intervals give nothing). Sans-IO; a fixed ring, no
 /// allocation after `init`.
 public struct LinkQualityWindow: Sendable, Equatable {
     /// The packet counts of one interval: lost after repair of those expected (receiver reports: fractions of
@@ -195,8 +196,8 @@ public struct LinkQualityWindow: Sendable, Equatable {
             self.lost = lost; self.expected = expected; self.wireLost = wireLost; self.wireTotal = wireTotal
         }
     }
-    /// The window of the media router and of relayed subscribers: 4 intervals of 1 s.
-    public static let defaultIntervals = 4
+    /// The window of the media router and of relayed subscribers: 5 intervals of 1 s.
+    public static let defaultIntervals = 5
 
     private var ring: [Counts]
     private var next = 0, filled = 0
