@@ -32,11 +32,10 @@ int otshim_ssl_ctx_dtls12_only(SSL_CTX *ctx) {
 }
 
 /* DTLS retransmission timer (DTLS_set_timer_cb): OpenSSL asks for the timeout of a flight, passing 0 for a new
-   flight and the previous timeout for a retransmission. The SSL's ot_dtls_timer says what to answer: a fixed timeout
-   (drivers on a virtual clock keep OpenSSL's timer short and schedule retransmissions themselves), or an initial
-   timeout (from the measured round-trip time) doubled per retransmission up to a maximum, instead of OpenSSL's
-   fixed 1 s initial timeout. */
-struct ot_dtls_timer { unsigned int initial_us, max_us; int fixed; };
+   flight and the previous timeout for a retransmission. The SSL's ot_dtls_timer holds the answer, the same every time:
+   the driver schedules retransmissions (and their back-off) itself, and OpenSSL's timer only has to be due by then,
+   instead of OpenSSL's 1 s doubling per retransmission. */
+struct ot_dtls_timer { unsigned int timeout_us; };
 static CRYPTO_ONCE ot_timer_once = CRYPTO_ONCE_STATIC_INIT;
 static int ot_timer_index = -1;
 static void ot_timer_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp) {
@@ -46,13 +45,12 @@ static void ot_timer_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, 
 static void ot_timer_init(void) { ot_timer_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, ot_timer_free); }
 static unsigned int ot_dtls_timer_cb(SSL *s, unsigned int timer_us) {
     const struct ot_dtls_timer *t = ot_timer_index >= 0 ? SSL_get_ex_data(s, ot_timer_index) : NULL;
-    if (t == NULL) return timer_us == 0 ? 1000000u : (timer_us > 30000000u ? 60000000u : 2 * timer_us);
-    if (t->fixed || timer_us == 0) return t->initial_us;
-    return timer_us >= t->max_us / 2 ? t->max_us : 2 * timer_us;
+    (void)timer_us;
+    return t != NULL ? t->timeout_us : 1000000u;
 }
 
-int otshim_dtls_set_timer(SSL *ssl, unsigned int initial_us, unsigned int max_us, int fixed) {
-    if (initial_us == 0) return 0;
+int otshim_dtls_set_timer(SSL *ssl, unsigned int timeout_us) {
+    if (timeout_us == 0) return 0;
     if (!CRYPTO_THREAD_run_once(&ot_timer_once, ot_timer_init) || ot_timer_index < 0) return 0;
     struct ot_dtls_timer *t = SSL_get_ex_data(ssl, ot_timer_index);
     if (t == NULL) {
@@ -61,9 +59,7 @@ int otshim_dtls_set_timer(SSL *ssl, unsigned int initial_us, unsigned int max_us
         if (!SSL_set_ex_data(ssl, ot_timer_index, t)) { free(t); return 0; }
         DTLS_set_timer_cb(ssl, ot_dtls_timer_cb);
     }
-    t->initial_us = initial_us;
-    t->max_us = max_us < initial_us ? initial_us : max_us;
-    t->fixed = fixed != 0;
+    t->timeout_us = timeout_us;
     return 1;
 }
 

@@ -68,18 +68,20 @@ public enum DTLSEvent: Sendable, Equatable {
 
 /// A sans-IO DTLS 1.2 endpoint on OpenSSL memory BIOs: datagrams and time in, datagrams, events and the next
 /// retransmission deadline out. OpenSSL itself builds retransmitted flights (fresh record numbers), since a
-/// DTLS peer may drop a repeated record it already saw.
+/// DTLS peer may drop a repeated record it already saw; this endpoint owns the schedule (when `handleTimeout` asks
+/// OpenSSL to repeat a flight). OpenSSL's own timer is kept at a fixed floor without back-off: it decides only
+/// whether OpenSSL repeats a flight when asked (it repeats nothing before its timer expired) and when OpenSSL
+/// repeats one by itself on reading a repeated flight of the peer (RFC 6347 §4.2.4).
 public final class DTLSEndpoint {
     public enum Role: Sendable { case client, server }
 
     /// Which clock drives retransmissions.
     public enum TimerMode: Sendable {
-        /// The caller's `now` is the real monotonic clock: OpenSSL's timer runs, armed with `initialRTO` for a new flight
-        /// and doubled per retransmission up to `maxRTO` (through `DTLS_set_timer_cb`; OpenSSL's own is 1 s).
+        /// The caller's `now` is the real monotonic clock: OpenSSL's timer (through `DTLS_set_timer_cb`; OpenSSL's own
+        /// is 1 s, doubling) is armed with `initialRTO` for every wait, so it is due whenever this endpoint's schedule is.
         case wallClock
-        /// The caller's `now` is virtual (tests): this endpoint schedules retransmissions at `initialRTO`, doubling,
-        /// on the virtual clock, and arms OpenSSL's timer with `realTimer` of real time so it is due by then
-        /// (waiting out at most that much real time when a retransmission comes due sooner).
+        /// The caller's `now` is virtual (tests): OpenSSL's timer is armed with `realTimer` of real time, and
+        /// `handleTimeout` waits out what is left of it (at most that much real time) before asking for a retransmission.
         case virtualClock(realTimer: Duration)
     }
 
@@ -91,13 +93,16 @@ public final class DTLSEndpoint {
     /// like libwebrtc we start from the path's round-trip time when one is known (`setRoundTripTime`), and from
     /// `defaultInitialRTO` before. Takes effect from the next flight.
     public var initialRTO: Duration = DTLSEndpoint.defaultInitialRTO { didSet { applyTimer() } }
-    public var maxRTO: Duration = .seconds(8) { didSet { applyTimer() } }
+    public var maxRTO: Duration = .seconds(8)
     /// The initial timeout while the round-trip time is unknown (an ICE-lite side has not measured it).
     public static let defaultInitialRTO: Duration = .milliseconds(100)
     /// The round-trip time measured between one of our flights (not retransmitted) and the peer's answer.
     public private(set) var roundTripTime: Duration?
     /// Retransmissions of one flight before the handshake fails.
     public var maxRetransmissions = 8
+    /// Retransmissions of our final flight brought forward by the peer's media (`handlePeerMedia`), per flight, on top
+    /// of `maxRetransmissions` (OpenSSL fails a handshake after 12 retransmissions of one flight).
+    public static let maxEarlyRetransmissions = 3
 
     private let ctx: OpaquePointer
     private let ssl: OpaquePointer
@@ -110,6 +115,9 @@ public final class DTLSEndpoint {
     private var retransmitAt: Instant?
     private var rto: Duration = .seconds(1)
     private var retransmissions = 0
+    private var earlyRetransmissions = 0
+    /// The due retransmission was brought forward by `handlePeerMedia`: it does not back off.
+    private var earlyRetransmissionDue = false
     private var transmits = FIFO<[UInt8]>()
     private var events = FIFO<DTLSEvent>()
     private var readBuffer = [UInt8](repeating: 0, count: 2048)
@@ -150,7 +158,7 @@ public final class DTLSEndpoint {
         SSL_set_bio(ssl, r, w)
         _ = SSL_set_options(ssl, UInt64(1) << 12)  // SSL_OP_NO_QUERY_MTU (a macro Swift cannot import)
         _ = otshim_ssl_set_mtu(ssl, mtu)
-        guard otshim_dtls_prepare(ssl) == 1, Self.setTimer(ssl, timerMode, initial: Self.defaultInitialRTO, max: .seconds(8)) else {
+        guard otshim_dtls_prepare(ssl) == 1, Self.setTimer(ssl, timerMode, initial: Self.defaultInitialRTO) else {
             SSL_free(ssl); SSL_CTX_free(ctx)
             throw OTError(.internalError, "DTLS: setup failed")
         }
@@ -174,18 +182,23 @@ public final class DTLSEndpoint {
         initialRTO = Self.initialTimeout(forRoundTripTime: rtt)
     }
 
-    private static func setTimer(_ ssl: OpaquePointer, _ mode: TimerMode, initial: Duration, max: Duration) -> Bool {
+    /// Arms OpenSSL's timer: `initial` of real time on the wall clock, `realTimer` on a virtual one (at least 16 ms:
+    /// OpenSSL treats a timer with less than 15 ms left as expired).
+    private static func setTimer(_ ssl: OpaquePointer, _ mode: TimerMode, initial: Duration) -> Bool {
         switch mode {
-        case .wallClock:
-            let i = UInt32(clamping: Swift.max(initial.microseconds, 1000)), m = UInt32(clamping: Swift.max(max.microseconds, 1000))
-            return otshim_dtls_set_timer(ssl, i, m, 0) == 1
-        case .virtualClock(let real):
-            let r = UInt32(clamping: Swift.max(real.microseconds, 16_000))
-            return otshim_dtls_set_timer(ssl, r, r, 1) == 1
+        case .wallClock: return otshim_dtls_set_timer(ssl, UInt32(clamping: max(initial.microseconds, 1000))) == 1
+        case .virtualClock(let real): return otshim_dtls_set_timer(ssl, UInt32(clamping: max(real.microseconds, 16_000))) == 1
         }
     }
 
-    private func applyTimer() { _ = Self.setTimer(ssl, timerMode, initial: initialRTO, max: maxRTO) }
+    private func applyTimer() { _ = Self.setTimer(ssl, timerMode, initial: initialRTO) }
+
+    /// Real time until OpenSSL's timer expires (zero when it has, nil when none runs).
+    private func openSSLTimerLeft() -> Duration? {
+        var usec: Int64 = 0
+        guard otshim_dtls_get_timeout_usec(ssl, &usec) == 1 else { return nil }
+        return .microseconds(max(usec, 0))
+    }
 
     /// Sets the fingerprint the peer's certificate must match (sha-256 only).
     public func setRemoteFingerprint(_ fp: SDPFingerprint) {
@@ -230,20 +243,46 @@ public final class DTLSEndpoint {
         collectOutput()
     }
 
+    /// Media (SRTP or SRTCP) arrived from the peer before our handshake completed. A DTLS server protects media only
+    /// after it received our Finished: if we are the client and sent ours, the server's final flight was lost. Our
+    /// flight then goes again as soon as OpenSSL's timer allows (`initialRTO` after our last one) instead of after
+    /// the backed-off timeout, without backing off, up to `maxEarlyRetransmissions` times per flight, so the server
+    /// answers with its final flight again (OpenSSL repeats it when it reads our Finished again).
+    public func handlePeerMedia(now: Instant) {
+        guard !isConnected, !isFailed, !earlyRetransmissionDue, earlyRetransmissions < Self.maxEarlyRetransmissions,
+              let at = retransmitAt, awaitsServerFinished, let left = openSSLTimerLeft() else { return }
+        let due: Instant
+        switch timerMode {
+        case .wallClock: due = now + left
+        case .virtualClock: due = now  // `handleTimeout` waits out OpenSSL's short real-time timer
+        }
+        guard due < at else { return }
+        retransmitAt = due
+        earlyRetransmissionDue = true
+    }
+
+    /// We are the client, sent our Finished and wait for the server's (its session ticket and ChangeCipherSpec may
+    /// have arrived).
+    private var awaitsServerFinished: Bool {
+        let state = SSL_get_state(ssl)
+        return role == .client && (state == TLS_ST_CW_FINISHED || state == TLS_ST_CR_SESSION_TICKET || state == TLS_ST_CR_CHANGE)
+    }
+
     /// Runs the retransmission timer.
     public func handleTimeout(now: Instant) {
         guard let at = retransmitAt, at <= now, !isFailed else { return }
-        if retransmissions >= maxRetransmissions {
+        let early = earlyRetransmissionDue
+        earlyRetransmissionDue = false
+        if !early && retransmissions >= maxRetransmissions {
             fail(OTError(.connectionTimedOut, "DTLS: handshake timed out after \(maxRetransmissions) retransmissions"))
             return
         }
         if case .virtualClock = timerMode {
             // OpenSSL's real-time timer is short; wait out what is left of it (bounded by `realTimer`).
-            var usec: Int64 = 0
             var waits = 0
-            while otshim_dtls_get_timeout_usec(ssl, &usec) == 1 && usec > 0 && waits < 100 {
+            while let left = openSSLTimerLeft(), left > .zero, waits < 100 {
                 waits += 1
-                usleep(UInt32(clamping: min(usec, 100_000)))
+                usleep(UInt32(clamping: min(left.microseconds, 100_000)))
             }
         }
         let r = otshim_dtls_handle_timeout(ssl)
@@ -253,21 +292,20 @@ public final class DTLSEndpoint {
             return
         }
         _ = collectOutput()
-        if r > 0 {  // a flight went out again (on the wall clock, OpenSSL's timer may not quite be due yet)
+        guard !isConnected, let left = openSSLTimerLeft() else { retransmitAt = nil; return }
+        guard r > 0 else {
+            // OpenSSL's timer is not due: it restarted when OpenSSL repeated our flight on reading the peer's again.
+            retransmitAt = now + max(left, .milliseconds(1))
+            return
+        }
+        flightSentAt = nil
+        if early {
+            earlyRetransmissions += 1
+        } else {
             retransmissions += 1
-            flightSentAt = nil
             rto = min(rto * 2, maxRTO)
         }
-        scheduleTimer(now: now, newFlight: false)
-    }
-
-    private func scheduleTimer(now: Instant, newFlight: Bool) {
-        var usec: Int64 = 0
-        guard !isConnected, !isFailed, otshim_dtls_get_timeout_usec(ssl, &usec) == 1 else { retransmitAt = nil; return }
-        switch timerMode {
-        case .wallClock: retransmitAt = now + .microseconds(usec)
-        case .virtualClock: if newFlight || retransmitAt == nil || retransmitAt.map({ $0 <= now }) == true { retransmitAt = now + rto }
-        }
+        retransmitAt = now + rto
     }
 
     public func pollTransmit() -> [UInt8]? { transmits.pop() }
@@ -287,6 +325,7 @@ public final class DTLSEndpoint {
 
     private func drive(now: Instant) {
         if !isConnected {
+            let stateBefore = SSL_get_state(ssl)
             let ret = SSL_do_handshake(ssl)
             if ret == 1 {
                 collectOutput()
@@ -304,12 +343,19 @@ public final class DTLSEndpoint {
                     }
                     return
                 }
-                if !flight.isEmpty {
+                if openSSLTimerLeft() == nil {
+                    retransmitAt = nil
+                } else if !flight.isEmpty && SSL_get_state(ssl) != stateBefore {  // our next flight
                     rto = initialRTO
                     retransmissions = 0
+                    earlyRetransmissions = 0
+                    earlyRetransmissionDue = false
                     flightSentAt = now
+                    retransmitAt = now + rto
+                } else {
+                    if !flight.isEmpty { flightSentAt = nil }  // OpenSSL repeated our flight on reading the peer's again
+                    if retransmitAt == nil { retransmitAt = now + rto }
                 }
-                scheduleTimer(now: now, newFlight: !flight.isEmpty)
             }
         }
         guard isConnected else { return }

@@ -74,8 +74,14 @@ public struct ICEConfig: Sendable {
     public var initialCheckRTO: Duration = .milliseconds(100)
     public var minRTO: Duration = .milliseconds(50)
     public var maxRTO: Duration = .milliseconds(1600)
-    /// Transmissions of one check before its pair fails (Rc).
+    /// Transmissions of one check before its pair fails (Rc), unless the pair is known to work (`workingPairCheckTimeout`).
     public var maxTransmissions = 7
+    /// How long a check on a pair known to work (the peer's check arrived on it, or one of ours succeeded on it) is
+    /// retransmitted past `maxTransmissions` before the pair fails: a path that has carried checks is lossy, not
+    /// broken, and a lone pair at 30 % loss can lose seven checks in a row. As long as the session's connect timeout
+    /// (15 s). Such a check's back-off also stops at 4 × its RTO (`maxRTO` otherwise): on a known round trip a lost
+    /// check is loss, not congestion, and a 1.6 s wait for the next one is what slow set-ups at 20 % loss were made of.
+    public var workingPairCheckTimeout: Duration = .seconds(15)
     /// How long the controlling agent waits after the first valid pair for better ones before nominating.
     public var nominationDelay: Duration = .milliseconds(150)
     /// RFC 7675 consent: request interval (randomized ±20 %), and when missing responses mean disconnected / failed.
@@ -113,6 +119,8 @@ public final class ICEAgent {
         var nominateOnSuccess = false
         /// Our address as the peer saw it in the check's response (XOR-MAPPED-ADDRESS).
         var mapped: TransportAddress?
+        /// A valid check of the peer's arrived on this pair, or one of ours succeeded on it.
+        var works = false
     }
 
     struct Transaction {
@@ -418,6 +426,7 @@ public final class ICEAgent {
             r = remoteCandidates.count - 1
         }
         guard let r, let p = formPair(local: l, remote: r) else { return }
+        pairs[p].works = true
         let useCandidate = msg.attribute(STUNAttributeType.useCandidate) != nil
         if config.lite {
             pairs[p].state = .succeeded
@@ -513,6 +522,7 @@ public final class ICEAgent {
         // Non-symmetric responses fail the pair (RFC 8445 §7.2.5.2.1).
         guard from == t.destination, local == t.source else { pairs[p].state = .failed; checkFailure(); return }
         pairs[p].state = .succeeded
+        pairs[p].works = true
         pairs[p].mapped = msg.xorMappedAddress
         lastConsentAt = now
         // Unfreeze pairs with the same foundation.
@@ -615,7 +625,8 @@ public final class ICEAgent {
                 transactions[id] = nil
                 continue
             }
-            if t.consent || t.transmissions >= config.maxTransmissions {
+            let onWorkingPair = !t.consent && t.pair >= 0 && t.pair < pairs.count && pairs[t.pair].works
+            if t.consent || t.transmissions >= config.maxTransmissions && !(onWorkingPair && now - t.sentAt < config.workingPairCheckTimeout) {
                 transactions[id] = nil
                 if !t.consent, t.pair >= 0, t.pair < pairs.count, pairs[t.pair].state == .inProgress {
                     pairs[t.pair].state = .failed
@@ -625,7 +636,7 @@ public final class ICEAgent {
             }
             var u = t
             u.transmissions += 1
-            u.rto = min(u.rto * 2, config.maxRTO)
+            u.rto = min(u.rto * 2, onWorkingPair ? min(checkRTO * 4, config.maxRTO) : config.maxRTO)
             u.retransmitAt = now + u.rto
             transactions[id] = u
             transmits.push(ICETransmit(source: t.source, destination: t.destination, bytes: t.bytes))

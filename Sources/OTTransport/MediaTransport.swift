@@ -67,11 +67,14 @@ public final class MediaTransport {
     }
 
     private func demux(_ bytes: [UInt8], from: TransportAddress, local: TransportAddress, now: Instant) {
-        switch DemuxKind.classify(bytes) {
+        let kind = DemuxKind.classify(bytes)
+        switch kind {
         case .stun: ice.handleReceive(bytes, from: from, local: local, now: now)
         case .dtls: dtls.handleReceive(bytes, now: now)
-        case .rtp: events.push(.srtp(bytes, rtcp: false))
-        case .rtcp: events.push(.srtp(bytes, rtcp: true))
+        case .rtp, .rtcp:
+            // Media from a peer that finished its handshake before we did: its final flight was lost.
+            if !dtls.isConnected { dtls.handlePeerMedia(now: now) }
+            events.push(.srtp(bytes, rtcp: kind == .rtcp))
         case .zrtp, .turnChannel, .unknown: break
         }
     }

@@ -115,8 +115,8 @@ final class DTLSEndpointTests: XCTestCase {
         XCTAssertEqual(DTLSEndpoint.initialTimeout(forRoundTripTime: .seconds(4)), .seconds(3), "the cap")
     }
 
-    /// On the wall clock the timer is OpenSSL's own, armed through `DTLS_set_timer_cb`: it starts at the RTT-based
-    /// timeout and doubles per retransmission (OpenSSL's default would be 1 s, then 2 s).
+    /// On the wall clock the first retransmission comes after the RTT-based timeout (OpenSSL's timer, armed through
+    /// `DTLS_set_timer_cb`, is due by then) and the next after twice that (OpenSSL's default would be 1 s, then 2 s).
     func testWallClockTimerStartsFromTheRoundTripTimeAndDoubles() throws {
         let client = try DTLSEndpoint(role: .client, certificate: try XCTUnwrap(Self.certA))
         client.setRoundTripTime(.milliseconds(30))
@@ -134,6 +134,63 @@ final class DTLSEndpointTests: XCTestCase {
         XCTAssertNotNil(client.pollTransmit(), "the ClientHello again")
         let second = try XCTUnwrap(client.pollTimeout()) - now
         XCTAssertLessThanOrEqual(second, .milliseconds(120))
+        XCTAssertGreaterThan(second, .milliseconds(60), "backed off")
+    }
+
+    /// The server's final flight is lost and its media reaches the client first (the server completed on our
+    /// Finished): the client sends its flight again at once, without waiting out its backed-off timer, and the server
+    /// answers with its final flight again.
+    func testPeerMediaBringsTheLostFinalFlightBackAtOnce() throws {
+        let client = try DTLSEndpoint(role: .client, certificate: try XCTUnwrap(Self.certA), remoteFingerprint: try XCTUnwrap(Self.certB).fingerprint,
+                                      timerMode: .virtualClock(realTimer: .milliseconds(20)))
+        let server = try DTLSEndpoint(role: .server, certificate: try XCTUnwrap(Self.certB), remoteFingerprint: try XCTUnwrap(Self.certA).fingerprint,
+                                      timerMode: .virtualClock(realTimer: .milliseconds(20)))
+        var now = Instant(micros: 1_000_000)
+        // Loss-free exchange, except every datagram of the server's once it is connected (its final flight) is lost
+        // while `dropServerFinal` is set; `exchange` delivers everything sent, 1 ms per hop, and runs due timers.
+        var dropServerFinal = true, serverFinalsLost = 0
+        func exchange(until deadline: Instant) {
+            while now < deadline && !client.isConnected {
+                while let d = client.pollTransmit() { server.handleReceive(d, now: now) }
+                while let d = server.pollTransmit() {
+                    if dropServerFinal && server.isConnected { serverFinalsLost += 1; continue }
+                    client.handleReceive(d, now: now)
+                }
+                now = now + .milliseconds(1)
+                client.handleTimeout(now: now)
+                server.handleTimeout(now: now)
+            }
+        }
+        client.start(now: now)
+        // The ClientHello's answer gives the client a round-trip time (2 ms): its timeout is the 50 ms floor.
+        exchange(until: now + .milliseconds(20))
+        XCTAssertTrue(server.isConnected)
+        XCTAssertFalse(client.isConnected)
+        XCTAssertEqual(client.initialRTO, .milliseconds(50))
+        // Two timer retransmissions go unanswered too (50 ms, then 100 ms): the next is due 200 ms later.
+        exchange(until: now + .milliseconds(160))
+        XCTAssertGreaterThanOrEqual(serverFinalsLost, 3)
+        let timerDue = try XCTUnwrap(client.pollTimeout())
+        XCTAssertGreaterThan(timerDue - now, .milliseconds(100))
+        // The server's SRTP arrives: the client's flight goes again now, and this time the server's answer gets through.
+        dropServerFinal = false
+        let mediaAt = now
+        client.handlePeerMedia(now: now)
+        exchange(until: now + .seconds(2))
+        XCTAssertTrue(client.isConnected)
+        XCTAssertLessThan(now - mediaAt, .milliseconds(10), "not after the backed-off timer (\(timerDue - mediaAt) away)")
+        XCTAssertEqual(client.keyingMaterial?.localKey, server.keyingMaterial?.remoteKey)
+    }
+
+    /// Media before the client sent its Finished proves nothing about its flights: the timer keeps its schedule.
+    func testPeerMediaBeforeOurFinishedChangesNothing() throws {
+        let client = try DTLSEndpoint(role: .client, certificate: try XCTUnwrap(Self.certA), timerMode: .virtualClock(realTimer: .milliseconds(20)))
+        let now = Instant(micros: 1_000_000)
+        client.start(now: now)
+        XCTAssertNotNil(client.pollTransmit(), "the ClientHello")
+        let due = try XCTUnwrap(client.pollTimeout())
+        client.handlePeerMedia(now: now + .milliseconds(1))
+        XCTAssertEqual(client.pollTimeout(), due)
     }
 
     func testSmallMTUFragmentsFlights() throws {

@@ -165,6 +165,63 @@ final class ICEAgentTests: XCTestCase {
         XCTAssertEqual(sends[2] - sends[1], a.agent.config.minRTO * 2, "doubling")
     }
 
+    /// A lone pair at 30 % loss each way can lose a check's seven transmissions (Rc) although the path works: seeds
+    /// 56, 66 and 856 did (the controlling agent failed after 7.35 s, its pair proven by an earlier check). A check on
+    /// a pair that has carried checks keeps going for `workingPairCheckTimeout`, so every seed connects.
+    func testLonePairAtThirtyPercentLossConnectsOverAThousandSeeds() {
+        var failed: [UInt64] = []
+        for seed: UInt64 in 1...1000 {
+            let a = makePeer("a", role: .controlling, ["10.0.0.1:5000"], seed: seed * 2)
+            let b = makePeer("b", role: .controlled, ["10.0.0.2:6000"], seed: seed * 2 + 1)
+            var pair = EmulatedPair(seed: seed, conditions: LinkConditions(delay: .microseconds(300), jitter: .microseconds(100), loss: 0.3), a: a, b: b)
+            signal(a, b, now: pair.clock.now())
+            let ok = pair.run(for: .seconds(30)) { (a.connected && b.connected) || a.agent.state == .failed || b.agent.state == .failed }
+            if !ok || !a.connected || !b.connected || a.iceEvents.contains(.stateChanged(.failed)) { failed.append(seed) }
+        }
+        XCTAssertEqual(failed, [])
+    }
+
+    /// A check on a pair the peer's check arrived on (it works, from the peer to us) backs off to 4 × its RTO, not to
+    /// `maxRTO`, and is not given up after Rc transmissions while `workingPairCheckTimeout` lasts.
+    func testACheckOnAWorkingPairBacksOffToFourRTOsAndOutlastsRc() throws {
+        let a = makePeer("a", role: .controlling, ["10.0.0.1:5000"], seed: 90)
+        let b = makePeer("b", role: .controlled, ["10.0.0.2:6000"], seed: 91)
+        let clock = VirtualClock()
+        signal(a, b, now: clock.now())
+        // b's first check reaches a; nothing a sends ever reaches b.
+        b.agent.handleTimeout(now: clock.now())
+        let check = try XCTUnwrap(b.agent.pollTransmit())
+        a.agent.handleReceive(check.bytes, from: check.source, local: check.destination, now: clock.now())
+        var sends: [Instant] = []
+        while clock.now() < Instant(micros: 10_000_000) {
+            let now = clock.now()
+            a.agent.handleTimeout(now: now)
+            while let t = a.agent.pollTransmit() {
+                if let m = try? STUNMessage.parse(t.bytes), m.messageClass == .request { sends.append(now) }
+            }
+            guard let next = a.agent.pollTimeout() else { break }
+            clock.advance(to: max(next, now + .milliseconds(1)))
+        }
+        let gaps = zip(sends.dropFirst(), sends).map { $0 - $1 }
+        let rto = a.agent.config.initialCheckRTO  // no round trip measured
+        XCTAssertEqual(Array(gaps.prefix(5)), [rto, rto * 2, rto * 4, rto * 4, rto * 4])
+        XCTAssertGreaterThan(sends.count, a.agent.config.maxTransmissions * 3, "10 s of checks at 4 RTOs")
+        XCTAssertEqual(a.agent.pairStates.map(\.state), [.inProgress])
+        XCTAssertNotEqual(a.agent.state, .failed)
+    }
+
+    /// A pair nothing ever came back on still fails after Rc transmissions (not after `workingPairCheckTimeout`).
+    func testUnansweredLonePairFailsAfterRcTransmissions() {
+        let a = makePeer("a", role: .controlling, ["10.0.0.1:5000"], seed: 9)
+        let b = makePeer("b", role: .controlled, ["10.0.0.2:6000"], seed: 10)
+        var pair = EmulatedPair(seed: 9, conditions: LinkConditions(), a: a, b: b)
+        pair.net.block(TransportAddress("10.0.0.2:6000")!)
+        signal(a, b, now: pair.clock.now())
+        let start = pair.clock.now()
+        XCTAssertTrue(pair.run(for: .seconds(30)) { a.agent.state == .failed })
+        XCTAssertLessThan(pair.clock.now() - start, a.agent.config.workingPairCheckTimeout)
+    }
+
     func testWrongPasswordNeverConnectsAndFails() {
         let a = makePeer("a", role: .controlling, ["10.0.0.1:5000"], seed: 7)
         let b = makePeer("b", role: .controlled, ["10.0.0.2:6000"], seed: 8)

@@ -21,10 +21,10 @@ int otshim_ssl_ctx_dtls12_only(SSL_CTX *ctx);
 /** Prepares a DTLS SSL for a sans-IO driver: peer certificates are checked by `otshim_dtls_expect_peer_sha256`
  *  (any certificate is accepted while no fingerprint is set). Returns 1 on success. */
 int otshim_dtls_prepare(SSL *ssl);
-/** Sets OpenSSL's DTLS retransmission timer (DTLS_set_timer_cb): a new flight waits initial_us, each retransmission
- *  doubles the wait up to max_us; with fixed != 0 every wait is initial_us (for drivers on a virtual clock, which
- *  schedule retransmissions themselves). May be called again before a flight to change them. Returns 1 on success. */
-int otshim_dtls_set_timer(SSL *ssl, unsigned int initial_us, unsigned int max_us, int fixed);
+/** Sets OpenSSL's DTLS retransmission timer (DTLS_set_timer_cb) to timeout_us for a new flight and for every
+ *  retransmission, without back-off (the driver schedules retransmissions and backs off itself; OpenSSL repeats a
+ *  flight only once its timer expired). May be called again to change it. Returns 1 on success. */
+int otshim_dtls_set_timer(SSL *ssl, unsigned int timeout_us);
 /** Sets the SHA-256 fingerprint (32 bytes) the peer's certificate must have; a mismatch fails the handshake
  *  with a bad_certificate alert. Returns 1 on success. */
 int otshim_dtls_expect_peer_sha256(SSL *ssl, const unsigned char *sha256);
