@@ -20,11 +20,11 @@ import OTWire
 /// Keyframe requests to a publisher are aggregated per `pliInterval` (`KeyframeRequestAggregator`).
 ///
 /// Audio fallback: every `qualityInterval` each judged subscriber's downlink (loss after repair and jitter from its
-/// receiver reports, loss on the wire from its transport-wide feedback, RTT) is sampled into a
-/// `QualityFallbackMonitor`; sustained poor quality warns the subscriber, then stops forwarding the stream's video to
-/// it (audio continues and keeps the link judged); after `recoverAfter` of good quality video resumes from a keyframe.
-/// Streams whose publisher disabled audio fallback, and subscribers that turned video off (unless it is off for
-/// quality), are not judged.
+/// receiver reports, loss on the wire from its transport-wide feedback, RTT) is sampled over its last
+/// `LinkQualityWindow.defaultIntervals` intervals into a `QualityFallbackMonitor`; sustained poor quality warns the
+/// subscriber, then stops forwarding the stream's video to it (audio continues and keeps the link judged); after
+/// `recoverAfter` of good quality video resumes from a keyframe. Streams whose publisher disabled audio fallback, and
+/// subscribers that turned video off (unless it is off for quality), are not judged.
 final class RouterCore {
     typealias PeerHandle = Int
 

@@ -68,6 +68,7 @@ final class SubscriberEngine: @unchecked Sendable {
     private var mismatchReported = false
     private var lastCounts = (received: 0, lost: 0, wireReceived: 0, wireLost: 0)
     private var quality: QualityFallbackMonitor
+    private var qualityWindow = LinkQualityWindow(intervals: LinkQualityWindow.defaultIntervals)
 
     private static let nextMixerId = Lock()
     nonisolated(unsafe) private static var mixerCounter = 0
@@ -89,12 +90,13 @@ final class SubscriberEngine: @unchecked Sendable {
         mixerId = Self.nextMixerId.withLock { Self.mixerCounter += 1; return Self.mixerCounter }
     }
 
-    /// The relayed subscriber's fallback: warn after one poor second, drop video after `qualityWindowSeconds` of them,
-    /// restore it after as many good ones (the 100 ms slack absorbs the once-a-second timer's drift).
+    /// The relayed subscriber's fallback, judged once a second on a `LinkQualityWindow` like the media router's: warn
+    /// after two poor windows (the default), drop video after `qualityWindowSeconds` of them, restore it after as many
+    /// good ones (the 100 ms slack absorbs the once-a-second timer's drift).
     static func localFallbackConfig(_ settings: SubscriberSettings) -> QualityFallbackConfig {
         let window = Duration.seconds(max(1, settings.qualityWindowSeconds)) - .milliseconds(100)
         return QualityFallbackConfig(lossThreshold: settings.qualityLossThreshold, rttThreshold: nil, jitterThreshold: nil,
-                                     warnAfter: .milliseconds(900), disableAfter: window, recoverAfter: window)
+                                     disableAfter: window, recoverAfter: window)
     }
 
     // MARK: lifecycle (on queue)
@@ -372,8 +374,11 @@ final class SubscriberEngine: @unchecked Sendable {
         let dr = max(0, received - lastCounts.received), dl = max(0, lost - lastCounts.lost)
         let wr = max(0, wireReceived - lastCounts.wireReceived), wl = max(0, wireLost - lastCounts.wireLost)
         lastCounts = (received, lost, wireReceived, wireLost)
-        guard dr + dl > 0 else { return }
-        let sample = LinkQualitySample(loss: Double(dl) / Double(dr + dl), rawLoss: wr + wl > 0 ? Double(wl) / Double(wr + wl) : nil)
+        guard dr + dl > 0,
+              let loss = qualityWindow.add(LinkQualityWindow.Counts(lost: Double(dl), expected: Double(dr + dl),
+                                                                    wireLost: Double(wl), wireTotal: Double(wr + wl)))
+        else { return }
+        let sample = LinkQualitySample(loss: loss.loss, rawLoss: loss.rawLoss)
         switch quality.observe(sample, now: MonotonicClock.now()) {
         case .warn: subscriber?.deliver { $0.subscriberVideoDisableWarning($1) }
         case .liftWarning: subscriber?.deliver { $0.subscriberVideoDisableWarningLifted($1) }

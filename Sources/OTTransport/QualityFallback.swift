@@ -17,7 +17,10 @@ public struct LinkQualitySample: Sendable, Equatable {
     }
 }
 
-/// Thresholds and hold times of the audio fallback (`QualityFallbackMonitor`).
+/// Thresholds and hold times of the audio fallback (`QualityFallbackMonitor`). The default hold times are the media
+/// router's and the relayed subscriber's alike, for once-a-second samples of a `LinkQualityWindow`: a warning after two
+/// poor windows in a row (one unlucky window at 20 % loss does not warn), video dropped after three, back after three
+/// good ones (the 100 ms slack absorbs the timer's drift).
 public struct QualityFallbackConfig: Sendable, Equatable {
     /// A sample is poor above this loss fraction (loss that stayed after repair), good below half of it.
     public var lossThreshold: Double
@@ -38,7 +41,8 @@ public struct QualityFallbackConfig: Sendable, Equatable {
 
     public init(lossThreshold: Double = 0.15, repairableLoss: Double = 0.25, rttThreshold: Duration? = .milliseconds(1500),
                 jitterThreshold: Duration? = .milliseconds(250),
-                warnAfter: Duration = .seconds(2), disableAfter: Duration = .seconds(5), recoverAfter: Duration = .seconds(5)) {
+                warnAfter: Duration = .milliseconds(1900), disableAfter: Duration = .milliseconds(2900),
+                recoverAfter: Duration = .milliseconds(2900)) {
         self.lossThreshold = lossThreshold; self.repairableLoss = repairableLoss
         self.rttThreshold = rttThreshold; self.jitterThreshold = jitterThreshold
         self.warnAfter = warnAfter; self.disableAfter = max(disableAfter, warnAfter); self.recoverAfter = recoverAfter
@@ -130,13 +134,17 @@ public struct LinkQualitySampler: Sendable, Equatable {
     private var reportedLost = 0.0
     private var reportedExpected = 0.0
     private var wire = TransportFeedbackLoss()
+    private var window: LinkQualityWindow
     private var jitterSeconds: Double?
     /// Highest extended sequence per SSRC from the previous report, to size each report's interval.
     private var highest: [UInt32: UInt32] = [:]
     /// The latest round-trip time (kept across samples).
     public var roundTripTime: Duration?
 
-    public init() {}
+    /// Each sample covers the last `windowIntervals` calls of `sample()` (`LinkQualityWindow`).
+    public init(windowIntervals: Int = LinkQualityWindow.defaultIntervals) {
+        window = LinkQualityWindow(intervals: windowIntervals)
+    }
 
     /// A receiver report block about one of the SSRCs sent; `clockRate` converts its jitter.
     public mutating func report(_ b: RTCPReportBlock, clockRate: Int) {
@@ -159,14 +167,60 @@ public struct LinkQualitySampler: Sendable, Equatable {
     /// Forgets what a report said about an SSRC no longer sent (so a later resume does not count the pause).
     public mutating func forget(ssrc: UInt32) { highest[ssrc] = nil }
 
-    /// The sample of the interval since the previous call (nil when nothing was reported), and a new interval.
+    /// Closes the interval since the previous call and returns the sample of the window that ends with it (nil when
+    /// nothing was reported in this interval, or the window is not full yet); jitter is this interval's.
     public mutating func sample() -> LinkQualitySample? {
         defer { reportedLost = 0; reportedExpected = 0; jitterSeconds = nil }
-        let raw = wire.take()
-        guard reportedExpected > 0 || raw != nil else { return nil }
-        let loss = reportedExpected > 0 ? reportedLost / reportedExpected : 0
-        return LinkQualitySample(loss: loss, rawLoss: raw, roundTripTime: roundTripTime,
+        let w = wire.takeCounts()
+        let loss = window.add(LinkQualityWindow.Counts(lost: reportedLost, expected: reportedExpected,
+                                                       wireLost: Double(w.lost), wireTotal: Double(w.received + w.lost)))
+        guard reportedExpected > 0 || w.received + w.lost > 0, let loss else { return nil }
+        return LinkQualitySample(loss: loss.loss, rawLoss: loss.rawLoss, roundTripTime: roundTripTime,
                                  jitter: jitterSeconds.map { .microseconds(Int64($0 * 1_000_000)) })
+    }
+}
+
+/// The loss of a link over its last few intervals, each weighted by its packet count, so one lucky or unlucky
+/// interval does not decide alone: at 30 % loss on the wire a one-second sample of ~150 packets reads below the
+/// 25 % `repairableLoss` about one second in ten (binomial spread ≈ 3.7 points), which would restart the
+/// monitor's poor run; over 5 s (≈750 packets, spread ≈ 1.7 points at 30 %, 1.5 at 20 %) that becomes rare, and
+/// 20 % reads above 25 % in about one window in 2 400 (binomial, 150 packets a second; a 3 s window: one in 200;
+/// two poor windows in a row warn). Judges only a full window (the first `intervals − 1` intervals give nothing). Sans-IO; a fixed ring, no
+/// allocation after `init`.
+public struct LinkQualityWindow: Sendable, Equatable {
+    /// The packet counts of one interval: lost after repair of those expected (receiver reports: fractions of
+    /// packets, hence `Double`), and lost on the wire of those sent (transport-wide feedback).
+    public struct Counts: Sendable, Equatable {
+        public var lost, expected, wireLost, wireTotal: Double
+        public init(lost: Double, expected: Double, wireLost: Double, wireTotal: Double) {
+            self.lost = lost; self.expected = expected; self.wireLost = wireLost; self.wireTotal = wireTotal
+        }
+    }
+    /// The window of the media router and of relayed subscribers: 5 intervals of 1 s.
+    public static let defaultIntervals = 5
+
+    private var ring: [Counts]
+    private var next = 0, filled = 0
+
+    /// `intervals` is clamped to 1…60.
+    public init(intervals: Int) {
+        ring = Array(repeating: Counts(lost: 0, expected: 0, wireLost: 0, wireTotal: 0), count: min(max(intervals, 1), 60))
+    }
+
+    /// Adds an interval (replacing the oldest) and returns the window's loss: `loss` after repair (0 when nothing
+    /// was expected) and `rawLoss` on the wire (nil when nothing was sent); nil while the window is not full or
+    /// holds no packet at all.
+    public mutating func add(_ c: Counts) -> (loss: Double, rawLoss: Double?)? {
+        ring[next] = c
+        next = (next + 1) % ring.count
+        filled = min(filled + 1, ring.count)
+        guard filled == ring.count else { return nil }
+        var sum = Counts(lost: 0, expected: 0, wireLost: 0, wireTotal: 0)
+        for i in ring {
+            sum.lost += i.lost; sum.expected += i.expected; sum.wireLost += i.wireLost; sum.wireTotal += i.wireTotal
+        }
+        guard sum.expected > 0 || sum.wireTotal > 0 else { return nil }
+        return (sum.expected > 0 ? sum.lost / sum.expected : 0, sum.wireTotal > 0 ? sum.wireLost / sum.wireTotal : nil)
     }
 }
 
@@ -190,7 +244,13 @@ public struct TransportFeedbackLoss: Sendable, Equatable {
 
     /// The lost share since the last call (nil when no packet was covered), and a new count.
     public mutating func take() -> Double? {
+        let c = takeCounts()
+        return c.received + c.lost > 0 ? Double(c.lost) / Double(c.received + c.lost) : nil
+    }
+
+    /// The packets covered since the last call, and a new count.
+    public mutating func takeCounts() -> (received: Int, lost: Int) {
         defer { received = 0; lost = 0 }
-        return received + lost > 0 ? Double(lost) / Double(received + lost) : nil
+        return (received, lost)
     }
 }

@@ -134,18 +134,22 @@ final class RouterCoreTests: XCTestCase {
             core.handleTimeout(now: at(s * 1000))
             for case .quality(let peer, let e) in commands(core) { XCTAssertEqual(peer, "sub1"); events.append(e) }
         }
-        for s in Int64(1)...6 { second(s, lost: 128) }  // half the packets lost after repair
+        // Half the packets lost after repair. The first report anchors; the window (5 s) is full at second 5: the
+        // warning 2 s later, video off 4 s later.
+        for s in Int64(1)...9 { second(s, lost: 128) }
         XCTAssertEqual(events, [.videoDisableWarning, .videoDisabled])
-        core.receive(vp8(seq: 5, keyframe: true), from: pub, now: at(6001))
+        core.receive(vp8(seq: 5, keyframe: true), from: pub, now: at(9001))
         XCTAssertEqual(forwarded(core).map(\.0), [sub2], "sub1 gets no video")
-        core.receive(opus(seq: 5), from: pub, now: at(6002))
+        core.receive(opus(seq: 5), from: pub, now: at(9002))
         XCTAssertEqual(forwarded(core).map(\.0), [sub1, sub2], "audio continues")
         XCTAssertEqual(core.counters(streamId: "st")?.subscribersVideoDisabled, 1)
         events = []
-        for s in Int64(7)...11 { second(s, lost: 0) }
+        // Clean from second 10: the window is poor at 12 (3 lossy seconds of 5: 30 %), fair at 13 (20 %), good from
+        // 14 on (10 %); video back 3 s after 13.
+        for s in Int64(10)...16 { second(s, lost: 0) }
         XCTAssertEqual(events, [.videoEnabled])
         XCTAssertEqual(core.counters(streamId: "st")?.subscribersVideoDisabled, 0)
-        core.receive(vp8(seq: 6, keyframe: true), from: pub, now: at(11_001))
+        core.receive(vp8(seq: 6, keyframe: true), from: pub, now: at(16_001))
         XCTAssertEqual(forwarded(core).map(\.0), [sub1, sub2])
     }
 

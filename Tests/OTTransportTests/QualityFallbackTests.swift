@@ -81,7 +81,7 @@ final class QualityFallbackTests: XCTestCase {
     }
 
     func testSamplerTakesLossAfterRepairFromReportsAndLossOnTheWireFromTransportFeedback() {
-        var s = LinkQualitySampler()
+        var s = LinkQualitySampler(windowIntervals: 1)
         XCTAssertNil(s.sample(), "nothing reported")
         s.roundTripTime = .milliseconds(40)
         // First report of an SSRC only anchors its sequence numbers.
@@ -115,6 +115,78 @@ final class QualityFallbackTests: XCTestCase {
         XCTAssertEqual(m.judge(LinkQualitySample(loss: 0, rawLoss: 0.20)), .fair)
         XCTAssertEqual(m.judge(LinkQualitySample(loss: 0.01, rawLoss: 0.30)), .poor)
         XCTAssertEqual(m.judge(LinkQualitySample(loss: 0.2, rawLoss: 0.2)), .poor, "what stayed lost is judged too")
+    }
+
+    /// The window weighs its intervals by packet count, judges only when full, and forgets the oldest interval.
+    func testWindowWeighsIntervalsByPacketsAndJudgesOnlyWhenFull() {
+        var w = LinkQualityWindow(intervals: 3)
+        XCTAssertNil(w.add(.init(lost: 10, expected: 100, wireLost: 40, wireTotal: 100)), "1 of 3 intervals")
+        XCTAssertNil(w.add(.init(lost: 0, expected: 0, wireLost: 0, wireTotal: 0)), "2 of 3 intervals")
+        var l = w.add(.init(lost: 0, expected: 300, wireLost: 60, wireTotal: 300))
+        XCTAssertEqual(l?.loss ?? -1, 0.025, accuracy: 1e-9, "10 of 400")
+        XCTAssertEqual(l?.rawLoss ?? -1, 0.25, accuracy: 1e-9, "100 of 400")
+        l = w.add(.init(lost: 0, expected: 100, wireLost: 0, wireTotal: 0))
+        XCTAssertEqual(l?.loss ?? -1, 0, accuracy: 1e-9, "the first interval left the window")
+        XCTAssertEqual(l?.rawLoss ?? -1, 0.2, accuracy: 1e-9, "60 of 300")
+        _ = w.add(.init(lost: 0, expected: 0, wireLost: 0, wireTotal: 0))
+        XCTAssertNil(w.add(.init(lost: 0, expected: 0, wireLost: 0, wireTotal: 0))?.rawLoss)
+        var one = LinkQualityWindow(intervals: -5)
+        XCTAssertNotNil(one.add(.init(lost: 0, expected: 1, wireLost: 0, wireTotal: 0)), "clamped to one interval")
+    }
+
+    /// The media router's path with its defaults: a sampler fed transport-wide feedback of `packetsPerSecond` packets a
+    /// second, each lost with probability `loss` for `lossySeconds` seconds, then none; one sample a second into the
+    /// monitor. Returns the second of each action.
+    private func routedDownlink(seed: UInt64, loss: Double, lossySeconds: Int, seconds: Int, packetsPerSecond: Int = 150,
+                                windowIntervals: Int = LinkQualityWindow.defaultIntervals) -> [(Int, QualityFallbackMonitor.Action)] {
+        var rng = SeededRandom(seed: seed)
+        var sampler = LinkQualitySampler(windowIntervals: windowIntervals)
+        var monitor = QualityFallbackMonitor()
+        let clock = VirtualClock()
+        var sequence: UInt16 = 0
+        var deltas = [Int32?](repeating: nil, count: packetsPerSecond)
+        var out: [(Int, QualityFallbackMonitor.Action)] = []
+        for second in 1...seconds {
+            for i in deltas.indices { deltas[i] = second <= lossySeconds && rng.unit() < loss ? nil : 4 }
+            sampler.transportFeedback(TransportCCFeedback(senderSSRC: 9, mediaSSRC: 1, baseSequence: sequence, referenceTime: 0,
+                                                          feedbackCount: UInt8(truncatingIfNeeded: second), deltas: deltas))
+            sequence &+= UInt16(packetsPerSecond)
+            clock.advance(by: .seconds(1))
+            if let s = sampler.sample(), let a = monitor.observe(s, now: clock.now()) { out.append((second, a)) }
+        }
+        return out
+    }
+
+    /// 30 % loss on the wire, beyond what repair carries: at ~150 packets a second one second in ten reads below 25 %,
+    /// which restarted the poor run when each second was judged alone. Over the window, every seed drops video and
+    /// brings it back after the loss ends, within the window plus the recover hold.
+    func testThirtyPercentLossOnTheWireDropsVideoForEverySeedAndItComesBackAfter() {
+        let window = LinkQualityWindow.defaultIntervals
+        for seed in UInt64(1)...200 {
+            let actions = routedDownlink(seed: seed, loss: 0.30, lossySeconds: 15, seconds: 30)
+            let disabled = actions.first { $0.1 == .disableVideo }?.0
+            XCTAssertNotNil(disabled, "seed \(seed): \(actions)")
+            // Full window (5 s), then two poor windows warn and three drop video (second 8); a rare fair window (one
+            // in 800) costs a restart.
+            XCTAssertLessThanOrEqual(disabled ?? .max, 12, "seed \(seed): \(actions)")
+            let enabled = actions.first { $0.1 == .enableVideo }?.0
+            XCTAssertNotNil(enabled, "seed \(seed): \(actions)")
+            XCTAssertLessThanOrEqual(enabled ?? .max, 15 + window + 3, "seed \(seed): \(actions)")
+            XCTAssertEqual(actions.filter { $0.1 == .disableVideo }.count, 1, "seed \(seed): \(actions)")
+        }
+    }
+
+    /// 20 % on the wire is left to repair and video stays. Judged a second at a time, a 150-packet second reads above
+    /// 25 % one time in 16 and about one minute in five warns (39 of these 200); over the window a window does so about one time in 2 400 (binomial),
+    /// and an unlucky streak still can: at most one of the 200 minutes may warn (seed 83 warns and drops video at 46 s).
+    func testTwentyPercentLossOnTheWireRarelyWarnsOverTheWindow() {
+        var windowed: [UInt64] = [], perSecond = 0
+        for seed in UInt64(1)...200 {
+            if !routedDownlink(seed: seed, loss: 0.20, lossySeconds: 60, seconds: 60).isEmpty { windowed.append(seed) }
+            if !routedDownlink(seed: seed, loss: 0.20, lossySeconds: 60, seconds: 60, windowIntervals: 1).isEmpty { perSecond += 1 }
+        }
+        XCTAssertLessThanOrEqual(windowed.count, 1, "minutes that warned: \(windowed)")
+        XCTAssertGreaterThan(perSecond, 20, "judged a second at a time, many minutes warn")
     }
 
     func testDisabledConfigurationIsClampedSoDisableNeverPrecedesWarning() {

@@ -162,7 +162,7 @@ def test_router_drops_video_under_loss_and_restores_it(routed):
 def test_no_fallback_when_the_publisher_disables_it(routed):
     net, sub = routed(False)
     net.drop_udp_into_b(30)
-    frames, _ = media_after(sub, 12)  # longer than warning (2 s) and disabling (5 s) take
+    frames, _ = media_after(sub, 12)  # longer than the window (4 s) and disabling (3 s more) take
     net.stop_dropping()
     assert frames > 0, "video keeps coming under loss"
     assert "video_disable_warning" not in sub.events() and "video_disabled" not in sub.events()
