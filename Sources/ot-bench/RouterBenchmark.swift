@@ -263,9 +263,11 @@ func runRouterBenchmark(_ args: [String]) throws {
     }
     var counts = quick ? [1, 4] : [1, 4, 8, 16]
     if let i = args.firstIndex(of: "--n") {
-        let listed = i + 1 < args.count ? args[i + 1].split(separator: ",").compactMap { Int($0) } : []
-        guard !listed.isEmpty, listed.allSatisfy({ (1...64).contains($0) }) else { throw BenchError("--n needs subscriber counts, 1 to 64, e.g. 1,16") }
-        counts = listed
+        let listed = i + 1 < args.count ? args[i + 1].split(separator: ",").map { Int($0) } : []
+        guard !listed.isEmpty, listed.allSatisfy({ $0.map { (1...64).contains($0) } ?? false }) else {
+            throw BenchError("--n needs subscriber counts, 1 to 64, e.g. 1,16")
+        }
+        counts = listed.compactMap { $0 }
     }
     let withJanus = args.contains("--janus")
     if withJanus && !BenchNamespace.isInside {
