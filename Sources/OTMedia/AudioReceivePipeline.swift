@@ -182,10 +182,19 @@ public final class AudioReceivePipeline {
     }
 
     /// Extra playout delay kept while packets are being lost, so NACK retransmissions arrive in time
-    /// (`AudioJitterBuffer.repairAllowance`); set it from the path's round-trip time.
+    /// (`AudioJitterBuffer.repairAllowance`); set it from the path's round-trip time (`repairAllowance(rtt:legs:)`).
     public var repairAllowance: Duration {
         get { jitterBuffer.repairAllowance }
         set { jitterBuffer.repairAllowance = newValue }
+    }
+
+    /// The repair allowance for a path of round-trip time `rtt` whose repairs go through `legs` NACK loops in a row (two
+    /// through a media router: a packet lost on the publisher's leg is repaired there before the router can answer the
+    /// subscriber's NACK): a packet interval (the gap shows at the next packet), then per leg a NACK's round trip and
+    /// one retry (`NACKGenerator.retryInterval`).
+    public static func repairAllowance(rtt: Duration, legs: Int) -> Duration {
+        let retry = NACKGenerator().retryInterval(rtt: rtt)
+        return .milliseconds(20) + (retry + retry) * max(1, legs)
     }
 
     /// Forgets held packets and the playout position (a new SSRC, audio disabled and re-enabled); counters are kept.

@@ -9,8 +9,9 @@ public struct VideoReceiveConfig: Sendable {
     /// The payload format (and so the codec: `VideoCodecs.makeDecoder`) of the stream.
     public var format: any RTPPayloadFormat
     public var jitter: VideoJitterConfig
-    /// Packets past a missing one after which the depacketizer gives up on it (a backstop to the RTP session's NACK
-    /// give-up, which the driver reports through `packetsUnrecoverable`).
+    /// Packets past a missing one after which the depacketizer gives up on it (what it holds meanwhile). A hole is
+    /// also given up once no repair can come any more (`VideoReceivePipeline.holeWait`): both are backstops to the
+    /// RTP session's NACK give-up, which the driver reports through `packetsUnrecoverable`.
     public var reorderWindowPackets: Int
     /// Keyframe requests go at most this often (or every two RTTs when longer); those made meanwhile are dropped
     /// (the RTP session's pacer paces what goes on the wire).
@@ -112,6 +113,8 @@ public final class VideoReceivePipeline {
     /// decoded frame overtakes were dropped.
     private var undecoded: [UInt32] = []
     private var lastDecodedTimestamp: UInt32?
+    /// The depacketizer's hole (`RTPDepacketizer.firstMissing`) and since when it is open.
+    private var hole: (sequence: Int64, since: Instant)?
 
     public init(config: VideoReceiveConfig = VideoReceiveConfig(), transform: any FrameTransform = IdentityFrameTransform()) throws {
         self.config = config
@@ -153,7 +156,13 @@ public final class VideoReceivePipeline {
         return events
     }
 
-    /// Sets the round-trip time measured by RTCP, which paces keyframe requests.
+    /// How long a hole in the stream is waited for: a NACKed packet is asked for until `NACKGenerator.maxAge` after it
+    /// went missing, and its retransmission takes a round trip (one more for slack). Past that no repair can come,
+    /// whatever the packet rate (counted in packets, the depacketizer's window lasts seconds at a low bitrate).
+    public var holeWait: Duration { Self.repairWindow + rtt + rtt }
+    private static let repairWindow = NACKGenerator().maxAge
+
+    /// Sets the round-trip time measured by RTCP, which paces keyframe requests and the wait for a hole.
     public func setRoundTripTime(_ rtt: Duration) { self.rtt = rtt }
 
     /// Handles one received RTP packet at `now`.
@@ -191,18 +200,24 @@ public final class VideoReceivePipeline {
                                          isKeyframe: f.isKeyframe, pictureId: f.pictureId, payload: data)
             handle(jitterBuffer.insert(frame, now: now), now: now, &events)
         }
+        checkHole(now: now, &events)
         return events
     }
 
-    /// Runs the jitter buffer's timers; call at `nextDeadline`.
+    /// Runs the jitter buffer's timers and the wait for a hole; call at `nextDeadline`.
     public func poll(now: Instant) -> [VideoReceiveEvent] {
         var events: [VideoReceiveEvent] = []
         handle(jitterBuffer.poll(now: now), now: now, &events)
+        checkHole(now: now, &events)
         return events
     }
 
     /// When `poll` should next be called if no packet arrives, or nil when nothing is pending.
-    public var nextDeadline: Instant? { jitterBuffer.nextDeadline }
+    public var nextDeadline: Instant? {
+        guard let hole else { return jitterBuffer.nextDeadline }
+        let due = hole.since + holeWait
+        return jitterBuffer.nextDeadline.map { min($0, due) } ?? due
+    }
 
     /// Forgets held packets and frames and waits for a keyframe, without counting the pause as a freeze
     /// (video disabled and re-enabled, or a new SSRC). Counters are kept.
@@ -258,6 +273,14 @@ public final class VideoReceivePipeline {
         retired.framesDelivered += d.framesDelivered
         retired.framesDropped += d.framesDropped
         depacketizer = Self.makeDepacketizer(config)
+        hole = nil
+    }
+
+    /// Notes when the depacketizer's hole opened; one open for `holeWait` is given up.
+    private func checkHole(now: Instant, _ events: inout [VideoReceiveEvent]) {
+        guard let missing = depacketizer.firstMissing else { hole = nil; return }
+        guard let h = hole, h.sequence == missing else { hole = (missing, now); return }
+        if now - h.since >= holeWait { giveUp(now: now, &events) }
     }
 
     /// Gives up on the missing packets: drop what depends on them and ask for a keyframe.

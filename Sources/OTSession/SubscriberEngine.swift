@@ -336,12 +336,11 @@ final class SubscriberEngine: @unchecked Sendable {
 
     static let keyframeWait: Duration = .milliseconds(200)
 
-    /// Audio keeps enough delay, while packets are lost, for a NACKed packet to come back: a packet interval (the gap
-    /// shows at the next packet), then the NACK's round trip and one retry (`NACKGenerator.retryInterval`).
+    /// Audio keeps enough delay, while packets are lost, for a NACKed packet to come back: through the router, over
+    /// both legs (`AudioReceivePipeline.repairAllowance(rtt:legs:)`).
     private func updateRepairAllowance() {
         guard let audio, let rtt = link?.roundTripTime else { return }
-        let retry = NACKGenerator().retryInterval(rtt: rtt)
-        audio.repairAllowance = .milliseconds(20) + retry + retry
+        audio.repairAllowance = AudioReceivePipeline.repairAllowance(rtt: rtt, legs: routed ? 2 : 1)
     }
 
     /// End-to-end encrypted streams: reports `encryptionSecretMismatch` once when frames arrive that cannot be

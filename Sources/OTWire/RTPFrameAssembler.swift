@@ -38,6 +38,7 @@ public struct FrameDepacketizer<Reader: FramePayloadReader>: RTPDepacketizer {
         assembler.insert(packet, info, data: data, deliver: deliver)
     }
     public func needs(_ sequence: UInt16) -> Bool { assembler.needs(sequence) }
+    public var firstMissing: Int64? { assembler.firstMissing }
     public var isWaitingForKeyframe: Bool { assembler.isWaitingForKeyframe }
     public var stats: DepacketizerStats { assembler.stats }
 }
@@ -106,6 +107,27 @@ public struct RTPFrameAssembler: Sendable {
         }
         guard let n = nextExpected else { return true }
         return ext >= n
+    }
+
+    /// While decoding, the first sequence number (extended) missing before a packet held: the hole the stream waits on
+    /// for a repair. nil when nothing is missing (a frame longer than the reorder window still arriving in order is no
+    /// hole; nor are numbers that carried none of the format, e.g. FEC, before the next picture) or while a keyframe
+    /// is awaited.
+    public var firstMissing: Int64? {
+        guard !waitingForKeyframe, let n = nextExpected, let h = highest else { return nil }
+        var gap: Int64?
+        var s = n
+        while s <= h {
+            let i = Int(s & mask)
+            if slots[i].seq != s {
+                if gap == nil { gap = s }
+            } else if let g = gap {
+                guard slots[i].startsFrame, followsLastFrame(slots[i].pictureId, start: s) else { return g }
+                gap = nil
+            }
+            s += 1
+        }
+        return nil
     }
 
     /// Counts a packet whose payload the format could not read.

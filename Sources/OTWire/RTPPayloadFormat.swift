@@ -85,6 +85,8 @@ public protocol RTPDepacketizer: Sendable {
     func needs(_ sequence: UInt16) -> Bool
     /// Whether frames are being dropped until a keyframe arrives.
     var isWaitingForKeyframe: Bool { get }
+    /// The first (extended) sequence number missing before packets held, which the stream waits on; nil when none.
+    var firstMissing: Int64? { get }
     var stats: DepacketizerStats { get }
 }
 
@@ -293,4 +295,5 @@ public struct OpusDepacketizer: RTPDepacketizer {
     /// Audio frames are independent: no loss leaves later ones undecodable.
     public func needs(_ sequence: UInt16) -> Bool { false }
     public var isWaitingForKeyframe: Bool { false }
+    public var firstMissing: Int64? { nil }
 }

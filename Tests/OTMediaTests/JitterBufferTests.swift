@@ -103,6 +103,47 @@ final class JitterBufferTests: XCTestCase {
         XCTAssertGreaterThan(plain.buffer.stats.late, 0, "without the allowance some repairs miss their turn")
     }
 
+    /// Through a media router, 30 % loss on every traversal (the namespace benchmark's rule): a packet lost on the
+    /// publisher's leg is NACKed by the router, and only once that repair arrived can the router answer the
+    /// subscriber's NACK; each NACK round (every 20 ms, the loopback retry interval) succeeds when both the NACK and the
+    /// retransmission get through. The allowance for two legs lets those repairs play; the one-leg allowance (a
+    /// relayed path's) lets a share of them miss their turn.
+    func testAudioThroughARouterWaitsForRepairsOverBothLegs() {
+        var rng = SeededRandom(seed: 17)
+        let n = 3000, loss = 0.3, retry: Int64 = 20
+        func through() -> Bool { Double.random(in: 0..<1, using: &rng) >= loss }
+        /// When a packet sent (or available) at `sent` reaches the far end of a leg with NACK: at once, or at the
+        /// first NACK round (from when the gap shows, `noticed`, and not before `available` at the sender) whose
+        /// NACK and retransmission both get through; nil after ten rounds.
+        func leg(sent: Int64, noticed: Int64, available: Int64) -> Int64? {
+            if through() { return sent }
+            var t = noticed
+            for _ in 0..<10 {
+                if t >= available, through(), through() { return t + 1 }
+                t += retry
+            }
+            return nil
+        }
+        // The next packet shows a gap (20 ms later, or more when it is lost too: near enough for the test).
+        var arrival: [Int64?] = []
+        for i in 0..<n {
+            let sent = Int64(i) * 20 + 5
+            guard let atRouter = leg(sent: sent, noticed: sent + 20, available: sent) else { arrival.append(nil); continue }
+            arrival.append(leg(sent: atRouter, noticed: sent + 20, available: atRouter))
+        }
+        let scenario = AudioScenario(packets: n, arrival: { arrival[$0] })
+        let lostForGood = arrival.filter { $0 == nil }.count
+        let twoLegs = scenario.run(repairAllowance: AudioReceivePipeline.repairAllowance(rtt: .milliseconds(1), legs: 2))
+        let oneLeg = scenario.run(repairAllowance: AudioReceivePipeline.repairAllowance(rtt: .milliseconds(1), legs: 1))
+        XCTAssertEqual(AudioReceivePipeline.repairAllowance(rtt: .milliseconds(1), legs: 2), .milliseconds(100))
+        XCTAssertEqual(AudioReceivePipeline.repairAllowance(rtt: .milliseconds(1), legs: 1), .milliseconds(60))
+        let concealedTwo = twoLegs.buffer.stats.concealedLost, concealedOne = oneLeg.buffer.stats.concealedLost
+        XCTAssertLessThanOrEqual(Double(concealedTwo - lostForGood), 0.01 * Double(n),
+                                 "repairs over both legs play (\(concealedTwo) concealed, \(lostForGood) never arrived)")
+        XCTAssertGreaterThan(Double(concealedOne), 1.5 * Double(concealedTwo),
+                             "with one leg's allowance repairs miss their turn (\(concealedOne) vs \(concealedTwo))")
+    }
+
     func testAudioLossIsConcealedOncePerLostPacket() {
         var rng = SeededRandom(seed: 99)
         let lost = Set((0..<1000).filter { $0 > 0 && $0 < 999 && Double.random(in: 0..<1, using: &rng) < 0.1 })

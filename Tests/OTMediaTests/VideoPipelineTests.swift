@@ -247,65 +247,93 @@ final class VideoPipelineTests: XCTestCase {
     }
 
     /// The wait for repairs, as sessions configure it (the connection NACKs and says when it gives a packet up): a
-    /// missing packet is waited for while later ones pile up (far beyond the old 64-packet give-up), frames resume in
-    /// order when it arrives, and only a give-up from the transport asks for a keyframe, at once.
+    /// missing packet is waited for while later ones pile up (within the repair window, `holeWait`), frames resume in
+    /// order when it arrives, and a give-up from the transport asks for a keyframe at once.
     func testWaitsForARepairUntilTheTransportGivesUpThenAsksForAKeyframe() throws {
-        let sender = try VideoSendPipeline(config: VideoSendConfig(ssrc: 0xBEEF, encoder: VideoEncoderConfig(width: 640, height: 480,
-                                                                   bitrateKbps: 2500, frameDropThreshold: 0), initialSequenceNumber: 1000))
-        let receiver = try VideoReceivePipeline(config: VideoReceiveConfig(reorderWindowPackets: 256))
-        let source = try TestPatternSource(width: 640, height: 480)
-        let t0 = Instant(micros: 1_000_000)
-        var decoded: [UInt32] = [], keyframeRequests = 0
-        func handle(_ events: [VideoReceiveEvent]) {
-            for e in events {
-                switch e {
-                case .frame(let f): if let n = TestPatternReader.read(f.frame)?.frameNumber { decoded.append(n) }
-                case .requestKeyframe: keyframeRequests += 1
-                }
-            }
-        }
-        func frame(_ k: Int) throws -> [RTPPacket] {
-            var out: [RTPPacket] = []
-            let at = t0 + .microseconds(Int64(k) * 33_333)
-            try sender.send(source.render(frameNumber: UInt32(k), timestampMicros: at.micros), now: at) { out.append(try RTPPacket(parsing: $0)) }
-            return out
-        }
-        func deliver(_ packets: [RTPPacket], at k: Int) {
-            let now = t0 + .microseconds(Int64(k) * 33_333 + 5_000)
-            for p in packets { handle(receiver.receive(p, now: now)) }
-            handle(receiver.poll(now: now))
-        }
-        for k in 0..<10 { deliver(try frame(k), at: k) }
-        XCTAssertEqual(decoded, Array(0..<10))
-        // Frame 10's first packet is lost; 3 s of frames after it arrive.
-        var f10 = try frame(10)
+        let stream = try PatternStream(width: 640, height: 480, kbps: 2500, firstSequence: 1000, reorderWindow: 256)
+        let (sender, receiver) = (stream.sender, stream.receiver)
+        func deliver(_ packets: [RTPPacket], at k: Int) { stream.receive(packets, at: stream.sentAt(k) + .milliseconds(5)) }
+        for k in 0..<10 { deliver(try stream.frame(k), at: k) }
+        XCTAssertEqual(stream.decoded, Array(0..<10))
+        // Frame 10's first packet is lost; 0.9 s of frames after it arrive: within the repair window (`holeWait`,
+        // 1.2 s at the default 100 ms RTT).
+        var f10 = try stream.frame(10)
         let missing = f10.removeFirst()
         deliver(f10, at: 10)
-        var after = 0
-        for k in 11..<100 { let p = try frame(k); after += p.count; deliver(p, at: k) }
-        XCTAssertGreaterThan(after, 64, "more packets than the old reorder window")
-        XCTAssertEqual(decoded, Array(0..<10), "frame 10 and what follows wait for the repair")
-        XCTAssertEqual(keyframeRequests, 0, "no keyframe while a repair can still come")
+        for k in 11..<38 { deliver(try stream.frame(k), at: k) }
+        XCTAssertEqual(stream.decoded, Array(0..<10), "frame 10 and what follows wait for the repair")
+        XCTAssertEqual(stream.keyframeRequests, [], "no keyframe while a repair can still come")
         XCTAssertFalse(receiver.isWaitingForKeyframe)
         // The retransmission arrives: everything held decodes, in order.
-        handle(receiver.receive(missing, now: t0 + .seconds(4)))
-        XCTAssertEqual(decoded, Array(0..<100))
+        stream.receive([missing], at: stream.sentAt(38))
+        XCTAssertEqual(stream.decoded, Array(0..<38))
         // Now a packet the transport gives up on: a keyframe is asked for at once, and nothing after the gap is shown.
-        var f100 = try frame(100)
-        let lost = f100.removeFirst()
-        deliver(f100, at: 100)
-        deliver(try frame(101), at: 101)
-        XCTAssertEqual(keyframeRequests, 0)
-        handle(receiver.packetsUnrecoverable([lost.sequenceNumber], now: t0 + .microseconds(102 * 33_333)))
-        XCTAssertEqual(keyframeRequests, 1)
+        var f38 = try stream.frame(38)
+        let lost = f38.removeFirst()
+        deliver(f38, at: 38)
+        deliver(try stream.frame(39), at: 39)
+        XCTAssertEqual(stream.keyframeRequests, [])
+        stream.handle(receiver.packetsUnrecoverable([lost.sequenceNumber], now: stream.sentAt(40)), at: stream.sentAt(40))
+        XCTAssertEqual(stream.keyframeRequests, [stream.sentAt(40)])
         XCTAssertTrue(receiver.isWaitingForKeyframe)
-        deliver(try frame(102), at: 102)
+        deliver(try stream.frame(40), at: 40)
         sender.requestKeyframe()
-        for k in 103..<107 { deliver(try frame(k), at: k) }
-        XCTAssertEqual(decoded, Array(0..<100) + Array(103..<107), "resumed at the keyframe")
+        for k in 41..<45 { deliver(try stream.frame(k), at: k) }
+        XCTAssertEqual(stream.decoded, Array(0..<38) + Array(41..<45), "resumed at the keyframe")
         XCTAssertFalse(receiver.isWaitingForKeyframe)
-        XCTAssertEqual(receiver.packetsUnrecoverable([lost.sequenceNumber], now: t0 + .seconds(5)).count, 0,
+        XCTAssertEqual(receiver.packetsUnrecoverable([lost.sequenceNumber], now: stream.t0 + .seconds(5)).count, 0,
                        "a packet from before the keyframe is not needed any more")
+    }
+
+    /// A hole no repair fills (the transport never reported it: its NACK generator did not know the packet) is given
+    /// up once no retransmission can come any more (`holeWait`, from the RTT), not after the depacketizer's window of
+    /// 256 packets, which a low-bitrate stream takes many seconds to send: then a keyframe is asked for and decoding
+    /// resumes with it.
+    func testAHoleNoRepairFillsIsGivenUpAfterTheRepairWindowAtALowPacketRate() throws {
+        let stream = try PatternStream(width: 160, height: 120, kbps: 60, firstSequence: 7, reorderWindow: 256)
+        let receiver = stream.receiver
+        receiver.setRoundTripTime(.milliseconds(40))
+        XCTAssertEqual(receiver.holeWait, .milliseconds(1080))
+        func at(_ k: Int) -> Instant { stream.sentAt(k) + .milliseconds(5) }
+        for k in 0..<10 { stream.receive(try stream.frame(k), at: at(k)) }
+        XCTAssertEqual(stream.decoded, Array(0..<10))
+        let f10 = try stream.frame(10)
+        stream.receive(Array(f10.dropFirst()), at: at(10))  // its first packet is lost for good
+        var after = f10.count - 1, k = 11
+        while stream.keyframeRequests.isEmpty && k < 150 {
+            let p = try stream.frame(k)
+            after += p.count
+            stream.receive(p, at: at(k))
+            k += 1
+        }
+        XCTAssertEqual(stream.keyframeRequests.count, 1, "the hole is given up")
+        XCTAssertLessThan(after, 256, "long before the depacketizer's window of packets")
+        let opened = f10.count > 1 ? at(10) : at(11)
+        XCTAssertEqual(stream.keyframeRequests.first, opened + receiver.holeWait, "when no repair can come any more, not before")
+        XCTAssertEqual(stream.decoded, Array(0..<10), "nothing after the hole was shown")
+        stream.sender.requestKeyframe()
+        let resume = k
+        for j in resume..<resume + 3 { stream.receive(try stream.frame(j), at: at(j)) }
+        XCTAssertEqual(Array(stream.decoded.suffix(3)), (resume..<resume + 3).map(UInt32.init), "resumed at the keyframe")
+    }
+
+    /// A frame whose packets arrive slowly but in order (a 720p keyframe of dozens of packets, paced over seconds) has
+    /// no hole: however long it takes, it is not given up.
+    func testABigFrameArrivingSlowlyInOrderIsNotGivenUp() throws {
+        let stream = try PatternStream(width: 1280, height: 720, kbps: 4000, mtu: 150, firstSequence: 65_500, reorderWindow: 16)
+        for k in 0..<3 { stream.receive(try stream.frame(k), at: stream.sentAt(k)) }
+        XCTAssertEqual(stream.decoded, [0, 1, 2])
+        stream.sender.requestKeyframe()
+        let key = try stream.frame(3)
+        XCTAssertGreaterThan(key.count, 16, "longer than the reorder window")
+        var now = stream.sentAt(3)
+        for p in key {
+            now = now + .milliseconds(100)  // paced: the frame takes seconds, far beyond `holeWait`
+            stream.receive([p], at: now)
+        }
+        XCTAssertGreaterThan(now - stream.t0, stream.receiver.holeWait + stream.receiver.holeWait)
+        XCTAssertEqual(stream.decoded, [0, 1, 2, 3])
+        XCTAssertEqual(stream.keyframeRequests, [])
     }
 
     func testAnOutageIsCountedAsAFreezeAndPlaybackResumes() throws {
@@ -488,5 +516,50 @@ final class VideoPipelineTransformTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(video.stats.packetsReceived + video.stats.packetsDiscarded, parsed, "every packet is counted")
         XCTAssertGreaterThan(video.stats.packetsDiscarded, 0, "malformed VP8 payloads are discarded")
         XCTAssertGreaterThan(audio.stats.packetsDiscarded, 0, "garbage is counted, not played")
+    }
+}
+
+/// A test-pattern sender and a receive pipeline on a virtual clock (frame k is captured at 33.3·k ms): the frame
+/// numbers decoded, and when keyframes were asked for.
+private final class PatternStream {
+    let sender: VideoSendPipeline
+    let receiver: VideoReceivePipeline
+    let source: TestPatternSource
+    let t0 = Instant(micros: 1_000_000)
+    var decoded: [UInt32] = []
+    var keyframeRequests: [Instant] = []
+
+    init(width: Int, height: Int, kbps: Int, mtu: Int = 1200, firstSequence: UInt16, reorderWindow: Int) throws {
+        sender = try VideoSendPipeline(config: VideoSendConfig(ssrc: 0xBEEF, encoder: VideoEncoderConfig(width: width, height: height,
+                                                               bitrateKbps: kbps, frameDropThreshold: 0),
+                                                               mtu: mtu, initialSequenceNumber: firstSequence))
+        receiver = try VideoReceivePipeline(config: VideoReceiveConfig(reorderWindowPackets: reorderWindow))
+        source = try TestPatternSource(width: width, height: height)
+    }
+
+    func sentAt(_ k: Int) -> Instant { t0 + .microseconds(Int64(k) * 33_333) }
+
+    /// The packets of frame `k`.
+    func frame(_ k: Int) throws -> [RTPPacket] {
+        var out: [RTPPacket] = []
+        let at = sentAt(k)
+        try sender.send(source.render(frameNumber: UInt32(k), timestampMicros: at.micros), now: at) { out.append(try RTPPacket(parsing: $0)) }
+        return out
+    }
+
+    func handle(_ events: [VideoReceiveEvent], at now: Instant) {
+        for e in events {
+            switch e {
+            case .frame(let f): if let n = TestPatternReader.read(f.frame)?.frameNumber { decoded.append(n) }
+            case .requestKeyframe: keyframeRequests.append(now)
+            }
+        }
+    }
+
+    /// Delivers `packets` at `now`, after running the receiver's timer at its deadline if that came before.
+    func receive(_ packets: [RTPPacket], at now: Instant) {
+        if let d = receiver.nextDeadline, d < now { handle(receiver.poll(now: d), at: d) }
+        for p in packets { handle(receiver.receive(p, now: now), at: now) }
+        handle(receiver.poll(now: now), at: now)
     }
 }

@@ -189,6 +189,41 @@ final class VP8PayloadTests: XCTestCase {
         XCTAssertEqual(probe.d.stats.unassemblable, 0)
     }
 
+    /// `firstMissing` names the hole the stream waits on (the pipeline gives it up once no repair can come): not a
+    /// frame longer than the reorder window still arriving in order, not numbers that carried FEC before the next
+    /// picture, and nothing while a keyframe is awaited.
+    func testFirstMissingIsTheHoleNotALongFrameNorFECNumbers() {
+        var sender = FakeVP8Sender()
+        var probe = DepacketizerProbe(reorderWindow: 16)
+        XCTAssertNil(probe.d.firstMissing, "nothing yet")
+        let key = sender.send(fakeVP8Frame(key: true, size: 40 * 100, fill: 1))
+        probe.insert(Array(key.dropLast()))
+        XCTAssertNil(probe.d.firstMissing, "while a keyframe is awaited")
+        probe.insert([key.last!])
+        XCTAssertEqual(probe.got.count, 1)
+        let long = sender.send(fakeVP8Frame(key: false, size: 40 * 100, fill: 2))
+        probe.insert(Array(long.dropLast()))
+        XCTAssertNil(probe.d.firstMissing, "a 40-packet frame still arriving in order is no hole")
+        probe.insert([long.last!])
+        sender.seq &+= 2  // two FEC packets
+        let next = sender.send(fakeVP8Frame(key: false, size: 250, fill: 3))
+        XCTAssertEqual(next.count, 3)
+        probe.insert(Array(next.prefix(2)))
+        XCTAssertEqual(probe.got.count, 2)
+        XCTAssertNil(probe.d.firstMissing, "FEC numbers before the next picture are no hole")
+        probe.insert([next[2]])
+        let lossy = sender.send(fakeVP8Frame(key: false, size: 250, fill: 4))
+        probe.insert([lossy[0], lossy[2]])
+        XCTAssertEqual(probe.d.firstMissing.map { UInt16(truncatingIfNeeded: $0) }, lossy[1].sequenceNumber)
+        probe.insert(sender.send(fakeVP8Frame(key: false, size: 90, fill: 5)))
+        XCTAssertEqual(probe.d.firstMissing.map { UInt16(truncatingIfNeeded: $0) }, lossy[1].sequenceNumber,
+                       "the same hole while later packets come")
+        probe.insert([lossy[1]])
+        XCTAssertNil(probe.d.firstMissing, "repaired")
+        XCTAssertEqual(probe.got.count, 5)
+        XCTAssertEqual(probe.requests, [])
+    }
+
     /// Every packet from the next expected number on is here, yet they make no frame (a frame's start never came
     /// under its number: here a sender's continuation packets take the numbers after the last frame): no repair can
     /// help, so after the reorder window the depacketizer gives up as for a loss and asks for a keyframe, instead of
