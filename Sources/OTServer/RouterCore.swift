@@ -604,9 +604,11 @@ final class RouterCore {
     private static func copy(_ packet: [UInt8], seq: UInt16, ssrc: UInt32, pt: UInt8, isVideo: Bool, for sub: Peer, _ stream: Stream,
                              now: Instant, into out: inout [UInt8]) -> Bool {
         guard let rewritten = sub.rewriters.map(seq, ssrc: ssrc) else { return false }
-        if let extensions = isVideo ? sub.videoExtensions : sub.audioExtensions {
-            guard extensions.rewrite(packet, into: &out, now: now) else { return false }
-        } else {
+        // Each rewriter is called where it is stored (taking it out as a value copied it, its arrays retained, per forward).
+        switch isVideo ? sub.videoExtensions?.rewrite(packet, into: &out, now: now) : sub.audioExtensions?.rewrite(packet, into: &out, now: now) {
+        case false?: return false
+        case true?: break
+        case nil:
             out.removeAll(keepingCapacity: true)
             out.append(contentsOf: packet)
         }

@@ -177,13 +177,13 @@ final class RouterWorker: MediaEndpointOwner, @unchecked Sendable {
         for sub in core.forwards {
             guard let link = links[sub.handle] else { continue }
             let n = sub.out.count
-            if link.sendRTP(&sub.out) { packets += 1; bytes += n }
+            if link.sendRTP(&sub.out, now: now) { packets += 1; bytes += n }
         }
         for (h, p) in core.replays {
             guard let link = links[h] else { continue }
             var p = p
             let n = p.count
-            if link.sendRTP(&p) { packets += 1; bytes += n }
+            if link.sendRTP(&p, now: now) { packets += 1; bytes += n }
         }
         core.recordSent(packets: packets, bytes: bytes)
     }

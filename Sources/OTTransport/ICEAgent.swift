@@ -198,6 +198,12 @@ public final class ICEAgent {
     public var role: ICERole { config.role }
     /// The pair media uses: the local candidate's base to send from, and the remote address.
     public var selectedPair: (local: SDPCandidate, remote: SDPCandidate)? { selected }
+    /// The selected pair's addresses (the local candidate's base, the remote address), read in place without copying
+    /// the candidates: what the media send and routing paths ask per packet.
+    public var selectedRoute: (local: TransportAddress, remote: TransportAddress)? {
+        guard let local = selected?.local.address, let remote = selected?.remote.address else { return nil }
+        return (local, remote)
+    }
 
     // MARK: candidates and credentials
 

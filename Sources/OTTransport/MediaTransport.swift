@@ -96,9 +96,9 @@ public final class MediaTransport {
     /// when consent for it expired (RFC 7675: counted in `sendsDroppedWithoutConsent`, nothing is sent).
     @discardableResult
     public func sendMedia(_ bytes: [UInt8]) -> Bool {
-        guard let route = ice.selectedPair else { return false }
+        guard let route = ice.selectedRoute else { return false }
         guard !ice.consentExpired else { sendsDroppedWithoutConsent += 1; return false }
-        transmits.push(ICETransmit(source: route.local.address, destination: route.remote.address, bytes: bytes))
+        transmits.push(ICETransmit(source: route.local, destination: route.remote, bytes: bytes))
         routeRelayed(now: nil)
         return true
     }

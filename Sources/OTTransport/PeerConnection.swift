@@ -621,11 +621,11 @@ public final class PeerConnection {
         // Video FEC where negotiated: the packet goes as RED (renumbered past the FEC packets), FEC packets after a frame.
         var fec: [[UInt8]] = []
         var stamped: UInt16?? = nil
-        if !fecSenders.isEmpty, var f = fecSenders[h.ssrc] {
+        if !fecSenders.isEmpty, let i = fecSenders.index(forKey: h.ssrc) {
             // Numbered before FEC covers it, so the packet FEC can rebuild is the one on the wire, number and all.
             stamped = .some(transportStamper.stamp(&packet))
-            fec = f.process(&packet)
-            fecSenders[h.ssrc] = f
+            // In place: a sender taken out as a value and stored back copied its frame's buffers.
+            fec = fecSenders.values[i].process(&packet)
         }
         // With FEC the packet became RED (new payload type and number): its header is read again.
         guard transmit(&packet, header: stamped == nil ? h : nil, srtp: srtp, transport: transport, now: now, stamped: stamped) else { return false }

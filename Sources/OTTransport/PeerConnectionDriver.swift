@@ -132,10 +132,11 @@ public final class PeerConnectionDriver: @unchecked Sendable {
     }
 
     /// Protects and sends an RTP packet (its storage then holds the SRTP bytes). False before the connection is up.
+    /// `now`: the caller's clock reading (the router reads it once per packet it forwards to many).
     @discardableResult
-    public func sendRTP(_ packet: inout [UInt8]) -> Bool {
+    public func sendRTP(_ packet: inout [UInt8], now: Instant = MonotonicClock.now()) -> Bool {
         lock.lock()
-        let ok = pc.sendRTP(&packet, now: MonotonicClock.now())
+        let ok = pc.sendRTP(&packet, now: now)
         // Sending media moves no deadline on a direct path (the router's forwarding path asks nothing more).
         let events = flushLocked(deadline: pc.mediaSendsMaySetTimers)
         lock.unlock()
@@ -176,7 +177,7 @@ public final class PeerConnectionDriver: @unchecked Sendable {
         if !closed { pc.handleReceive(bytes, from: from, local: local, now: now) }
         // On a shared socket, media is routed by the remote address of the pair ICE selected (after a
         // check that passed MESSAGE-INTEGRITY), never by an address a datagram merely claimed.
-        if case .shared(let endpoint) = io, let remote = pc.transport?.ice.selectedPair?.remote.address, remote != routedAddress {
+        if case .shared(let endpoint) = io, let remote = pc.transport?.ice.selectedRoute?.remote, remote != routedAddress {
             routedAddress = remote
             endpoint.route(remote, to: self)
         }

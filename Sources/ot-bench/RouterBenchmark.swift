@@ -248,18 +248,26 @@ private func extensionRewriteCost() -> (rewrite: Double, copy: Double) {
     return (rewrite, copy)
 }
 
-/// `ot-bench router [--quick] [--janus] [--workers K]`: the forwarding cost of one publisher to N subscribers, each client a
+/// `ot-bench router [--quick] [--janus] [--workers K] [--n N,...]`: the forwarding cost of one publisher to N subscribers, each client a
 /// full `PeerConnectionDriver` on 127.0.0.1. Ours: a `MediaRouter` in this process; its cost is the CPU time
 /// of its IO thread ("otsession-media"), the clients' threads are not counted. With `--janus` (root, Debian
 /// package `janus`), the whole run moves into a private network namespace (`BenchNamespace`) and, for each N,
 /// the same clients and load also go through Janus's VideoRoom plugin in its own process; the table then
-/// compares packets delivered per CPU second.
+/// compares packets delivered per CPU second. `--n` measures only the subscriber counts listed (to profile one).
 func runRouterBenchmark(_ args: [String]) throws {
     let quick = args.contains("--quick")
     let seconds = quick ? 1.0 : 4.0
     if let i = args.firstIndex(of: "--workers") {
         guard i + 1 < args.count, let k = Int(args[i + 1]), (1...16).contains(k) else { throw BenchError("--workers needs a count, 1 to 16") }
         return try runWorkersBenchmark(k, seconds: seconds)
+    }
+    var counts = quick ? [1, 4] : [1, 4, 8, 16]
+    if let i = args.firstIndex(of: "--n") {
+        let listed = i + 1 < args.count ? args[i + 1].split(separator: ",").map { Int($0) } : []
+        guard !listed.isEmpty, listed.allSatisfy({ $0.map { (1...64).contains($0) } ?? false }) else {
+            throw BenchError("--n needs subscriber counts, 1 to 64, e.g. 1,16")
+        }
+        counts = listed.compactMap { $0 }
     }
     let withJanus = args.contains("--janus")
     if withJanus && !BenchNamespace.isInside {
@@ -276,7 +284,7 @@ func runRouterBenchmark(_ args: [String]) throws {
     print(pad("N", 4) + pad("SFU", 7) + pad("sent pkt/s", 12) + pad("delivered pkt/s", 17) + pad("min/max per sub", 17)
           + pad("Mbit/s", 8) + pad("CPU", 9) + pad("pkt per CPU-s", 15) + pad("Mbit per CPU-s", 16) + pad("CPU µs/pkt", 11))
     var rows: [(ours: ForwardingResult, janus: ForwardingResult?)] = []
-    for n in quick ? [1, 4] : [1, 4, 8, 16] {
+    for n in counts {
         let ours = try measureOurs(n: n, seconds: seconds)
         printRow(ours, "ours")
         try checkEverySubscriber(ours, "ours")

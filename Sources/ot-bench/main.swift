@@ -1,7 +1,7 @@
 // ot-bench: measurements of libotsession's hot paths. One subcommand per area:
 //   ot-bench codec [--quick] [--vp9]  codecs, payloads and SRTP against raw libvpx/libopus (--vp9: the VP9 video path only)
 //   ot-bench pipeline [--quick] the publisher/subscriber media pipelines in one process
-//   ot-bench router [--quick] [--janus]  the media router's forwarding cost with N subscribers (and Janus's)
+//   ot-bench router [--quick] [--janus] [--n 1,16]  the media router's forwarding cost with N subscribers (and Janus's)
 //   ot-bench router --workers K          the same load through 1 and K router workers, per CPU second
 //   ot-bench loss [--loss 5,10,20,30,burst] [--runs 3]  routed and relayed sessions under real packet loss (root)
 //   ot-bench cc [--quick]       bandwidth estimation vs the loss-only rule on emulated bottlenecks

@@ -41,6 +41,11 @@ final class ICEAgentTests: XCTestCase {
         guard let sa = pair.a.agent.selectedPair, let sb = pair.b.agent.selectedPair else { return XCTFail("no selected pair", file: file, line: line) }
         XCTAssertEqual(sa.local.address, sb.remote.address, file: file, line: line)
         XCTAssertEqual(sa.remote.address, sb.local.address, file: file, line: line)
+        // The addresses the media path reads per packet are the selected pair's.
+        for (agent, p) in [(pair.a.agent, sa), (pair.b.agent, sb)] {
+            XCTAssertEqual(agent.selectedRoute?.local, p.local.address, file: file, line: line)
+            XCTAssertEqual(agent.selectedRoute?.remote, p.remote.address, file: file, line: line)
+        }
     }
 
     func testConnectsWithoutLossOnTheBestPair() {
@@ -230,6 +235,7 @@ final class ICEAgentTests: XCTestCase {
         a.agent.setRemoteCredentials(ufrag: b.agent.config.localUfrag, pwd: "not-the-right-password-x")
         XCTAssertTrue(pair.run(for: .seconds(30)) { a.agent.state == .failed })
         XCTAssertNil(a.agent.selectedPair)
+        XCTAssertNil(a.agent.selectedRoute)
     }
 
     func testConsentLossDisconnectsThenFailsAndRecovers() {
