@@ -120,7 +120,7 @@ final class PeerConnectionAiortcTests: XCTestCase {
             let (proc, out, stderr) = (child.process, child.output, child.stderr)
             defer { if proc.isRunning { proc.terminate() }; proc.waitUntilExit() }
             guard let ms = out.json(where: "event", is: "pair", timeout: 30)?["ms"] as? Double else {
-                let err = String(decoding: stderr.fileHandleForReading.availableData, as: UTF8.self)
+                let err = PythonChild.stopAndReadStderr(proc, stderr)
                 if err.contains("ModuleNotFoundError") { throw XCTSkip("aiortc not installed") }
                 return XCTFail("aiortc pair did not report: \(err)")
             }

@@ -20,6 +20,14 @@ public struct PythonChild {
         self.stdin = stdin; self.stderr = stderr
         output = JSONLines(stdout.fileHandleForReading)
     }
+
+    /// Stops a child that failed and returns what it wrote on stderr (read to its end once it has exited: reading
+    /// a running child's stderr would wait for it forever).
+    public static func stopAndReadStderr(_ process: Process, _ stderr: Pipe) -> String {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        return String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    }
 }
 
 /// The lines a child prints, read on a background queue, searched as JSON objects.

