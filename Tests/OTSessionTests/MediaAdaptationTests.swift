@@ -1,6 +1,5 @@
 import OTTransport
 import XCTest
-import OTTransport
 @testable import OTSession
 
 /// The publisher's loss-based bitrate rule and the relayed subscriber's audio-fallback settings.
@@ -26,15 +25,17 @@ final class MediaAdaptationTests: XCTestCase {
             return q.observe(LinkQualitySample(loss: Double(lost) / Double(received + lost)), now: clock.now())
         }
         XCTAssertNil(second(100, 0))
-        XCTAssertEqual(second(70, 30), .warn, "one poor second warns")
-        XCTAssertNil(second(70, 30))
+        XCTAssertNil(second(70, 30), "one poor second (one unlucky window) does not warn")
+        XCTAssertEqual(second(70, 30), .warn, "two poor seconds warn")
         XCTAssertEqual(second(70, 30), .disableVideo, "three poor seconds drop video")
         XCTAssertNil(second(50, 50), "no second warning while video is off")
         XCTAssertNil(second(100, 0))
         XCTAssertNil(second(100, 1))
         XCTAssertEqual(second(100, 0), .enableVideo, "three good seconds restore it")
+        XCTAssertNil(second(80, 20))
         XCTAssertEqual(second(80, 20), .warn)
         XCTAssertNil(second(90, 10), "between half the threshold and the threshold: no change")
-        XCTAssertEqual(second(100, 0), .liftWarning)
+        XCTAssertNil(second(100, 0))
+        XCTAssertEqual(second(100, 0), .liftWarning, "two good seconds lift the warning")
     }
 }
