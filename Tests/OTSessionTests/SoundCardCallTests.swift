@@ -63,7 +63,9 @@ final class SoundCardCallTests: RoutedServerTestCase {
         // parec's recording of the speaker holds the tone.
         let recorded = PulseAudioServer.samples(at: parec.path)
         let first = try XCTUnwrap(recorded.firstIndex { abs(Int($0)) > 4000 }, "no tone in parec's recording (\(recorded.count) samples)")
-        let steady = recorded.dropFirst(first + 9_600).prefix(24_000)
+        // Judged over all of it after the onset (2 s of tone, then silence, which no window counts): under load the
+        // playout has gaps, and half a second held as few as 18 windows with signal (perf3's `make test`, load 5).
+        let steady = recorded.dropFirst(first)
         XCTAssertGreaterThanOrEqual(steady.count, 12_000)
         let pitch = TonePitch(steady)
         XCTAssertTrue(pitch.holds(440, tolerance: 10), "not a 440 Hz tone: \(pitch)")
