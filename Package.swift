@@ -1,12 +1,13 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.2
 // libotsession: a real-time video session SDK for Linux with a stable C ABI.
 // One target per layer; dependencies point down the list (see docs/architecture.md).
 import PackageDescription
 
 /// The per-packet targets' release builds leave out Swift's run-time exclusivity checks (`swift_beginAccess` on every
 /// class-property and global access: 2.8 % of the router's IO thread at N = 16 in `perf`, docs/benchmarks.md "Router"). Debug
-/// builds, which the tests run, keep them, so an overlapping access still traps there. `unsafeFlags` is allowed for a
-/// root package and for a local (path) dependency such as bindings/swift/Sample.
+/// builds, which the tests run, keep them, so an overlapping access still traps there. Tools version 6.2: from Swift 6.2
+/// on SwiftPM accepts `unsafeFlags` in a version-based dependency when its manifest says 6.2 or later (with 6.0 a
+/// package depending on this one `from:` a tag failed: "the target ... contains unsafe build flags").
 let perPacket: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 
 let package = Package(
