@@ -430,7 +430,10 @@ def test_the_demo_web_page(chromium, ot_demo, tmp_path):
         m = until(r'^  browser "browser": video [\d.]+ fps (\d+)x(\d+) .*, (\d+) frames decoded', timeout=30)
         while int(m.group(3)) < 30:
             m = until(r'^  browser "browser": video [\d.]+ fps (\d+)x(\d+) .*, (\d+) frames decoded')
-        assert (int(m.group(1)), int(m.group(2))) == (640, 480), m.group(0)
+        # Chromium's publisher may scale down under CPU overuse (degradationPreference "balanced"; seen at load 5+ on
+        # two cores: 480x360), never up or to another shape.
+        w, h = int(m.group(1)), int(m.group(2))
+        assert w <= 640 and w * 3 == h * 4, m.group(0)
 
         assert wait_until(lambda: page.js("[...demo.subscribers.values()].length === 1 && "
                                           "[...document.querySelectorAll('video')].every((v) => v.videoWidth > 0)")), page.log()
@@ -450,7 +453,7 @@ def test_the_demo_web_page(chromium, ot_demo, tmp_path):
         until(r'^signal "chat" from browser: hello demo$')
         demo.send_signal(signal.SIGINT)
         until(r"^  browser streams received: 1$")
-        until(r'^  browser "browser": (\d+) frames decoded \(640x480\)')
+        until(r'^  browser "browser": (\d+) frames decoded \((\d+)x(\d+)\)')
         assert demo.wait(timeout=30) == 0, "\n".join(seen)
     finally:
         chromium.get("about:blank")
