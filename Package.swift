@@ -1,7 +1,14 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.2
 // libotsession: a real-time video session SDK for Linux with a stable C ABI.
 // One target per layer; dependencies point down the list (see docs/architecture.md).
 import PackageDescription
+
+/// The per-packet targets' release builds leave out Swift's run-time exclusivity checks (`swift_beginAccess` on every
+/// class-property and global access: 2.8 % of the router's IO thread at N = 16 in `perf`, docs/benchmarks.md "Router"). Debug
+/// builds, which the tests run, keep them, so an overlapping access still traps there. Tools version 6.2: from Swift 6.2
+/// on SwiftPM accepts `unsafeFlags` in a version-based dependency when its manifest says 6.2 or later (with 6.0 a
+/// package depending on this one `from:` a tag failed: "the target ... contains unsafe build flags").
+let perPacket: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 
 let package = Package(
     name: "libotsession",
@@ -37,20 +44,20 @@ let package = Package(
         // What every layer shares: logging, time, byte readers and writers.
         .target(name: "OTBase", dependencies: ["COTShims"]),
         // Byte formats only: RTP/RTCP, STUN, SDP, VP8/Opus payloads, HTTP, WebSocket, JSON messages, tokens.
-        .target(name: "OTWire", dependencies: ["OTBase", "COTShims", "COpenSSL"]),
+        .target(name: "OTWire", dependencies: ["OTBase", "COTShims", "COpenSSL"], swiftSettings: perPacket),
         // RTP stream processors, sans-IO: sequence unwrapping, receive statistics, NACK generation and answers over a
         // send history, RTX, RED/ULPFEC, transport-wide CC recording, keyframe-request pacing; RTPSession chains them.
-        .target(name: "OTRTP", dependencies: ["OTWire", "OTBase"]),
+        .target(name: "OTRTP", dependencies: ["OTWire", "OTBase"], swiftSettings: perPacket),
         // Sans-IO protocol engines and the socket driver.
         .target(name: "OTTransport", dependencies: ["OTRTP", "OTWire", "COTShims", "CSRTP", "COpenSSL",
-                                                  "CEpoll"]),
+                                                  "CEpoll"], swiftSettings: perPacket),
         // Frames, converters, codecs, jitter buffers, capturers, audio devices.
         .target(name: "OTMedia", dependencies: ["OTRTP", "OTWire", "COTShims", "COpus", "CVPX", "COpenSSL",
                                                "CPNG", "CYUV", "CPulse"]),
         // The Swift API users import: Session, Publisher, Subscriber.
         .target(name: "OTSession", dependencies: ["OTTransport", "OTRTP", "OTMedia", "OTWire"]),
         // The session server: REST API, WebSocket signaling, media router.
-        .target(name: "OTServer", dependencies: ["OTTransport", "OTRTP", "OTWire"], plugins: ["EmbedWebAssets"]),
+        .target(name: "OTServer", dependencies: ["OTTransport", "OTRTP", "OTWire"], swiftSettings: perPacket, plugins: ["EmbedWebAssets"]),
         // Build-time embedding of bindings/js (otsession.js, the demo page) into OTServer, which serves them under /js/.
         .plugin(name: "EmbedWebAssets", capability: .buildTool(), dependencies: ["ot-embed-web-files"]),
         .executableTarget(name: "ot-embed-web-files", path: "Plugins/EmbedWebAssetsTool"),

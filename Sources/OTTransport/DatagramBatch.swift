@@ -41,12 +41,16 @@ final class DatagramBatch {
         return count
     }
 
-    /// Received datagram `i`: its bytes and source, nil when it was truncated or its address is not IP.
-    func datagram(_ i: Int) -> (bytes: [UInt8], from: TransportAddress)? {
+    /// Received datagram `i`: its bytes written into `bytes` (whose storage is reused when nothing else holds it, so a
+    /// steady stream allocates nothing) and its source; nil, with `bytes` untouched, when it was truncated or its address
+    /// is not IP.
+    func datagram(_ i: Int, into bytes: inout [UInt8]) -> TransportAddress? {
         guard i < count, lens[i] >= 0 else { return nil }
         let from = withUnsafePointer(to: &addrs[i]) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { UDPDriver.address(from: $0) } }
         guard let from else { return nil }
-        return (Array(UnsafeBufferPointer(start: buffer + i * Self.slot, count: lens[i])), from)
+        bytes.removeAll(keepingCapacity: true)
+        bytes.append(contentsOf: UnsafeBufferPointer(start: buffer + i * Self.slot, count: lens[i]))
+        return from
     }
 
     // MARK: sending

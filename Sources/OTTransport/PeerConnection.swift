@@ -241,6 +241,11 @@ public final class PeerConnection {
     /// receive is recorded, and its feedback sent, by the RTP session).
     private var transportCCId: UInt8?
     private var transportStamper = TransportSequenceStamper()
+    /// Where received SRTP is decrypted: the datagram is copied in and unprotected in place, so a steady stream
+    /// allocates nothing for it (in place in the datagram, which its driver still holds, copied it on write: one
+    /// allocation per packet). Its storage is reused once the packet's event is gone; a receiver that keeps a packet
+    /// keeps it, and the next one gets storage of its own.
+    private var received: [UInt8] = []
     private var estimator: SendSideBandwidthEstimator?
     private var retransmitBudget = 0.0
     private var retransmitBudgetAt: Instant?
@@ -890,8 +895,10 @@ public final class PeerConnection {
 
     private func receiveRTP(_ bytes: [UInt8], now: Instant) {
         guard let srtp else { return }
-        var p = bytes
-        do { try srtp.unprotectRTP(&p) } catch SRTPError.replayed { counters.replaysDropped += 1; return } catch { counters.srtpErrors += 1; return }
+        received.removeAll(keepingCapacity: true)
+        received.append(contentsOf: bytes)
+        do { try srtp.unprotectRTP(&received) } catch SRTPError.replayed { counters.replaysDropped += 1; return } catch { counters.srtpErrors += 1; return }
+        let p = received
         guard let parsed = try? RTPPacket(parsing: p) else { counters.srtpErrors += 1; return }
         let h = (ssrc: parsed.ssrc, seq: parsed.sequenceNumber, ts: parsed.timestamp, pt: parsed.payloadType)
         counters.packetsReceived += 1

@@ -62,15 +62,22 @@ public final class UDPDriver: Sendable {
     private final class IOThreadState: @unchecked Sendable {
         let received = DatagramBatch()
         let outgoing = DatagramBatch()
+        /// The datagram being handed to the handler: its storage is reused from one to the next (a handler that keeps
+        /// the bytes keeps them: the next datagram then gets storage of its own).
+        var datagram: [UInt8] = []
         var sockets: [Socket] = []
         /// What `poll` watches: the wake pipe, the UDP sockets, the TCP connections. Rebuilt only when the sockets
         /// changed or TCP connections are open (their interest changes with what they have pending).
         var pollList: [pollfd] = []
 
-        /// Makes `pollList` watch `wake`, `sockets` and `tcp`.
+        /// Makes `pollList` watch `wake`, `sockets` and `tcp`. (Indexed loops here and in the IO loop: an iterator
+        /// allocates in unoptimized builds, where the receive loop's allocation test runs.)
         func preparePollList(wake: Int32, tcp: [TCPConnection]) {
-            if tcp.isEmpty, pollList.count == sockets.count + 1,
-               zip(sockets, pollList.dropFirst()).allSatisfy({ $0.fd == $1.fd }) { return }
+            if tcp.isEmpty, pollList.count == sockets.count + 1 {
+                var i = 0
+                while i < sockets.count && sockets[i].fd == pollList[i + 1].fd { i += 1 }
+                if i == sockets.count { return }
+            }
             pollList.removeAll(keepingCapacity: true)
             pollList.append(pollfd(fd: wake, events: Int16(POLLIN), revents: 0))
             for s in sockets { pollList.append(pollfd(fd: s.fd, events: Int16(POLLIN), revents: 0)) }
@@ -312,11 +319,16 @@ public final class UDPDriver: Sendable {
             if io.pollList[0].revents != 0 {
                 while buffer.withUnsafeMutableBytes({ read(wakeFD, $0.baseAddress, $0.count) }) > 0 {}
             }
-            for (i, s) in sockets.enumerated() where io.pollList[i + 1].revents & Int16(POLLIN) != 0 {
-                receiveAll(s, &buffer)
+            var i = 0
+            while i < sockets.count {
+                if io.pollList[i + 1].revents & Int16(POLLIN) != 0 { receiveAll(sockets[i], &buffer) }
+                i += 1
             }
-            for (i, c) in tcp.enumerated() where io.pollList[1 + sockets.count + i].revents != 0 {
-                serviceTCP(c, revents: io.pollList[1 + sockets.count + i].revents, &buffer)
+            i = 0
+            while i < tcp.count {
+                let revents = io.pollList[1 + sockets.count + i].revents
+                if revents != 0 { serviceTCP(tcp[i], revents: revents, &buffer) }
+                i += 1
             }
             let now = clock.now()
             let fire = state.withLock { st -> Bool in
@@ -390,8 +402,8 @@ public final class UDPDriver: Sendable {
         for _ in 0..<8 {
             let n = batch.receive(from: s.fd)
             for i in 0..<n {
-                guard let (bytes, from) = batch.datagram(i) else { continue }
-                handler(.datagram(bytes: bytes, from: from, local: s.address, now: clock.now()))
+                guard let from = batch.datagram(i, into: &io.datagram) else { continue }
+                handler(.datagram(bytes: io.datagram, from: from, local: s.address, now: clock.now()))
             }
             io.outgoing.flush()
             guard n == DatagramBatch.capacity else { return }  // drained
@@ -426,8 +438,11 @@ public final class UDPDriver: Sendable {
             }
         case AF_INET6:
             return sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { p in
-                let bytes = withUnsafeBytes(of: p.pointee.sin6_addr) { Array($0) }
-                return IPAddress(bytes: bytes[...]).map { TransportAddress(ip: $0, port: UInt16(bigEndian: p.pointee.sin6_port)) }
+                // The address's two big-endian halves, read without an array (this runs for every datagram received).
+                let (hi, lo) = withUnsafeBytes(of: p.pointee.sin6_addr) { b in
+                    (b.loadUnaligned(fromByteOffset: 0, as: UInt64.self), b.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+                }
+                return TransportAddress(ip: .v6(UInt64(bigEndian: hi), UInt64(bigEndian: lo)), port: UInt16(bigEndian: p.pointee.sin6_port))
             }
         default: return nil
         }

@@ -6,8 +6,10 @@ public enum DemuxKind: Sendable, Equatable {
     /// 128–191 RTP or RTCP (RTCP when the second byte, the packet type, is 192–223).
     @inline(__always)
     public static func classify(_ b: ArraySlice<UInt8>) -> DemuxKind {
-        guard let first = b.first else { return .unknown }
-        switch first {
+        // Subscripts and comparisons only: `first` and `contains` allocated in unoptimized builds (every datagram
+        // received comes here; the receive path's allocation test runs in those).
+        guard !b.isEmpty else { return .unknown }
+        switch b[b.startIndex] {
         case 0...3: return .stun
         case 16...19: return .zrtp
         case 20...63: return .dtls
@@ -15,7 +17,7 @@ public enum DemuxKind: Sendable, Equatable {
         case 128...191:
             guard b.count >= 2 else { return .unknown }
             let pt = b[b.startIndex + 1]
-            return (192...223).contains(pt) ? .rtcp : .rtp
+            return pt >= 192 && pt <= 223 ? .rtcp : .rtp
         default: return .unknown
         }
     }
