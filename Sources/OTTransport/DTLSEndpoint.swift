@@ -93,15 +93,20 @@ public final class DTLSEndpoint {
     /// like libwebrtc we start from the path's round-trip time when one is known (`setRoundTripTime`), and from
     /// `defaultInitialRTO` before. Takes effect from the next flight.
     public var initialRTO: Duration = DTLSEndpoint.defaultInitialRTO { didSet { applyTimer() } }
-    public var maxRTO: Duration = .seconds(8)
+    /// The longest wait for a flight's answer: `backOffLimit` × `initialRTO`. Handshake flights are a few small
+    /// datagrams on a path ICE has just shown to work, so a lost one is loss, not congestion: doubling on to seconds
+    /// (RFC 6347's 60 s ceiling) made set-up under 10–20 % loss wait 1.5 s and more for the fourth or fifth try.
+    public var maxRTO: Duration { initialRTO * Self.backOffLimit }
+    /// How far a flight's timeout backs off, as a multiple of `initialRTO`.
+    public static let backOffLimit = 4
     /// The initial timeout while the round-trip time is unknown (an ICE-lite side has not measured it).
     public static let defaultInitialRTO: Duration = .milliseconds(100)
     /// The round-trip time measured between one of our flights (not retransmitted) and the peer's answer.
     public private(set) var roundTripTime: Duration?
-    /// Retransmissions of one flight before the handshake fails.
-    public var maxRetransmissions = 8
-    /// Retransmissions of our final flight brought forward by the peer's media (`handlePeerMedia`), per flight, on top
-    /// of `maxRetransmissions` (OpenSSL fails a handshake after 12 retransmissions of one flight).
+    /// Retransmissions of one flight before the handshake fails, those brought forward by the peer's media included:
+    /// OpenSSL's own limit (`DTLS1_TMO_ALERT_COUNT`: it fails a handshake on the 13th timeout of one flight).
+    public var maxRetransmissions = 12
+    /// Retransmissions of our final flight brought forward by the peer's media (`handlePeerMedia`), per flight.
     public static let maxEarlyRetransmissions = 3
 
     private let ctx: OpaquePointer
@@ -250,7 +255,7 @@ public final class DTLSEndpoint {
     /// answers with its final flight again (OpenSSL repeats it when it reads our Finished again).
     public func handlePeerMedia(now: Instant) {
         guard !isConnected, !isFailed, !earlyRetransmissionDue, earlyRetransmissions < Self.maxEarlyRetransmissions,
-              let at = retransmitAt, awaitsServerFinished, let left = openSSLTimerLeft() else { return }
+              retransmissions + earlyRetransmissions < maxRetransmissions, let at = retransmitAt, awaitsServerFinished, let left = openSSLTimerLeft() else { return }
         let due: Instant
         switch timerMode {
         case .wallClock: due = now + left
@@ -273,7 +278,7 @@ public final class DTLSEndpoint {
         guard let at = retransmitAt, at <= now, !isFailed else { return }
         let early = earlyRetransmissionDue
         earlyRetransmissionDue = false
-        if !early && retransmissions >= maxRetransmissions {
+        if !early && retransmissions + earlyRetransmissions >= maxRetransmissions {
             fail(OTError(.connectionTimedOut, "DTLS: handshake timed out after \(maxRetransmissions) retransmissions"))
             return
         }

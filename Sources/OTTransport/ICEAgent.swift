@@ -70,17 +70,18 @@ public struct ICEConfig: Sendable {
     public var initialRTO: Duration = .milliseconds(250)
     /// First retransmission timeout of a connectivity check while no round-trip time has been measured; once one is,
     /// a check's is SRTT + 4·RTTVAR (RFC 6298, Karn's rule: only from checks sent once), at least `minRTO`, and never
-    /// below `pacing` × the pairs waiting or in progress (RFC 8445 §14.3), so retransmissions stay paced.
+    /// below `pacing` × the pairs waiting or in progress (RFC 8445 §14.3), so retransmissions stay paced. A check
+    /// backs off to 4 × that (a request to a STUN server to `maxRTO`): checks are small and paced, and a lost one is
+    /// mostly loss, not congestion; a 1.6 s wait for the next try is what slow set-ups at 20 % loss were made of.
     public var initialCheckRTO: Duration = .milliseconds(100)
     public var minRTO: Duration = .milliseconds(50)
     public var maxRTO: Duration = .milliseconds(1600)
     /// Transmissions of one check before its pair fails (Rc), unless the pair is known to work (`workingPairCheckTimeout`).
     public var maxTransmissions = 7
-    /// How long a check on a pair known to work (the peer's check arrived on it, or one of ours succeeded on it) is
-    /// retransmitted past `maxTransmissions` before the pair fails: a path that has carried checks is lossy, not
+    /// How long a check on a pair known to work (the peer's check or DTLS arrived on it, or one of ours succeeded on it)
+    /// is retransmitted past `maxTransmissions` before the pair fails: a path that has carried checks is lossy, not
     /// broken, and a lone pair at 30 % loss can lose seven checks in a row. As long as the session's connect timeout
-    /// (15 s). Such a check's back-off also stops at 4 × its RTO (`maxRTO` otherwise): on a known round trip a lost
-    /// check is loss, not congestion, and a 1.6 s wait for the next one is what slow set-ups at 20 % loss were made of.
+    /// (15 s).
     public var workingPairCheckTimeout: Duration = .seconds(15)
     /// How long the controlling agent waits after the first valid pair for better ones before nominating.
     public var nominationDelay: Duration = .milliseconds(150)
@@ -119,7 +120,7 @@ public final class ICEAgent {
         var nominateOnSuccess = false
         /// Our address as the peer saw it in the check's response (XOR-MAPPED-ADDRESS).
         var mapped: TransportAddress?
-        /// A valid check of the peer's arrived on this pair, or one of ours succeeded on it.
+        /// A valid check of the peer's (or its DTLS: `handlePeerHandshake`) arrived on this pair, or one of ours succeeded on it.
         var works = false
     }
 
@@ -372,6 +373,22 @@ public final class ICEAgent {
         }
         checkCompleted()
         return true
+    }
+
+    /// The peer's DTLS arrived on `local` from `from`. Before any check of ours on that pair succeeded, this means the
+    /// peer got one (an ICE-lite peer starts its handshake on our first check) and only its responses were lost: the
+    /// pair is known to work, so its check goes on past Rc (`workingPairCheckTimeout`), and goes again now unless it
+    /// went within the last `checkRTO`, instead of after its backed-off timeout.
+    public func handlePeerHandshake(from: TransportAddress, local: TransportAddress, now: Instant) {
+        guard state != .closed, selectedPairIndex == nil,
+              let p = pairs.firstIndex(where: { localCandidates[$0.local].address == local && remoteCandidates[$0.remote].address == from })
+        else { return }
+        pairs[p].works = true
+        let rto = checkRTO
+        for (id, t) in transactions where t.pair == p && !t.consent && !t.cancelled {
+            let lastSent = t.retransmitAt - t.rto
+            transactions[id]?.retransmitAt = min(t.retransmitAt, max(now, lastSent + rto))
+        }
     }
 
     private func respond(_ m: STUNMessage, key: [UInt8]?, from local: TransportAddress, to: TransportAddress) {
@@ -642,7 +659,7 @@ public final class ICEAgent {
             }
             var u = t
             u.transmissions += 1
-            u.rto = min(u.rto * 2, onWorkingPair ? min(checkRTO * 4, config.maxRTO) : config.maxRTO)
+            u.rto = min(u.rto * 2, t.pair >= 0 ? min(checkRTO * 4, config.maxRTO) : config.maxRTO)
             u.retransmitAt = now + u.rto
             transactions[id] = u
             transmits.push(ICETransmit(source: t.source, destination: t.destination, bytes: t.bytes))

@@ -70,7 +70,9 @@ public final class MediaTransport {
         let kind = DemuxKind.classify(bytes)
         switch kind {
         case .stun: ice.handleReceive(bytes, from: from, local: local, now: now)
-        case .dtls: dtls.handleReceive(bytes, now: now)
+        case .dtls:
+            if !dtls.isConnected { ice.handlePeerHandshake(from: from, local: local, now: now) }
+            dtls.handleReceive(bytes, now: now)
         case .rtp, .rtcp:
             // Media from a peer that finished its handshake before we did: its final flight was lost.
             if !dtls.isConnected { dtls.handlePeerMedia(now: now) }

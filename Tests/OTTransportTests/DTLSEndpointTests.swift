@@ -203,14 +203,15 @@ final class DTLSEndpointTests: XCTestCase {
         XCTAssertGreaterThan(largest, 100)
     }
 
-    func testUnansweredHandshakeTimesOutWithBackoff() throws {
+    /// A flight nobody answers goes again from `defaultInitialRTO` (no round trip known), doubling to 4 × it, as often as
+    /// OpenSSL allows (12 retransmissions of one flight); then the handshake fails with our timeout, not OpenSSL's.
+    func testUnansweredHandshakeBacksOffToFourInitialTimeoutsThenTimesOut() throws {
         let client = try DTLSEndpoint(role: .client, certificate: try XCTUnwrap(Self.certA), timerMode: .virtualClock(realTimer: .milliseconds(20)))
-        client.maxRetransmissions = 3
         var now = Instant(micros: 0)
         client.start(now: now)
         var sent = 0, gaps: [Duration] = []
         var last = now
-        while let t = client.pollTimeout(), sent < 20 {
+        while let t = client.pollTimeout(), sent < 40 {
             while client.pollTransmit() != nil { sent += 1 }
             gaps.append(t - last)
             last = t
@@ -218,11 +219,11 @@ final class DTLSEndpointTests: XCTestCase {
             client.handleTimeout(now: now)
         }
         while client.pollTransmit() != nil { sent += 1 }
-        XCTAssertEqual(sent, 4, "ClientHello and 3 retransmissions")
-        // No round-trip time known: from `defaultInitialRTO` (100 ms), doubling.
-        XCTAssertEqual(gaps, [.milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800)])
+        XCTAssertEqual(sent, 13, "ClientHello and 12 retransmissions")
+        XCTAssertEqual(gaps, [.milliseconds(100), .milliseconds(200)] + Array(repeating: .milliseconds(400), count: 11))
         guard case .failed(let e)? = client.pollEvent() else { return XCTFail() }
         XCTAssertEqual(e.code, .connectionTimedOut)
+        XCTAssertTrue(e.message.contains("12 retransmissions"), e.message)
     }
 
     func testCloseNotifyReachesThePeer() throws {

@@ -186,8 +186,8 @@ final class ICEAgentTests: XCTestCase {
         XCTAssertEqual(failed, [])
     }
 
-    /// A check on a pair the peer's check arrived on (it works, from the peer to us) backs off to 4 × its RTO, not to
-    /// `maxRTO`, and is not given up after Rc transmissions while `workingPairCheckTimeout` lasts.
+    /// A check on a pair the peer's check arrived on (it works, from the peer to us) backs off to 4 × its RTO and is
+    /// not given up after Rc transmissions while `workingPairCheckTimeout` lasts.
     func testACheckOnAWorkingPairBacksOffToFourRTOsAndOutlastsRc() throws {
         let a = makePeer("a", role: .controlling, ["10.0.0.1:5000"], seed: 90)
         let b = makePeer("b", role: .controlled, ["10.0.0.2:6000"], seed: 91)
@@ -215,8 +215,10 @@ final class ICEAgentTests: XCTestCase {
         XCTAssertNotEqual(a.agent.state, .failed)
     }
 
-    /// A pair nothing ever came back on still fails after Rc transmissions (not after `workingPairCheckTimeout`).
-    func testUnansweredLonePairFailsAfterRcTransmissions() {
+    /// A pair nothing ever came back on still fails after Rc transmissions (not after `workingPairCheckTimeout`); its
+    /// check backs off to 4 × its RTO like any other (was: to `maxRTO`, 1.6 s, so a lone pair at 20 % loss whose
+    /// first four responses were lost waited 1.5 s for the fifth try).
+    func testUnansweredLonePairBacksOffToFourRTOsAndFailsAfterRcTransmissions() {
         let a = makePeer("a", role: .controlling, ["10.0.0.1:5000"], seed: 9)
         let b = makePeer("b", role: .controlled, ["10.0.0.2:6000"], seed: 10)
         var pair = EmulatedPair(seed: 9, conditions: LinkConditions(), a: a, b: b)
@@ -225,6 +227,41 @@ final class ICEAgentTests: XCTestCase {
         let start = pair.clock.now()
         XCTAssertTrue(pair.run(for: .seconds(30)) { a.agent.state == .failed })
         XCTAssertLessThan(pair.clock.now() - start, a.agent.config.workingPairCheckTimeout)
+        let rto = a.agent.config.initialCheckRTO
+        XCTAssertEqual(pair.clock.now() - start, rto * (1 + 2 + 4 * 5), "7 transmissions (Rc), the last one's wait included")
+    }
+
+    /// The peer's DTLS arriving on a pair whose check has not succeeded (an ICE-lite router starts its handshake on our
+    /// first check; here every response of the peer is lost) makes the pair work: the check goes again at once (one
+    /// RTO after its last transmission, not after its backed-off wait) and goes on past Rc.
+    func testThePeersHandshakeOnAPairMakesItWorkAndChecksItAgainAtOnce() throws {
+        let a = makePeer("a", role: .controlling, ["10.0.0.1:5000"], seed: 92)
+        let b = makePeer("b", role: .controlled, ["10.0.0.2:6000"], seed: 93)
+        let clock = VirtualClock()
+        signal(a, b, now: clock.now())
+        let local = TransportAddress("10.0.0.1:5000")!, remote = TransportAddress("10.0.0.2:6000")!
+        var sends: [Instant] = []
+        func runA(until end: Instant) {
+            while clock.now() < end {
+                let now = clock.now()
+                a.agent.handleTimeout(now: now)
+                while let t = a.agent.pollTransmit() {
+                    if let m = try? STUNMessage.parse(t.bytes), m.messageClass == .request { sends.append(now) }
+                }
+                guard let next = a.agent.pollTimeout(), next < end else { clock.advance(to: end); return }
+                clock.advance(to: max(next, now + .milliseconds(1)))
+            }
+        }
+        let t0 = clock.now()
+        let ms = { (n: Int64) in t0 + .milliseconds(n) }
+        runA(until: ms(350))
+        let rto = a.agent.config.initialCheckRTO
+        XCTAssertEqual(sends.map { $0 - ms(0) }, [.zero, rto, rto * 3], "checks at 0, 100 and 300 ms, the next due at 700")
+        a.agent.handlePeerHandshake(from: remote, local: local, now: clock.now())
+        runA(until: ms(10_000))
+        XCTAssertEqual(sends[3] - ms(0), rto * 4, "again one RTO after the last, not at 700 ms")
+        XCTAssertGreaterThan(sends.count, a.agent.config.maxTransmissions * 3, "checks past Rc")
+        XCTAssertNotEqual(a.agent.state, .failed)
     }
 
     func testWrongPasswordNeverConnectsAndFails() {
