@@ -3,7 +3,7 @@ PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
-VERSION := $(shell sed -n 's/.*static let versionString = "\(.*\)"/\1/p' Sources/OTCABI/Status.swift)
+VERSION := $(shell sed -n 's/.*static let versionString = "\(.*\)"/\1/p' Sources/OTCABI/CStrings.swift)
 SOMAJOR := 0
 DIST := dist
 SWIFT_RELEASE = swift build -c release

@@ -43,6 +43,20 @@ final class AiortcInteropTests: XCTestCase {
         return x
     }
 
+    /// Our side of a call: a loopback socket, a certificate, an ICE agent in `role` with fresh credentials, and the
+    /// local SDP parameters with the socket's host candidate.
+    static func ourSide(role: ICERole, seed: UInt64) throws -> (LoopbackPeer, DTLSCertificate, ICEAgent, SDPLocalParameters) {
+        let peer = try LoopbackPeer()
+        let cert = try DTLSCertificate()
+        var rng = SystemRandomNumberGenerator()
+        let cred = ICEConfig.randomCredentials(using: &rng)
+        let ice = ICEAgent(config: ICEConfig(role: role, localUfrag: cred.ufrag, localPwd: cred.pwd, tieBreaker: .random(in: 0 ... .max), seed: seed))
+        var local = SDPLocalParameters(iceUfrag: cred.ufrag, icePwd: cred.pwd, fingerprint: cert.fingerprint)
+        local.candidates = [try XCTUnwrap(ice.addLocalCandidate(peer.address))]
+        local.endOfCandidates = true
+        return (peer, cert, ice, local)
+    }
+
     static func startAiortc(_ args: [String]) throws -> (Process, Pipe, JSONLines, Pipe) {
         let child = try PythonChild(script, args)
         return (child.process, child.stdin, child.output, child.stderr)
@@ -52,15 +66,9 @@ final class AiortcInteropTests: XCTestCase {
     func testOurOfferAcceptedByAiortcWithDTLSServerRole() throws {
         let (proc, stdin, reader, stderr) = try Self.startAiortc(["answer", "3"])
         defer { if proc.isRunning { proc.terminate() }; proc.waitUntilExit() }
-        let peer = try LoopbackPeer()
+        let (peer, cert, ice, localParameters) = try Self.ourSide(role: .controlling, seed: 9)
         defer { peer.driver.stop() }
-        let cert = try DTLSCertificate()
-        var rng = SystemRandomNumberGenerator()
-        let cred = ICEConfig.randomCredentials(using: &rng)
-        let ice = ICEAgent(config: ICEConfig(role: .controlling, localUfrag: cred.ufrag, localPwd: cred.pwd, tieBreaker: .random(in: 0 ... .max), seed: 9))
-        var local = SDPLocalParameters(iceUfrag: cred.ufrag, icePwd: cred.pwd, fingerprint: cert.fingerprint)
-        local.candidates = [try XCTUnwrap(ice.addLocalCandidate(peer.address))]
-        local.endOfCandidates = true
+        var local = localParameters
         let ourSSRC: UInt32 = 0x4242_0002
         local.audioTrack = SDPLocalTrack(ssrc: ourSSRC, streamID: "ot", trackID: "ot-audio", cname: "libotsession")
         local.videoTrack = SDPLocalTrack(ssrc: 0x4242_0003, rtxSSRC: 0x4242_0004, streamID: "ot", trackID: "ot-video", cname: "libotsession")
@@ -103,15 +111,9 @@ final class AiortcInteropTests: XCTestCase {
         let offer = try SessionDescription.parse(offerText)
 
         // Our side: answerer, ICE controlled, DTLS client (a=setup:active).
-        let peer = try LoopbackPeer()
+        let (peer, cert, ice, localParameters) = try Self.ourSide(role: .controlled, seed: 7)
         defer { peer.driver.stop() }
-        let cert = try DTLSCertificate()
-        var rng = SystemRandomNumberGenerator()
-        let cred = ICEConfig.randomCredentials(using: &rng)
-        let ice = ICEAgent(config: ICEConfig(role: .controlled, localUfrag: cred.ufrag, localPwd: cred.pwd, tieBreaker: .random(in: 0 ... .max), seed: 7))
-        var local = SDPLocalParameters(iceUfrag: cred.ufrag, icePwd: cred.pwd, fingerprint: cert.fingerprint)
-        local.candidates = [try XCTUnwrap(ice.addLocalCandidate(peer.address))]
-        local.endOfCandidates = true
+        var local = localParameters
         local.video = false
         let ourSSRC: UInt32 = 0x4242_0001
         local.audioTrack = SDPLocalTrack(ssrc: ourSSRC, streamID: "ot-stream", trackID: "ot-audio", cname: "libotsession")

@@ -14,15 +14,11 @@ struct EmulatedNAT {
 
 /// Peer connections behind NATs (or not), a STUN server that answers Binding requests, signalling that trickles
 /// candidates at once, all on the seeded emulator with a virtual clock: deterministic for a seed.
-final class NATedPeerConnections {
-    let clock = VirtualClock()
-    var net: NetworkEmulator
+final class NATedPeerConnections: EmulatedPeerConnections {
     var nats: [EmulatedNAT] = []
     /// STUN servers that answer; `silentServers` swallow requests.
     var stunServers: Set<TransportAddress> = []
     var silentServers: Set<TransportAddress> = []
-    var peers: [(pc: PeerConnection, addresses: [TransportAddress])] = []
-    var events: [[PeerConnectionEvent]] = []
     /// Trickle each peer's candidates to the other (peers 0 and 1).
     var trickle = true
     /// Candidates each peer trickled.
@@ -30,27 +26,24 @@ final class NATedPeerConnections {
     /// Datagrams dropped by a NAT's filter or because their destination was a private address elsewhere.
     var natDropped = 0
 
-    init(seed: UInt64, conditions: LinkConditions = LinkConditions()) { net = NetworkEmulator(seed: seed, conditions: conditions) }
+    override init(seed: UInt64, conditions: LinkConditions = LinkConditions()) { super.init(seed: seed, conditions: conditions) }
 
     func add(_ pc: PeerConnection, _ addresses: [String]) {
-        let a = addresses.compactMap { TransportAddress($0) }
-        for x in a { pc.addLocalCandidate(x) }
-        peers.append((pc, a))
-        events.append([])
+        add(pc, addresses: addresses.compactMap { TransportAddress($0) })
         trickled.append([])
     }
 
     private func nat(inside ip: IPAddress) -> Int? { nats.firstIndex { $0.inside.contains(ip) } }
 
     /// Sends through the sender's NAT, if it has one.
-    func send(_ bytes: [UInt8], from: TransportAddress, to: TransportAddress, now: Instant) {
+    override func send(_ bytes: [UInt8], from: TransportAddress, to: TransportAddress, now: Instant) {
         guard let n = nat(inside: from.ip) else { net.send(bytes, from: from, to: to, now: now); return }
         if let m = nat(inside: to.ip), m != n { natDropped += 1; return }  // another private network: no route
         nats[n].permissions.insert([from, to])
         net.send(bytes, from: TransportAddress(ip: nats[n].publicIP, port: from.port), to: to, now: now)
     }
 
-    private func deliver(_ d: EmulatedDatagram, now: Instant) {
+    override func deliver(_ d: EmulatedDatagram, now: Instant) {
         var to = d.to
         if let n = nats.firstIndex(where: { $0.publicIP == d.to.ip }) {
             guard let inside = peers.flatMap(\.addresses).first(where: { nats[n].inside.contains($0.ip) && $0.port == d.to.port }),
@@ -64,45 +57,17 @@ final class NATedPeerConnections {
             return
         }
         if silentServers.contains(to) { return }
-        peers.first { $0.addresses.contains(to) }?.pc.handleReceive(d.bytes, from: d.from, local: to, now: now)
+        receive(d.bytes, from: d.from, at: to, now: now)
     }
 
-    func drain(now: Instant) {
-        for (i, p) in peers.enumerated() {
-            while let t = p.pc.pollTransmit() { send(t.bytes, from: t.source, to: t.destination, now: now) }
-            while let e = p.pc.pollEvent() {
-                events[i].append(e)
-                guard trickle, peers.count == 2 else { continue }
-                let other = peers[1 - i].pc
-                if case .localCandidate(let c) = e { trickled[i].append(c); other.addRemoteCandidate(c, now: now) }
-                if case .localCandidatesComplete = e { other.endOfRemoteCandidates(now: now) }
-            }
-        }
+    /// Trickles peer `i`'s candidates to the other peer.
+    override func observe(_ event: PeerConnectionEvent, of i: Int, now: Instant) {
+        guard trickle, peers.count == 2 else { return }
+        let other = peers[1 - i].pc
+        if case .localCandidate(let c) = event { trickled[i].append(c); other.addRemoteCandidate(c, now: now) }
+        if case .localCandidatesComplete = event { other.endOfRemoteCandidates(now: now) }
     }
 
-    /// Runs until `done` or `limit` of virtual time.
-    @discardableResult
-    func run(for limit: Duration, until done: () -> Bool = { false }) -> Bool {
-        let end = clock.now() + limit
-        for _ in 0..<200_000 {
-            let now = clock.now()
-            drain(now: now)
-            if done() { return true }
-            while let d = net.poll(now: now) {
-                deliver(d, now: now)
-                drain(now: now)
-            }
-            let next = (peers.map { $0.pc.pollTimeout() } + [net.nextDelivery]).compactMap { $0 }.min()
-            guard let next, next <= end else { clock.advance(to: end); drain(now: clock.now()); return done() }
-            clock.advance(to: max(next, now))
-            let t = clock.now()
-            for p in peers { if let d = p.pc.pollTimeout(), d <= t { p.pc.handleTimeout(now: t) } }
-        }
-        return done()
-    }
-
-    func has(_ i: Int, _ match: (PeerConnectionEvent) -> Bool) -> Bool { events[i].contains(where: match) }
-    func connected(_ i: Int) -> Bool { has(i) { if case .connected = $0 { true } else { false } } }
     func failed(_ i: Int) -> OTError? { events[i].lazy.compactMap { if case .failed(let e) = $0 { e } else { nil } }.first }
     func gatheringDone(_ i: Int) -> Bool { has(i) { $0 == .localCandidatesComplete } }
     func rtpCount(_ i: Int) -> Int { events[i].filter { if case .rtp = $0 { true } else { false } }.count }

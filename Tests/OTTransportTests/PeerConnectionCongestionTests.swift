@@ -20,17 +20,12 @@ final class PeerConnectionCongestionTests: XCTestCase {
         var conditions = LinkConditions(delay: .milliseconds(20))
         conditions.rateBitsPerSecond = 1_000_000
         let env = EmulatedPeerConnections(seed: 31, conditions: conditions)
-        let now = env.clock.now()
         var sendConfig = peerConfig(audioSSRC: nil, videoSSRC: 0x51, seed: 31)
         // Every packet counted below is one that was on the wire (FEC, which the queue's losses would switch on, rebuilds
         // packets whose transport-wide value is not meaningful).
         sendConfig.videoFEC = false
         sendConfig.bandwidthEstimation = BandwidthEstimatorConfig(startBitrateBps: 2_500_000, minBitrateBps: 100_000, maxBitrateBps: 4_000_000)
-        let a = try PeerConnection(config: sendConfig, now: now)
-        let b = try PeerConnection(config: peerConfig(audioSSRC: nil, videoSSRC: nil, seed: 32), now: now)
-        env.add(a, "10.0.0.1:5000"); env.add(b, "10.0.0.2:6000")
-        try a.setRemoteAnswer(try b.createAnswer(toOffer: try a.createOffer(), now: now), now: now)
-        XCTAssertTrue(env.run(for: .seconds(30)) { env.connected(0) && env.connected(1) })
+        let (a, b) = try env.connectedPair(sendConfig, peerConfig(audioSSRC: nil, videoSSRC: nil, seed: 32))
 
         // 20 s of 30 fps "video" at the estimate, frames sent as bursts of packets.
         var seq: UInt16 = 100

@@ -3,66 +3,6 @@ import OTWire
 @testable import OTTransport
 import XCTest
 
-/// Peer connections on the seeded emulator with a virtual clock: deterministic for a seed.
-final class EmulatedPeerConnections {
-    let clock = VirtualClock()
-    var net: NetworkEmulator
-    var peers: [(pc: PeerConnection, addresses: [TransportAddress])] = []
-    var events: [[PeerConnectionEvent]] = []
-    /// With `logWire`, every datagram a peer put on the wire: its index, kind and send time.
-    var logWire = false
-    var wire: [(peer: Int, kind: DemuxKind, at: Instant)] = []
-
-    init(seed: UInt64, conditions: LinkConditions) { net = NetworkEmulator(seed: seed, conditions: conditions) }
-
-    func add(_ pc: PeerConnection, _ address: String) {
-        let a = TransportAddress(address)!
-        pc.addLocalCandidate(a)
-        peers.append((pc, [a]))
-        events.append([])
-    }
-
-    func drain(now: Instant) {
-        for (i, p) in peers.enumerated() {
-            while let t = p.pc.pollTransmit() {
-                if logWire { wire.append((i, DemuxKind.classify(t.bytes), now)) }
-                net.send(t.bytes, from: t.source, to: t.destination, now: now)
-            }
-            while let e = p.pc.pollEvent() { events[i].append(e) }
-        }
-    }
-
-    /// Runs until `done` or `limit` of virtual time.
-    @discardableResult
-    func run(for limit: Duration, until done: () -> Bool = { false }) -> Bool {
-        let end = clock.now() + limit
-        for _ in 0..<200_000 {
-            let now = clock.now()
-            drain(now: now)
-            if done() { return true }
-            while let d = net.poll(now: now) {
-                peers.first { $0.addresses.contains(d.to) }?.pc.handleReceive(d.bytes, from: d.from, local: d.to, now: now)
-                drain(now: now)
-            }
-            let next = (peers.map { $0.pc.pollTimeout() } + [net.nextDelivery]).compactMap { $0 }.min()
-            guard let next, next <= end else { clock.advance(to: end); drain(now: clock.now()); return done() }
-            clock.advance(to: max(next, now))
-            let t = clock.now()
-            for p in peers { if let d = p.pc.pollTimeout(), d <= t { p.pc.handleTimeout(now: t) } }
-        }
-        return done()
-    }
-
-    func connected(_ i: Int) -> Bool { events[i].contains { if case .connected = $0 { true } else { false } } }
-
-    /// RTP packets (unprotected) peer `i` received so far, removed from its events.
-    func takeRTP(_ i: Int) -> [[UInt8]] {
-        var out: [[UInt8]] = []
-        events[i].removeAll { if case .rtp(let r) = $0 { out.append(r.bytes); return true }; return false }
-        return out
-    }
-}
-
 func peerConfig(audioSSRC: UInt32?, videoSSRC: UInt32?, lite: Bool = false, seed: UInt64) -> PeerConnectionConfig {
     var c = PeerConnectionConfig(audioTrack: audioSSRC.map { SDPLocalTrack(ssrc: $0, streamID: "s\($0)", trackID: "a\($0)", cname: "c") },
                                  videoTrack: videoSSRC.map { SDPLocalTrack(ssrc: $0, streamID: "s\($0)", trackID: "v\($0)", cname: "c") },
@@ -176,12 +116,8 @@ final class PeerConnectionTests: XCTestCase {
 
     func testKeyframeRequestReachesTheSender() throws {
         let env = EmulatedPeerConnections(seed: 7, conditions: LinkConditions(delay: .milliseconds(5)))
-        let now = env.clock.now()
-        let a = try PeerConnection(config: peerConfig(audioSSRC: nil, videoSSRC: 0x77, seed: 7), now: now)
-        let b = try PeerConnection(config: peerConfig(audioSSRC: nil, videoSSRC: nil, seed: 8), now: now)
-        env.add(a, "10.0.0.1:5000"); env.add(b, "10.0.0.2:6000")
-        try a.setRemoteAnswer(try b.createAnswer(toOffer: try a.createOffer(), now: now), now: now)
-        XCTAssertTrue(env.run(for: .seconds(30)) { env.connected(0) && env.connected(1) })
+        let (a, b) = try env.connectedPair(peerConfig(audioSSRC: nil, videoSSRC: 0x77, seed: 7),
+                                           peerConfig(audioSSRC: nil, videoSSRC: nil, seed: 8))
         var p = testRTP(ssrc: 0x77, seq: 1, ts: 0, payload: [1, 2, 3])
         a.sendRTP(&p, now: env.clock.now())
         env.run(for: .milliseconds(50))
@@ -206,12 +142,8 @@ final class PeerConnectionTests: XCTestCase {
     /// (111) to audio, VP8 (96) to video, with the format; a payload type no section negotiated comes up unassigned.
     func testReceivedRTPIsDemultiplexedByPayloadTypeOntoTheNegotiatedSections() throws {
         let env = EmulatedPeerConnections(seed: 11, conditions: LinkConditions(delay: .milliseconds(5)))
-        let now = env.clock.now()
-        let a = try PeerConnection(config: peerConfig(audioSSRC: 0x71, videoSSRC: 0x72, seed: 11), now: now)
-        let b = try PeerConnection(config: peerConfig(audioSSRC: nil, videoSSRC: nil, seed: 12), now: now)
-        env.add(a, "10.0.0.1:5000"); env.add(b, "10.0.0.2:6000")
-        try a.setRemoteAnswer(try b.createAnswer(toOffer: try a.createOffer(), now: now), now: now)
-        XCTAssertTrue(env.run(for: .seconds(30)) { env.connected(0) && env.connected(1) })
+        let (a, _) = try env.connectedPair(peerConfig(audioSSRC: 0x71, videoSSRC: 0x72, seed: 11),
+                                           peerConfig(audioSSRC: nil, videoSSRC: nil, seed: 12))
         for (pt, ssrc, seq) in [(UInt8(111), UInt32(0x71), UInt16(1)), (96, 0x72, 1), (77, 0x72, 2)] {
             var p = RTPPacket(payloadType: pt, sequenceNumber: seq, timestamp: 0, ssrc: ssrc, payload: [0x78, 1, 2][...]).serialized()
             XCTAssertTrue(a.sendRTP(&p, now: env.clock.now()))
@@ -249,12 +181,8 @@ final class PeerConnectionTests: XCTestCase {
 
     func testGarbageDatagramsAreDroppedAndTheConnectionKeepsWorking() throws {
         let env = EmulatedPeerConnections(seed: 11, conditions: LinkConditions(delay: .milliseconds(5)))
-        let now = env.clock.now()
-        let a = try PeerConnection(config: peerConfig(audioSSRC: nil, videoSSRC: 0x31, seed: 11), now: now)
-        let b = try PeerConnection(config: peerConfig(audioSSRC: nil, videoSSRC: nil, seed: 12), now: now)
-        env.add(a, "10.0.0.1:5000"); env.add(b, "10.0.0.2:6000")
-        try a.setRemoteAnswer(try b.createAnswer(toOffer: try a.createOffer(), now: now), now: now)
-        XCTAssertTrue(env.run(for: .seconds(30)) { env.connected(0) && env.connected(1) })
+        let (a, b) = try env.connectedPair(peerConfig(audioSSRC: nil, videoSSRC: 0x31, seed: 11),
+                                           peerConfig(audioSSRC: nil, videoSSRC: nil, seed: 12))
         var rng = SeededRandom(seed: 99)
         let from = TransportAddress("10.0.0.1:5000")!, to = TransportAddress("10.0.0.2:6000")!
         for i in 0..<3000 {

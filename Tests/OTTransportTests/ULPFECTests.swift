@@ -110,15 +110,11 @@ final class PeerConnectionFECTests: XCTestCase {
 
     func exchange(nack: Bool, loss: Double) throws {
         let env = EmulatedPeerConnections(seed: 15, conditions: LinkConditions(delay: .milliseconds(20), jitter: .milliseconds(2), loss: loss))
-        let now = env.clock.now()
         var ca = peerConfig(audioSSRC: nil, videoSSRC: 0xA2, seed: 15), cb = peerConfig(audioSSRC: nil, videoSSRC: nil, seed: 16)
         ca.nack = nack
         cb.nack = nack
         if nack { ca.videoTrack?.rtxSSRC = 0xA3 }
-        let a = try PeerConnection(config: ca, now: now), b = try PeerConnection(config: cb, now: now)
-        env.add(a, "10.0.0.1:5000"); env.add(b, "10.0.0.2:6000")
-        try a.setRemoteAnswer(try b.createAnswer(toOffer: try a.createOffer(), now: now), now: now)
-        XCTAssertTrue(env.run(for: .seconds(30)) { env.connected(0) && env.connected(1) })
+        let (a, b) = try env.connectedPair(ca, cb)
         XCTAssertEqual(a.negotiated?.media.first { $0.kind == "video" }?.ulpfecPayloadType, 101)
         let twcc = try RTPHeaderExtensions([RTPHeaderExtensionElement(id: SDPNegotiation.transportCCExtensionId, value: [0, 0][...])])
         var sent: Set<[UInt8]> = []

@@ -6,6 +6,8 @@ the Python package on the other side. Routed and relayed:
   decodes with its fake microphone (a 660 Hz tone); the native side reads the test pattern's stamps back in order from
   the browser's stream (native → browser → native) and finds 660 Hz in its audio; the page counts decoded frames
   of the right size and finds 440 Hz with WebAudio; signals go both ways;
+- a page publishing in a relayed session refuses, naming its codec, a native subscriber whose offer lists none of its
+  preferred codecs, as a native publisher does;
 - a viewer page (no camera permission: Chromium signals mDNS `.local` host candidates) receives the native stream;
 - a moderator's forceMuteStream mutes the browser's publisher; the browser as moderator mutes and disconnects;
 - the page survives a cut of its signaling connection (a TCP proxy resets it): sessionReconnecting,
@@ -228,6 +230,26 @@ def test_vp9_from_a_native_publisher_to_the_page_and_from_the_page_to_a_native_s
         if mode == "routed":
             assert sent == "video/VP9"
         native.unsubscribe(viewer)
+        viewer.close()
+
+
+def test_a_relayed_page_publisher_refuses_a_subscriber_without_its_codec(chromium, server):
+    """A page publishing H.264 only (preferredVideoCodecs) in a relayed session answers each subscriber's offer itself:
+    a native subscriber, which offers VP8 and VP9, is refused with the codec named, as a native publisher and the media
+    router refuse it (`mediaClose` reason `refused`, error 1011), instead of connecting to a stream without video. A
+    native subscriber reports a refusal of its first connection as error 1600 with the reason."""
+    sid = server.create_session(relayed=True)
+    with native_and_page(chromium, server, sid) as (native, page):
+        page.call("connect", server.api_key, sid, server.token(sid, "publisher", data="browser"))
+        page.call("publish", {"name": "browser", "preferredVideoCodecs": ["H264"]})
+        viewer = Viewer(native.stream_named("browser"))
+        native.subscribe(viewer)
+        first = viewer.events.get(timeout=20)  # the subscriber's first event: no connection before the error
+        assert first[0] == "error", first
+        code, message = first[1]
+        assert code == otsession.ErrorCode.SUBSCRIBER_WEBRTC == 1600, first
+        assert message == "the stream's video is H264, which the subscriber's offer does not list", first
+        assert not viewer.frames, len(viewer.frames)
         viewer.close()
 
 

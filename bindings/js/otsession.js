@@ -215,6 +215,37 @@ function preferVideoCodecs(transceiver, names) {
   transceiver.setCodecPreferences(codecs.map((c, i) => [rank(c), i, c]).sort((a, b) => a[0] - b[0] || a[1] - b[1]).map((x) => x[2]));
 }
 
+/** The encoding names (`a=rtpmap`, lower case) of the video sections of `sdp` that are not rejected (port 0); null
+ * when it has no such section, i.e. asks for no video. */
+function offeredVideoCodecs(sdp) {
+  let names = null, video = false;
+  for (const line of sdp.split(/\r?\n/)) {
+    if (line.startsWith("m=")) {
+      video = /^m=video [1-9]/.test(line);
+      if (video) names ??= [];
+    } else if (video) {
+      const rtpmap = /^a=rtpmap:\d+ ([^/\s]+)\//.exec(line);
+      if (rtpmap) names.push(rtpmap[1].toLowerCase());
+    }
+  }
+  return names;
+}
+
+/** Relayed: why a subscriber's offer `sdp` cannot have the stream's video, said as a native publisher and the media
+ * router say it, or null when it can. It cannot when it asks for video but lists none of the codecs the publisher
+ * sends: its `preferred` ones (`preferredVideoCodecs`) the browser has, or without them every one the browser sends. */
+function relayedVideoRefusal(sdp, preferred) {
+  const offered = offeredVideoCodecs(sdp);
+  if (offered === null) return null;
+  const sendable = (RTCRtpSender.getCapabilities("video")?.codecs ?? []).map((c) => c.mimeType.slice(6))
+    .filter((name) => !["rtx", "red", "ulpfec", "flexfec-03"].includes(name.toLowerCase()));
+  const named = (Array.isArray(preferred) ? preferred : [])
+    .flatMap((n) => sendable.filter((name) => name.toLowerCase() === String(n).toLowerCase()));
+  const ours = [...new Set(named.length ? named : sendable)];
+  if (ours.some((name) => offered.includes(name.toLowerCase()))) return null;
+  return `the stream's video is ${ours.join(" or ")}, which the subscriber's offer does not list`;
+}
+
 /** One RTCPeerConnection with a serial chain for its signaling steps (a candidate never overtakes the description
  * it belongs to) and trickle ICE over the session's `mediaCandidate` messages. */
 class MediaPeer {
@@ -532,6 +563,13 @@ export class Publisher extends Emitter {
     const session = this.session;
     if (!session || !this.stream || m.streamId !== this.stream.streamId || m.direction !== "subscribe" || this.#peers.has(m.peerId)) {
       session?._sendMedia({ type: "mediaClose", peerId: m.peerId });
+      return;
+    }
+    const refusal = this.videoTrack ? relayedVideoRefusal(m.sdp, this.properties.preferredVideoCodecs) : null;
+    if (refusal) {
+      // As a native publisher and the media router refuse it: the subscriber hears why instead of getting no video.
+      console.warn(`otsession.js: refused an offer from ${m.from}: ${refusal}`);
+      session._sendMedia({ type: "mediaClose", peerId: m.peerId, refusal });
       return;
     }
     const peer = new MediaPeer(session, m.peerId, (state) => { if (state === "failed") this.#dropPeer(m.peerId, true); });

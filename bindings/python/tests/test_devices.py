@@ -69,6 +69,23 @@ def assert_tone(samples, hz=440, seconds=0.5):
     assert len(clean) * 0.02 >= seconds, f"{len(clean)} of {len(windows)} 20 ms windows at {hz} Hz: {windows}"
 
 
+def test_the_tone_check_tolerates_gaps_and_never_a_wrong_pitch():
+    """assert_tone, unit-tested: 440 Hz with what a loaded machine records (15 ms of silence every 70 ms, 7 ms of the
+    tone dropped every 110 ms) passes; a tone 15 Hz off, an octave off or at the wrong rate fails, gaps or not."""
+    def tone(hz):
+        return [int(16000 * math.sin(2 * math.pi * hz * i / 48000)) for i in range(48000)]
+
+    def with_gaps(clean):
+        return [0 if i % 3360 < 720 else s for i, s in enumerate(clean) if i % 5280 >= 336]
+
+    assert_tone(tone(440))
+    assert_tone(with_gaps(tone(440)))
+    for hz in (425, 455, 880, 479):
+        for samples in (tone(hz), with_gaps(tone(hz))):
+            with pytest.raises(AssertionError):
+                assert_tone(samples)
+
+
 def test_audio_devices_are_listed(pulse):
     speakers = otsession.devices(DeviceKind.SPEAKER)
     assert [d.id for d in speakers] == ["tone_in", "speaker"]
