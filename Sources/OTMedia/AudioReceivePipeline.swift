@@ -191,9 +191,9 @@ public final class AudioReceivePipeline {
     /// The repair allowance for a path of round-trip time `rtt` whose repairs go through `legs` NACK loops in a row (two
     /// through a media router: a packet lost on the publisher's leg is repaired there before the router can answer the
     /// subscriber's NACK): a packet interval (the gap shows at the next packet), then per leg a NACK's round trip and
-    /// one retry (`NACKGenerator.retryInterval`).
+    /// one retry (`NACKGenerator.retryInterval(rtt:floor:)`).
     public static func repairAllowance(rtt: Duration, legs: Int) -> Duration {
-        let retry = NACKGenerator().retryInterval(rtt: rtt)
+        let retry = NACKGenerator.retryInterval(rtt: rtt)
         return .milliseconds(20) + (retry + retry) * max(1, legs)
     }
 

@@ -159,8 +159,7 @@ public final class VideoReceivePipeline {
     /// How long a hole in the stream is waited for: a NACKed packet is asked for until `NACKGenerator.maxAge` after it
     /// went missing, and its retransmission takes a round trip (one more for slack). Past that no repair can come,
     /// whatever the packet rate (counted in packets, the depacketizer's window lasts seconds at a low bitrate).
-    public var holeWait: Duration { Self.repairWindow + rtt + rtt }
-    private static let repairWindow = NACKGenerator().maxAge
+    public var holeWait: Duration { NACKGenerator.defaultMaxAge + rtt + rtt }
 
     /// Sets the round-trip time measured by RTCP, which paces keyframe requests and the wait for a hole.
     public func setRoundTripTime(_ rtt: Duration) { self.rtt = rtt }

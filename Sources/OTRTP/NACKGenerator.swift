@@ -8,14 +8,22 @@ import OTBase
 /// been missing for `maxAge`, or when a gap is too large to track. Numbers between a late packet older than every one
 /// received before and the oldest of those are missing too (the stream's first packets came out of order); given-up
 /// sequence numbers are handed out by `takeGivenUp()`: a receiver stops waiting for them (and asks for a keyframe).
+///
+/// The round trip it retries on is the shorter of the session's (`rtt` of `poll`) and that of its own repairs
+/// (`repairRoundTrip`): a leg that only receives measures none by RTCP, and its session's estimate stays a default or
+/// a handshake's, inflated by the handshake's own losses.
 public struct NACKGenerator: Sendable {
     struct Entry { var firstMissing: Instant; var lastSent: Instant?; var retries: Int }
+
+    /// The defaults of `minRetryInterval` and `maxAge`, for receivers that size their waits on them.
+    public static let defaultMinRetryInterval: Duration = .milliseconds(20)
+    public static let defaultMaxAge: Duration = .seconds(1)
 
     public var maxRetries = 10
     /// The shortest wait between two NACKs of one packet: on a near-zero RTT (loopback, LAN) a retransmission still
     /// takes a scheduling round or two on a busy host to come back.
-    public var minRetryInterval: Duration = .milliseconds(20)
-    public var maxAge: Duration = .seconds(1)
+    public var minRetryInterval = NACKGenerator.defaultMinRetryInterval
+    public var maxAge = NACKGenerator.defaultMaxAge
     /// However short the path, a packet is not given up before it has been missing this long: through the router the
     /// receiver's NACKs find nothing until the publisher's leg has repaired the packet, which takes rounds of its own
     /// (at 20 % loss per leg, ten retries 20 ms apart ran out while the uplink was still repairing, and each give-up
@@ -32,13 +40,25 @@ public struct NACKGenerator: Sendable {
     /// Counters: sequence numbers NACKed (retries counted), packets that arrived after being NACKed, and missing
     /// packets given up.
     public private(set) var nacked = 0, recovered = 0, givenUp = 0
+    /// The round trip of this generator's repairs: from a packet's only NACK to its arrival (after a retry it is
+    /// unknown which NACK was answered). A shorter sample is taken at once, a longer one moves it an eighth of the way
+    /// (a repair that waited, e.g. on a router's own uplink repair, says little about the path). nil before the first.
+    public private(set) var repairRoundTrip: Duration?
 
     public init() {}
 
     /// The wait between two NACKs of a packet on a path of round-trip time `rtt`: a bit more than the RTT, at least
-    /// `minRetryInterval`.
+    /// `floor`.
     /// (Whole microseconds, the resolution of `Instant`: a deadline computed from it is never early.)
-    public func retryInterval(rtt: Duration) -> Duration { max(minRetryInterval, (rtt + rtt / 4).roundedUpToMicroseconds) }
+    public static func retryInterval(rtt: Duration, floor: Duration = defaultMinRetryInterval) -> Duration {
+        max(floor, (rtt + rtt / 4).roundedUpToMicroseconds)
+    }
+
+    /// This generator's wait between two NACKs of a packet: `retryInterval(rtt:floor:)` on the shorter of `rtt` and
+    /// `repairRoundTrip`, at least `minRetryInterval`.
+    public func retryInterval(rtt: Duration) -> Duration {
+        Self.retryInterval(rtt: repairRoundTrip.map { min($0, rtt) } ?? rtt, floor: minRetryInterval)
+    }
 
     /// Records an arriving packet.
     public mutating func received(sequence: UInt16, now: Instant) {
@@ -62,6 +82,7 @@ public struct NACKGenerator: Sendable {
             highest = ext
         } else if let entry = missing.removeValue(forKey: ext), entry.retries > 0 {
             recovered += 1
+            if entry.retries == 1, let sent = entry.lastSent { sampleRepair(now - sent) }
         }
     }
 
@@ -103,6 +124,11 @@ public struct NACKGenerator: Sendable {
 
     /// Sequence numbers currently considered lost.
     public var outstanding: Int { missing.count }
+
+    private mutating func sampleRepair(_ d: Duration) {
+        guard let r = repairRoundTrip, d > r else { repairRoundTrip = d; return }
+        repairRoundTrip = r + (d - r) / 8
+    }
 
     private mutating func markMissing(_ range: Range<Int64>, now: Instant) {
         for e in range { missing[e] = Entry(firstMissing: now, lastSent: nil, retries: 0) }

@@ -203,7 +203,9 @@ public final class RTPSession {
             case .nack(_, let media, let lost):
                 if let chain = sendChain(media) {
                     let missedBefore = chain.responder.missed
-                    let packets = chain.responder.packets(for: lost, now: now, rtt: rtt)
+                    // A NACK repeated within the round trip is a duplicate only once the round trip is measured: the
+                    // default or a handshake's estimate would hold back the retries of a receiver on a short path.
+                    let packets = chain.responder.packets(for: lost, now: now, rtt: rttMeasured ? rtt : .zero)
                     retransmissions.push(contentsOf: packets)
                     repair.retransmissionsQueued += packets.count
                     repair.retransmissionMisses += chain.responder.missed - missedBefore

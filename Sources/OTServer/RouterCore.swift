@@ -82,6 +82,10 @@ final class RouterCore {
         var waitingForKeyframe = true
         /// The subscriber's connection is up (it can receive the keyframe it waits for).
         var connected = false
+        /// When the gate last opened (until the subscriber's first keyframe request after it, or `pliInterval`).
+        var gateOpenedAt: Instant?
+        /// The keyframe its gate opened at did not reach it (it asked for one right after): it waits for the next one.
+        var missedGateKeyframe = false
         var audioTarget: Target?
         var videoTarget: Target?
         /// Rewriters from the publisher's header-extension ids to this subscriber's (redone when the publisher changes).
@@ -318,10 +322,17 @@ final class RouterCore {
         if let stream = peer.stream { requestKeyframe(stream, .firstKeyframe, now: now) }
     }
 
-    /// A subscriber asked for a keyframe (PLI/FIR).
+    /// A subscriber asked for a keyframe (PLI/FIR). Right after its gate opened, the keyframe it opened at did not reach
+    /// it (its first packets were lost on the downlink, and a receiver cannot NACK what came before the first packet it
+    /// saw): like a new subscriber's, the request goes at once and again at each window's end until a keyframe passes.
     func subscriberRequestedKeyframe(_ handle: PeerHandle, now: Instant) {
-        guard let stream = byHandle[handle]?.stream else { return }
-        requestKeyframe(stream, .repair, now: now)
+        guard let peer = byHandle[handle], let stream = peer.stream else { return }
+        guard let opened = peer.gateOpenedAt, now - opened < config.pliInterval else {
+            return requestKeyframe(stream, .repair, now: now)
+        }
+        peer.gateOpenedAt = nil
+        peer.missedGateKeyframe = true
+        requestKeyframe(stream, .firstKeyframe, now: now)
     }
 
     /// A subscriber's receiver report about one of the stream's SSRCs.
@@ -367,7 +378,7 @@ final class RouterCore {
         var startsKeyframe: Bool?
         if isVideo && stream.keyframes.awaitingKeyframe {
             startsKeyframe = Self.startsKeyframe(packet, stream)
-            if startsKeyframe == true { stream.keyframes.keyframeForwarded() }
+            if startsKeyframe == true { keyframeForwarded(stream) }
         }
         // Indexed, not `for in`: an iterator allocates in unoptimized builds (the allocation test runs there too).
         var index = 0
@@ -387,6 +398,7 @@ final class RouterCore {
                     continue
                 }
                 sub.waitingForKeyframe = false
+                sub.gateOpenedAt = now
                 opened = true
             }
             guard Self.copy(packet, seq: seq, ssrc: ssrc, pt: pt, isVideo: isVideo, for: sub, stream, now: now, into: &sub.out) else {
@@ -523,11 +535,18 @@ final class RouterCore {
         }
     }
 
+    /// A keyframe start passed the router: it serves every request so far.
+    private func keyframeForwarded(_ stream: Stream) {
+        stream.keyframes.keyframeForwarded()
+        var i = 0  // indexed: an iterator allocates in unoptimized builds, where the forwarding allocation test runs
+        while i < stream.subscribers.count { stream.subscribers[i].missedGateKeyframe = false; i += 1 }
+    }
+
     /// At the end of an aggregation window (a request was sent: while a subscriber still waits for its first keyframe,
     /// or repair requests were folded, another goes).
     private func keyframeWindowEnded(_ stream: Stream, now: Instant) {
         guard let pub = stream.publisher, let ssrc = stream.videoSSRC else { return }
-        let waiting = stream.subscribers.contains { $0.connected && $0.video && $0.waitingForKeyframe }
+        let waiting = stream.subscribers.contains { $0.connected && $0.video && ($0.waitingForKeyframe || $0.missedGateKeyframe) }
         switch stream.keyframes.windowEnded(now: now, receiversWaiting: waiting) {
         case .send:
             stream.counters.keyframeRequestsSent += 1

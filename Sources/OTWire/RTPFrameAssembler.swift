@@ -77,6 +77,15 @@ public struct RTPFrameAssembler: Sendable {
     private var requested = false
     private var droppedSinceRequest = 0
     private var frameBuffer: [UInt8] = []
+    /// `firstMissing`, tracked as packets come (`trackHole`) rather than found by scanning the window: `scan` is the
+    /// next number to look at; every number from `nextExpected` up to `heldUpTo` (exclusive) is held; `gap` starts a
+    /// run of missing numbers before `scan` that no held packet has yet shown to be a hole (or numbers that carried
+    /// none of the format); `scanBase` is the `nextExpected` all this was found for.
+    private var hole: Int64?
+    private var scan: Int64 = 0
+    private var heldUpTo: Int64 = 0
+    private var gap: Int64?
+    private var scanBase: Int64?
     private let keyframeSize: @Sendable (ArraySlice<UInt8>) -> (width: Int, height: Int)?
 
     /// - Parameters:
@@ -113,22 +122,7 @@ public struct RTPFrameAssembler: Sendable {
     /// for a repair. nil when nothing is missing (a frame longer than the reorder window still arriving in order is no
     /// hole; nor are numbers that carried none of the format, e.g. FEC, before the next picture) or while a keyframe
     /// is awaited.
-    public var firstMissing: Int64? {
-        guard !waitingForKeyframe, let n = nextExpected, let h = highest else { return nil }
-        var gap: Int64?
-        var s = n
-        while s <= h {
-            let i = Int(s & mask)
-            if slots[i].seq != s {
-                if gap == nil { gap = s }
-            } else if let g = gap {
-                guard slots[i].startsFrame, followsLastFrame(slots[i].pictureId, start: s) else { return g }
-                gap = nil
-            }
-            s += 1
-        }
-        return nil
-    }
+    public var firstMissing: Int64? { hole }
 
     /// Counts a packet whose payload the format could not read.
     public mutating func countMalformed() { stats.malformedPackets += 1 }
@@ -174,6 +168,7 @@ public struct RTPFrameAssembler: Sendable {
             handleComplete(start: start, end: end, deliver)
         }
         checkForLoss(deliver)
+        trackHole(inserted: seq)
     }
 
     // MARK: private
@@ -279,6 +274,40 @@ public struct RTPFrameAssembler: Sendable {
                                         keyframeSize: keyframe ? keyframeSize(data) : nil,
                                         pictureId: head.pictureId, temporalLayer: head.temporalLayer,
                                         firstSequence: start, lastSequence: end)))
+    }
+
+    /// Updates `firstMissing` after `seq` was stored: the scan goes on from where it stopped, and starts again from
+    /// `nextExpected` when that moved (frames delivered) or from the first number not known held when `seq` filled a
+    /// number already looked at (a repair). So a packet arriving in order costs O(1), a repair the numbers after the
+    /// run held from `nextExpected`.
+    private mutating func trackHole(inserted seq: Int64) {
+        guard !waitingForKeyframe, let n = nextExpected, let h = highest else {
+            scanBase = nil
+            hole = nil
+            return
+        }
+        if scanBase != n {
+            scanBase = n
+            (scan, heldUpTo, gap, hole) = (n, n, nil, nil)
+        } else if seq < scan {
+            (scan, gap, hole) = (heldUpTo, nil, nil)
+        }
+        while hole == nil && scan <= h {
+            let i = Int(scan & mask)
+            if slots[i].seq != scan {
+                if gap == nil { gap = scan }
+            } else if let g = gap {
+                // A hole, unless what follows it is the next picture (the numbers carried FEC).
+                guard slots[i].startsFrame, followsLastFrame(slots[i].pictureId, start: scan) else {
+                    hole = g
+                    return
+                }
+                gap = nil
+            } else if heldUpTo == scan {
+                heldUpTo += 1
+            }
+            scan += 1
+        }
     }
 
     private mutating func checkForLoss(_ deliver: (DepacketizerEvent) -> Void) {

@@ -14,6 +14,37 @@ final class NACKGeneratorTests: XCTestCase {
         XCTAssertEqual(g.retryInterval(rtt: .milliseconds(80)), .milliseconds(100), "RTT + a quarter")
     }
 
+    /// A leg that only receives never measures a round trip by RTCP: its session's estimate stays the 100 ms default
+    /// (or a handshake's, inflated by the handshake's own losses), and NACK retries went every 125 ms on a loopback path
+    /// (docs/benchmarks.md "Loss", stop 22). The generator measures the round trip of its own repairs (a packet NACKed
+    /// once and then arriving; after a retry it is unknown which NACK was answered) and retries on it when shorter.
+    func testRetriesFollowTheRoundTripOfItsOwnRepairsWhenShorter() {
+        var g = NACKGenerator()
+        let rtt = Duration.milliseconds(100)  // the session's unmeasured default
+        g.received(sequence: 1, now: at(0))
+        g.received(sequence: 3, now: at(0))
+        XCTAssertEqual(g.poll(now: at(0), rtt: rtt), [2])
+        XCTAssertEqual(g.nextPoll(rtt: rtt), at(125), "nothing measured yet: the session's round trip")
+        g.received(sequence: 2, now: at(2))
+        XCTAssertEqual(g.repairRoundTrip, .milliseconds(2), "answered 2 ms after its only NACK")
+        g.received(sequence: 5, now: at(10))
+        XCTAssertEqual(g.poll(now: at(10), rtt: rtt), [4])
+        XCTAssertEqual(g.nextPoll(rtt: rtt), at(30), "the 20 ms floor over the measured 2 ms")
+        XCTAssertEqual(g.poll(now: at(30), rtt: rtt), [4], "its retransmission was lost: asked for again after 20 ms, not 125")
+        g.received(sequence: 4, now: at(70))
+        XCTAssertEqual(g.repairRoundTrip, .milliseconds(2), "NACKed twice: no sample")
+        g.received(sequence: 7, now: at(100))
+        XCTAssertEqual(g.poll(now: at(100), rtt: rtt), [6])
+        g.received(sequence: 6, now: at(142))  // a repair that waited (e.g. on the router's own uplink repair)
+        XCTAssertEqual(g.repairRoundTrip, .milliseconds(7), "a longer sample raises the estimate by an eighth of the difference")
+        XCTAssertEqual(g.retryInterval(rtt: .microseconds(500)), .milliseconds(20), "a shorter session round trip still rules")
+        XCTAssertEqual(g.retryInterval(rtt: .milliseconds(200)), .milliseconds(20))
+        g.received(sequence: 9, now: at(200))
+        XCTAssertEqual(g.poll(now: at(200), rtt: rtt), [8])
+        g.received(sequence: 8, now: at(201))
+        XCTAssertEqual(g.repairRoundTrip, .milliseconds(1), "a shorter sample is taken at once")
+    }
+
     func testALostRetransmissionIsNackedAgainAfterTheRetryInterval() {
         var g = NACKGenerator()
         let rtt = Duration.milliseconds(40)  // retry interval 50 ms

@@ -105,6 +105,30 @@ final class RouterCoreTests: XCTestCase {
         XCTAssertEqual(forwarded(core).map { [$0.0, Int($0.1)] }, [[sub1, 23], [sub2, 23]])
     }
 
+    /// A subscriber whose keyframe start was lost on its downlink sees only the packets after it, cannot NACK what came
+    /// before the first packet it saw, and asks for a keyframe: right after its gate opened, that request goes to the
+    /// publisher at once (not folded into the window as a repair: at 20 % loss that cost 300–600 ms of the first
+    /// frame, docs/benchmarks.md "Loss", stop 22), and again at the window's end until a keyframe passes.
+    func testAKeyframeRequestRightAfterTheGateOpenedGoesAtOnceAndIsRepeated() {
+        let core = makeCore()  // both connected at 0: the first-keyframe request went then
+        core.receive(vp8(seq: 10, keyframe: true), from: pub, now: at(20))
+        core.receive(vp8(seq: 11, keyframe: false), from: pub, now: at(50))
+        XCTAssertEqual(forwarded(core).map(\.0), [sub1, sub2])
+        core.subscriberRequestedKeyframe(sub1, now: at(60))  // 10 was lost on sub1's downlink
+        XCTAssertEqual(commands(core), [.requestKeyframe(publisher: pub, ssrc: Self.video)], "at once, not at the window's end")
+        XCTAssertEqual(core.nextDeadline, at(360))
+        core.handleTimeout(now: at(360))
+        XCTAssertEqual(commands(core), [.requestKeyframe(publisher: pub, ssrc: Self.video)], "no keyframe passed since: again")
+        core.receive(vp8(seq: 12, keyframe: true), from: pub, now: at(400))
+        core.subscriberRequestedKeyframe(sub2, now: at(500))  // long after its gate opened: a repair, for the window's end
+        XCTAssertEqual(commands(core), [])
+        core.handleTimeout(now: at(660))
+        XCTAssertEqual(commands(core), [.requestKeyframe(publisher: pub, ssrc: Self.video)], "the repair request, trailing")
+        core.receive(vp8(seq: 13, keyframe: true), from: pub, now: at(700))
+        core.handleTimeout(now: at(960))
+        XCTAssertEqual(commands(core), [], "the keyframes passed: nobody waits")
+    }
+
     func testAPausedSubscriberResumesWithoutASequenceGapFromAKeyframe() {
         let core = makeCore()
         core.receive(vp8(seq: 100, keyframe: true), from: pub, now: at(1))

@@ -296,6 +296,29 @@ final class RTPSessionSendHistoryTests: XCTestCase {
     }
 }
 
+final class RTPSessionNACKAnswerTests: XCTestCase {
+    /// A sender answers a NACK repeated within the round trip only once that round trip is measured (RTCP): the 100 ms
+    /// default, or a handshake's round trip inflated by its own losses, held back every retry of a receiver on a fast
+    /// path (at 20 % loss through the router, the publisher answered one of three NACKs for a keyframe's first packet:
+    /// docs/benchmarks.md "Loss", stop 22).
+    func testARepeatedNACKIsAnsweredUntilTheRoundTripIsMeasured() throws {
+        let t0 = Instant(micros: 1_000_000)
+        for initial in [nil, Duration.milliseconds(54)] {
+            let s = RTPSession(config: .init(localSSRCs: [0x1111], cname: "a"), now: t0)
+            if let initial { s.setInitialRoundTripTime(initial) }
+            let packet = testRTP(ssrc: 0x1111, seq: 42, ts: 0, payload: [1, 2, 3])
+            s.sent(ssrc: 0x1111, sequence: 42, rtpTimestamp: 0, clockRate: 90000, payloadBytes: 3, packet: packet, now: t0)
+            let nack = RTCP.serialize([.nack(senderSSRC: 0x2222, mediaSSRC: 0x1111, lost: [42])])
+            try s.handleRTCP(nack, now: t0 + .milliseconds(1))
+            XCTAssertEqual(s.pollRetransmission().flatMap { testRTPFields($0)?.seq }, 42)
+            try s.handleRTCP(nack, now: t0 + .milliseconds(21))
+            XCTAssertEqual(s.pollRetransmission().flatMap { testRTPFields($0)?.seq }, 42,
+                           "the receiver's retry 20 ms later is answered (initial RTT \(String(describing: initial)))")
+            XCTAssertEqual(s.retransmissionCounters(ssrc: 0x1111)?.packets, 2)
+        }
+    }
+}
+
 final class RTXTests: XCTestCase {
     func testWrapAndUnwrapRoundTrip() throws {
         var tx = RTXSender(rtxSSRC: 0xBEEF, payloadTypes: [96: 97], initialSequence: 65535)

@@ -224,6 +224,44 @@ final class VP8PayloadTests: XCTestCase {
         XCTAssertEqual(probe.requests, [])
     }
 
+    /// `firstMissing` is tracked as packets come, not found by scanning the window on every packet: across the
+    /// sequence-number wrap and with repairs out of order, filling the first of two holes moves it to the second, a
+    /// later hole repaired first changes nothing, and a frame's last packet not come yet is no hole until a packet after
+    /// it arrives.
+    func testFirstMissingFollowsRepairsAcrossTheWrapAndReordering() {
+        var sender = FakeVP8Sender()
+        sender.seq = 65531
+        var probe = DepacketizerProbe(reorderWindow: 16)
+        func first() -> UInt16? { probe.d.firstMissing.map { UInt16(truncatingIfNeeded: $0) } }
+        probe.insert(sender.send(fakeVP8Frame(key: true, size: 250, fill: 1)))
+        XCTAssertEqual(probe.got.count, 1)
+        let a = sender.send(fakeVP8Frame(key: false, size: 250, fill: 2))
+        let b = sender.send(fakeVP8Frame(key: false, size: 250, fill: 3))
+        let c = sender.send(fakeVP8Frame(key: false, size: 250, fill: 4))
+        XCTAssertEqual(a.map(\.sequenceNumber), [65534, 65535, 0])
+        probe.insert([a[0], a[2]])
+        XCTAssertEqual(first(), 65535)
+        probe.insert([b[0], b[2]])
+        XCTAssertEqual(first(), 65535, "the first hole, not the second")
+        probe.insert([c[1]])
+        XCTAssertEqual(first(), 65535)
+        probe.insert([a[1]])
+        XCTAssertEqual(probe.got.count, 2)
+        XCTAssertEqual(first(), b[1].sequenceNumber, "repaired after the wrap: the next hole")
+        probe.insert([c[0]])
+        XCTAssertEqual(first(), b[1].sequenceNumber, "a later hole repaired first")
+        probe.insert([b[1]])
+        XCTAssertEqual(probe.got.count, 3)
+        XCTAssertNil(first(), "c's last packet has not come yet: nothing after it")
+        let d = sender.send(fakeVP8Frame(key: false, size: 90, fill: 5))
+        probe.insert(d)
+        XCTAssertEqual(first(), c[2].sequenceNumber)
+        probe.insert([c[2]])
+        XCTAssertNil(first())
+        XCTAssertEqual(probe.got.count, 5)
+        XCTAssertEqual(probe.requests, [])
+    }
+
     /// Every packet from the next expected number on is here, yet they make no frame (a frame's start never came
     /// under its number: here a sender's continuation packets take the numbers after the last frame): no repair can
     /// help, so after the reorder window the depacketizer gives up as for a loss and asks for a keyframe, instead of
