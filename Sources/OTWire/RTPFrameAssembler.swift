@@ -76,6 +76,9 @@ public struct RTPFrameAssembler: Sendable {
     private var lastPictureId: UInt16?
     private var requested = false
     private var droppedSinceRequest = 0
+    /// The last number of the newest delta frame dropped while waiting for a keyframe: a keyframe that completes
+    /// later with lower numbers (its first packet was being repaired) is followed by frames that are gone.
+    private var droppedThrough: Int64?
     private var frameBuffer: [UInt8] = []
     /// `firstMissing`, tracked as packets come (`trackHole`) rather than found by scanning the window: `scan` is the
     /// next number to look at; every number from `nextExpected` up to `heldUpTo` (exclusive) is held; `gap` starts a
@@ -211,6 +214,16 @@ public struct RTPFrameAssembler: Sendable {
                 for i in slots.indices where slots[i].seq >= 0 && slots[i].seq < start { slots[i].seq = -1 }
                 waitingForKeyframe = false; requested = false; droppedSinceRequest = 0
                 emitFrame(start: start, end: end, keyframe: true, deliver)
+                if let dropped = droppedThrough, dropped > end {
+                    // Frames right after this keyframe were dropped before it completed: what follows cannot decode,
+                    // and the transport, which received their packets, will never report them lost. Ask again now
+                    // rather than wait out the hole.
+                    droppedThrough = nil
+                    nextExpected = nil
+                    requestKeyframe(.packetLoss(missing: Int(dropped - end)), deliver)
+                    return
+                }
+                droppedThrough = nil
             } else if !waitingForKeyframe && (nextExpected == start || followsLastFrame(slots[Int(start & mask)].pictureId, start: start)) {
                 emitFrame(start: start, end: end, keyframe: false, deliver)
             } else if waitingForKeyframe {
@@ -219,6 +232,7 @@ public struct RTPFrameAssembler: Sendable {
                 // waits for next while the transport, which received them, never reports them lost.
                 if keyframeAssembling(before: start) { return }
                 for s in start...end { release(s) }
+                droppedThrough = max(droppedThrough ?? end, end)
                 stats.framesDropped += 1
                 droppedSinceRequest += 1
                 if !requested {
