@@ -1,7 +1,7 @@
 """The media router under real network faults: the server (with a publisher) and a subscriber run in two network
 namespaces joined by a veth pair. Audio fallback: an nftables rule in the subscriber's namespace drops 30% of the UDP
-it receives (its downlink from the router), then is removed; the router's default rules apply: warning after 2 s of
-poor quality, video dropped after 5 s, back after 5 s good. Publisher outage: a rule in the server's namespace cuts
+it receives (its downlink from the router), then is removed; the router's default rules apply (judged on the last
+5 s weighted by packets): warning after 1.9 s of poor windows, video dropped after 2.9 s, back after 2.9 s good. Publisher outage: a rule in the server's namespace cuts
 the publisher's UDP to the router. Needs root, `ip` and `nft` (skipped otherwise)."""
 import json
 import os
