@@ -28,6 +28,9 @@ public enum RTPSessionEvent: Sendable, Equatable {
     /// NACK gave up on these packets of a remote SSRC (retries used up, or too old): they will not come; a receiver
     /// waiting for them should stop (and ask for a keyframe).
     case packetsUnrecoverable(ssrc: UInt32, sequences: [UInt16])
+    /// Without `Config.sendHistory`: the remote NACKed these packets of one of our SSRCs, sent recently and not resent
+    /// within the RTT; answer each with `resend` (from where the packets are kept).
+    case retransmissionsRequested(ssrc: UInt32, sequences: [UInt16])
 }
 
 /// A sans-IO RTP session: counts what is sent and received, answers NACKs from a retransmission cache,
@@ -43,6 +46,10 @@ public final class RTPSession {
         /// Regular report interval (RFC 3550 §6.2 with a fixed minimum, randomized ±50 %).
         public var reportInterval: Duration = .seconds(1)
         public var nack = true
+        /// With `nack`: keep a copy of each packet we send to answer NACKs from. Without, NACKs that call for a resend
+        /// are reported (`retransmissionsRequested`) and answered with `resend`: a media router answers every
+        /// subscriber of a stream from the stream's one history instead of a copy per subscriber.
+        public var sendHistory = true
         /// Seed for the report interval randomization.
         public var seed: UInt64 = 1
         /// How long after the first packet it covers transport-wide feedback is sent.
@@ -131,7 +138,7 @@ public final class RTPSession {
     /// new packet, when resent).
     public func sent(ssrc: UInt32, sequence: UInt16, rtpTimestamp: UInt32, clockRate: UInt32, payloadBytes: Int, packet: [UInt8], now: Instant) {
         let chain: RTPSendChain
-        if let c = sendChain(ssrc) { chain = c } else { chain = RTPSendChain(ssrc: ssrc, rtx: rtx[ssrc]); send.append(chain) }
+        if let c = sendChain(ssrc) { chain = c } else { chain = RTPSendChain(ssrc: ssrc, rtx: rtx[ssrc], keepsPackets: config.sendHistory); send.append(chain) }
         chain.sent(sequence: sequence, rtpTimestamp: rtpTimestamp, clockRate: clockRate, payloadBytes: payloadBytes, packet: packet,
                    history: config.nack, now: now)
     }
@@ -146,6 +153,15 @@ public final class RTPSession {
         repair.nackGivenUp += chain.nack.givenUp - givenUp
         // Nothing missing and nothing given up (the common case): nothing to NACK.
         if config.nack, chain.nack.outstanding > 0 || chain.nack.givenUp != givenUp { flushNACKs(chain, now: now) }
+    }
+
+    /// Answers a `retransmissionsRequested` packet of `ssrc` with `packet`, kept outside the session (plain RTP, as it
+    /// was sent; nil: it is not held any more, counted as a miss): queued for `pollRetransmission`, on the RTX stream
+    /// when negotiated.
+    public func resend(ssrc: UInt32, _ packet: [UInt8]?) {
+        guard let chain = sendChain(ssrc), let packet else { repair.retransmissionMisses += 1; return }
+        retransmissions.push(chain.responder.wrapped(packet))
+        repair.retransmissionsQueued += 1
     }
 
     /// Records a packet's transport-wide sequence number (from its header extension) for the feedback.
@@ -205,9 +221,15 @@ public final class RTPSession {
                     let missedBefore = chain.responder.missed
                     // A NACK repeated within the round trip is a duplicate only once the round trip is measured: the
                     // default or a handshake's estimate would hold back the retries of a receiver on a short path.
-                    let packets = chain.responder.packets(for: lost, now: now, rtt: rttMeasured ? rtt : .zero)
-                    retransmissions.push(contentsOf: packets)
-                    repair.retransmissionsQueued += packets.count
+                    let rtt = rttMeasured ? rtt : .zero
+                    if chain.responder.keepsPackets {
+                        let packets = chain.responder.packets(for: lost, now: now, rtt: rtt)
+                        retransmissions.push(contentsOf: packets)
+                        repair.retransmissionsQueued += packets.count
+                    } else {
+                        let wanted = chain.responder.resendable(lost, now: now, rtt: rtt)
+                        if !wanted.isEmpty { events.push(.retransmissionsRequested(ssrc: media, sequences: wanted)) }
+                    }
                     repair.retransmissionMisses += chain.responder.missed - missedBefore
                 } else {
                     repair.retransmissionMisses += lost.count
@@ -285,7 +307,7 @@ public final class RTPSession {
 
     /// The next RTCP compound packet to protect and send.
     public func pollRTCP() -> [UInt8]? { rtcpOut.pop() }
-    /// The next packet to resend as it is (as stored by `sent`), in answer to a NACK.
+    /// The next packet to resend as it is (as stored by `sent`, or given to `resend`), in answer to a NACK.
     public func pollRetransmission() -> [UInt8]? { retransmissions.pop() }
     public func pollEvent() -> RTPSessionEvent? { events.pop() }
     /// The earliest of the next report, NACK retry or give-up, held keyframe request and transport-wide feedback

@@ -12,12 +12,12 @@ public final class RTPSendChain {
     var clockRate: UInt32 = 90000
     var responder: NACKResponder
 
-    init(ssrc: UInt32, rtx: RTXSender?) {
+    init(ssrc: UInt32, rtx: RTXSender?, keepsPackets: Bool) {
         self.ssrc = ssrc
-        responder = NACKResponder(rtx: rtx)
+        responder = NACKResponder(rtx: rtx, keepsPackets: keepsPackets)
     }
 
-    /// Counts a packet we sent and, with `history`, keeps it for NACK answers.
+    /// Counts a packet we sent and, with `history`, records it for NACK answers (a copy, when the responder keeps them).
     func sent(sequence: UInt16, rtpTimestamp: UInt32, clockRate: UInt32, payloadBytes: Int, packet: [UInt8], history: Bool, now: Instant) {
         packets &+= 1
         octets &+= UInt32(truncatingIfNeeded: payloadBytes)

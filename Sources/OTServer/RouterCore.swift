@@ -128,9 +128,11 @@ final class RouterCore {
         var keyframes: KeyframeRequestAggregator
         /// When the keyframe aggregator's window check is due.
         var keyframeCheckAt: Instant?
-        /// The publisher's latest video packets (plain RTP), and the highest sequence number among them: when a
-        /// keyframe's first packet arrives late (repaired by NACK), what came after it is replayed from here.
-        var videoHistory = NACKResponder(capacity: 256)
+        /// The publisher's latest video packets (plain RTP), and the highest sequence number among them: subscribers'
+        /// NACKs are answered from here (`retransmissions`), and when a keyframe's first packet arrives late (repaired
+        /// by NACK), what came after it is replayed from here. As long as the history each subscriber's connection kept
+        /// before (1024 packets: half a second at 2000 packets/s).
+        var videoHistory = NACKResponder(capacity: 1024)
         var videoHighest: UInt16?
         /// The RTX SSRC the router declares to subscribers for this stream's video (retransmissions to them).
         let videoRTXSSRC = UInt32.random(in: 1 ... .max)
@@ -421,6 +423,21 @@ final class RouterCore {
         }
     }
 
+    /// A subscriber's NACK its connection passed up (`retransmissionsRequested`): for each sequence number (the
+    /// subscriber's), the stream's video packet it was sent as, written for the subscriber again (its sequence number,
+    /// payload type and header extensions); nil where the stream's history no longer holds it, for numbers from before
+    /// the subscriber's last pause, and for other SSRCs (audio is not kept: Opus is not NACKed).
+    func retransmissions(for handle: PeerHandle, ssrc: UInt32, sequences: [UInt16], now: Instant) -> [[UInt8]?] {
+        guard let sub = byHandle[handle], sub.direction == .subscribe, let stream = sub.stream, ssrc == stream.videoSSRC else {
+            return sequences.map { _ in nil }
+        }
+        return sequences.map { seq in
+            guard let original = sub.rewriters.original(of: seq, ssrc: ssrc), let packet = stream.videoHistory.lookup(original) else { return nil }
+            var out: [UInt8] = []
+            return Self.write(packet, as: seq, pt: packet[1] & 0x7F, isVideo: true, for: sub, stream, now: now, into: &out) ? out : nil
+        }
+    }
+
     /// Counts what the driver sent of the last `receive`'s forwards and replays.
     func recordSent(packets: Int, bytes: Int) {
         guard let stream = lastStream, packets > 0 else { return }
@@ -623,6 +640,13 @@ final class RouterCore {
     private static func copy(_ packet: [UInt8], seq: UInt16, ssrc: UInt32, pt: UInt8, isVideo: Bool, for sub: Peer, _ stream: Stream,
                              now: Instant, into out: inout [UInt8]) -> Bool {
         guard let rewritten = sub.rewriters.map(seq, ssrc: ssrc) else { return false }
+        return write(packet, as: rewritten, pt: pt, isVideo: isVideo, for: sub, stream, now: now, into: &out)
+    }
+
+    /// Writes a publisher's packet for one subscriber as its sequence number `seq`; false when its extensions cannot be
+    /// rewritten.
+    private static func write(_ packet: [UInt8], as seq: UInt16, pt: UInt8, isVideo: Bool, for sub: Peer, _ stream: Stream,
+                              now: Instant, into out: inout [UInt8]) -> Bool {
         // Each rewriter is called where it is stored (taking it out as a value copied it, its arrays retained, per forward).
         switch isVideo ? sub.videoExtensions?.rewrite(packet, into: &out, now: now) : sub.audioExtensions?.rewrite(packet, into: &out, now: now) {
         case false?: return false
@@ -631,7 +655,7 @@ final class RouterCore {
             out.removeAll(keepingCapacity: true)
             out.append(contentsOf: packet)
         }
-        out[2] = UInt8(rewritten >> 8); out[3] = UInt8(rewritten & 0xFF)
+        out[2] = UInt8(seq >> 8); out[3] = UInt8(seq & 0xFF)
         if let subPT = (isVideo ? sub.videoTarget : sub.audioTarget)?.payloadType, subPT != pt, pt == (isVideo ? stream.videoPT : stream.audioPT) {
             out[1] = packet[1] & 0x80 | subPT
         }
@@ -674,6 +698,12 @@ struct SequenceRewriters {
         }
     }
 
+    /// The publisher's sequence number of `out`, one that `ssrc`'s rewriter gave out (nil: none, or from before its
+    /// last resume).
+    func original(of out: UInt16, ssrc: UInt32) -> UInt16? {
+        index(ssrc).flatMap { entries[$0].rewriter.original(of: out) }
+    }
+
     /// Resumes `ssrc` when it has a rewriter.
     mutating func resume(_ ssrc: UInt32) {
         if let i = index(ssrc) { entries[i].rewriter.resume() }
@@ -688,10 +718,12 @@ struct SequenceRewriter {
     private var paused = false
     private var resumePending = false
     private var resumeFrom: UInt16?
+    /// The first number given out with the current offset (nil once well past it).
+    private var offsetFrom: UInt16?
 
     init() {}
     /// Forwarding starts at `first`: older packets (late ones, retransmissions) are dropped.
-    init(first: UInt16) { lastOut = first; resumeFrom = first }
+    init(first: UInt16) { lastOut = first; resumeFrom = first; offsetFrom = first }
 
     mutating func pause() { paused = true }
     mutating func resume() {
@@ -707,6 +739,7 @@ struct SequenceRewriter {
             resumePending = false
             if let last = lastOut { offset = last &+ 1 &- seq }
             resumeFrom = seq
+            offsetFrom = seq &+ offset
         }
         if let from = resumeFrom {
             let d = Int16(bitPattern: seq &- from)
@@ -715,6 +748,15 @@ struct SequenceRewriter {
         }
         let out = seq &+ offset
         if let last = lastOut { if Int16(bitPattern: out &- last) > 0 { lastOut = out } } else { lastOut = out }
+        if let from = offsetFrom, Int16(bitPattern: out &- from) > 8192 { offsetFrom = nil }
         return out
+    }
+
+    /// The sequence number that was mapped to `out`, when `out` was given out since the offset last changed (between
+    /// the first number with that offset and the highest given out); nil otherwise.
+    func original(of out: UInt16) -> UInt16? {
+        guard let last = lastOut, Int16(bitPattern: last &- out) >= 0 else { return nil }
+        if let from = offsetFrom, Int16(bitPattern: out &- from) < 0 { return nil }
+        return out &- offset
     }
 }

@@ -166,6 +166,8 @@ final class RouterWorker: MediaEndpointOwner, @unchecked Sendable {
         case .receiverReport(let b): core.subscriberReport(handle, b)
         case .transportFeedback(let fb): core.subscriberFeedback(handle, fb)
         case .roundTripTime(let d): core.subscriberRoundTripTime(handle, d)
+        case .retransmissionsRequested(let ssrc, let sequences):
+            links[handle]?.resendRTP(ssrc: ssrc, core.retransmissions(for: handle, ssrc: ssrc, sequences: sequences, now: now))
         default: break
         }
     }
@@ -252,6 +254,9 @@ final class RouterWorker: MediaEndpointOwner, @unchecked Sendable {
                                      trackID: "\(offer.streamId)-\(kind)", cname: cname, announcesSSRC: $0 != nil) }
         }
         var config = PeerConnectionConfig()
+        // NACKs are answered from the stream's history (`RouterCore.retransmissions`), not from a copy of every packet
+        // forwarded to each subscriber.
+        config.sendHistory = false
         config.audioTrack = track(source.audio, "audio")
         config.videoTrack = track(source.video, "video")
         // The router forwards the publisher's codec: the subscriber is answered with that one only.

@@ -420,7 +420,7 @@ final class PublisherEngine: @unchecked Sendable {
             p.estimate = e
             retarget(p)
             updateAudioFEC()
-        case .iceStateChanged, .rtp, .transportFeedback, .bye, .packetsUnrecoverable:
+        case .iceStateChanged, .rtp, .transportFeedback, .bye, .packetsUnrecoverable, .retransmissionsRequested:
             break
         }
     }

@@ -251,7 +251,7 @@ final class SubscriberEngine: @unchecked Sendable {
             guard videoOn, let video, ssrc == videoSSRC else { return }
             let now = MonotonicClock.now()
             handle(video.packetsUnrecoverable(sequences, now: now), now: now)
-        case .keyframeRequested, .nackRequested, .receiverReport, .transportFeedback, .bandwidthEstimate, .bye, .iceStateChanged:
+        case .keyframeRequested, .nackRequested, .retransmissionsRequested, .receiverReport, .transportFeedback, .bandwidthEstimate, .bye, .iceStateChanged:
             break
         }
     }

@@ -33,6 +33,10 @@ public struct PeerConnectionConfig: Sendable {
     public var srtpProfiles: [SRTPProfile] = SRTPProfile.preferred
     /// Answer NACKs from the retransmission cache and send NACKs for gaps.
     public var nack = true
+    /// With `nack`: keep a copy of each RTP packet sent to answer NACKs from. Off (the media router, which keeps one
+    /// history per stream for all its subscribers), NACKs that call for a resend come up as `retransmissionsRequested`
+    /// and are answered with `resendRTP`.
+    public var sendHistory = true
     /// Offer/answer video FEC (ULPFEC inside RED), sent when the measured loss calls for it.
     public var videoFEC = true
     /// Overrides of the ICE timers (consent, pacing); role, lite and credentials are set by the connection.
@@ -71,6 +75,9 @@ public enum PeerConnectionEvent: Sendable, Equatable {
     case keyframeRequested(ssrc: UInt32)
     /// The peer NACKed packets of one of our SSRCs; those still cached were already resent.
     case nackRequested(ssrc: UInt32, sequences: [UInt16])
+    /// Without `PeerConnectionConfig.sendHistory`: the peer NACKed these packets of one of our SSRCs, sent recently and
+    /// not resent within the RTT; answer with `resendRTP`.
+    case retransmissionsRequested(ssrc: UInt32, sequences: [UInt16])
     /// Our NACKs of these packets of a remote SSRC were given up (retries used up, or too old): they will not be
     /// repaired, so a decoder waiting for them should stop and ask for a keyframe.
     case packetsUnrecoverable(ssrc: UInt32, sequences: [UInt16])
@@ -264,6 +271,7 @@ public final class PeerConnection {
         let ssrcs = [config.audioTrack, config.videoTrack].compactMap { $0 }.filter(\.announcesSSRC).flatMap { [$0.ssrc] + ($0.rtxSSRC.map { [$0] } ?? []) }
         var rc = RTPSession.Config(localSSRCs: ssrcs.isEmpty ? [UInt32.random(in: 1 ... .max, using: &rng)] : ssrcs, cname: config.cname)
         rc.nack = config.nack
+        rc.sendHistory = config.sendHistory
         rc.seed = config.seed
         rc.transportFeedbackInterval = config.transportFeedbackInterval
         rtpSession = RTPSession(config: rc, now: now)
@@ -665,6 +673,33 @@ public final class PeerConnection {
         return true
     }
 
+    /// Answers a `retransmissionsRequested` of `ssrc` with the packets found where they are kept (plain RTP as first
+    /// sent, this connection's sequence numbers; nil: no longer held): resent like the session's own NACK answers (RTX
+    /// where negotiated, within the retransmission budget).
+    public func resendRTP(ssrc: UInt32, _ packets: [[UInt8]?], now: Instant) {
+        guard let srtp, let transport else { return }
+        for p in packets { rtpSession.resend(ssrc: ssrc, p) }
+        sendRetransmissions(srtp: srtp, transport: transport, now: now)
+        drainTransport()
+    }
+
+    /// Protects and sends the RTP session's queued NACK answers.
+    private func sendRetransmissions(srtp: SRTPContext, transport: MediaTransport, now: Instant) {
+        while let r = rtpSession.pollRetransmission() {
+            guard retransmissionAllowed(bytes: r.count, now: now) else { counters.retransmissionsSkipped += 1; continue }
+            var p = r
+            // A retransmission is a new packet on the transport: it gets its own transport-wide number, so the
+            // estimator counts it in what the link carries.
+            let twcc = transportStamper.stamp(&p)
+            if (try? srtp.protectRTP(&p)) != nil {
+                if let seq = twcc { estimator?.packetSent(sequence: seq, size: p.count, at: now) }
+                transport.sendMedia(p)
+                counters.retransmissionsSent += 1
+                counters.retransmittedBytesSent += r.count
+            } else { counters.srtpErrors += 1 }
+        }
+    }
+
     /// With an estimator, NACK answers may use at most `retransmissionShare` of the estimate (a token bucket holding
     /// 250 ms of it): under congestion, resending everything that was dropped would only fill the queue further. As in
     /// libwebrtc the share is the whole estimate: random loss of 20–30 % needs retransmissions of 25–45 % of the media
@@ -806,19 +841,7 @@ public final class PeerConnection {
             }
         }
         if let srtp {
-            while let r = rtpSession.pollRetransmission() {
-                guard retransmissionAllowed(bytes: r.count, now: now) else { counters.retransmissionsSkipped += 1; continue }
-                var p = r
-                // A retransmission is a new packet on the transport: it gets its own transport-wide number, so the
-                // estimator counts it in what the link carries.
-                let twcc = transportStamper.stamp(&p)
-                if (try? srtp.protectRTP(&p)) != nil {
-                    if let seq = twcc { estimator?.packetSent(sequence: seq, size: p.count, at: now) }
-                    transport.sendMedia(p)
-                    counters.retransmissionsSent += 1
-                    counters.retransmittedBytesSent += r.count
-                } else { counters.srtpErrors += 1 }
-            }
+            sendRetransmissions(srtp: srtp, transport: transport, now: now)
             while let r = rtpSession.pollRTCP() {
                 var p = r
                 if (try? srtp.protectRTCP(&p)) != nil { transport.sendMedia(p); counters.rtcpSent += 1 } else { counters.srtpErrors += 1 }
@@ -834,6 +857,7 @@ public final class PeerConnection {
             case .receiverReport(let b): events.push(.receiverReport(b))
             case .bye(let s): events.push(.bye(ssrc: s))
             case .packetsUnrecoverable(let s, let seqs): events.push(.packetsUnrecoverable(ssrc: s, sequences: seqs))
+            case .retransmissionsRequested(let s, let seqs): events.push(.retransmissionsRequested(ssrc: s, sequences: seqs))
             case .transportFeedback(let f):
                 counters.transportFeedbackReceived += 1
                 updateFECProtection(f, now: now)

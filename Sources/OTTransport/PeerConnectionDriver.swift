@@ -142,6 +142,8 @@ public final class PeerConnectionDriver: @unchecked Sendable {
         deliver(events)
         return ok
     }
+    /// Answers a `retransmissionsRequested` event with the packets found where they are kept (`PeerConnection.resendRTP`).
+    public func resendRTP(ssrc: UInt32, _ packets: [[UInt8]?]) { withPeerConnection { pc, now in pc.resendRTP(ssrc: ssrc, packets, now: now) } }
     @discardableResult
     public func sendRTCP(_ packet: [UInt8]) -> Bool { withPeerConnection { pc, _ in pc.sendRTCP(packet) } }
     public func requestKeyframe(ssrc: UInt32, useFIR: Bool = false, paced: Bool = true) {

@@ -137,6 +137,24 @@ final class NACKGeneratorTests: XCTestCase {
 final class NACKResponderTests: XCTestCase {
     private let t = Instant(micros: 0)
 
+    /// Without `keepsPackets` (the packets are kept by a media router's stream), storing notes only the sequence number
+    /// and a NACK gives the numbers to resend under the same rules: held (else missed), at most once per RTT.
+    func testWithoutPacketsItAnswersWithTheNumbersToResend() {
+        var c = NACKResponder(capacity: 16, keepsPackets: false)
+        for s: UInt16 in 0..<40 { c.store(sequence: s, packet: [UInt8(s)]) }
+        XCTAssertNil(c.lookup(39), "no copy kept")
+        XCTAssertEqual(c.resendable([38, 39, 5], now: t, rtt: .milliseconds(100)), [38, 39])
+        XCTAssertEqual(c.missed, 1, "5 was overwritten")
+        XCTAssertEqual(c.resendable([38], now: t + .milliseconds(50), rtt: .milliseconds(100)), [], "a duplicate NACK")
+        XCTAssertEqual(c.suppressed, 1)
+        XCTAssertEqual(c.resendable([38], now: t + .milliseconds(150), rtt: .milliseconds(100)), [38], "the retransmission was lost")
+        c.store(sequence: 54, packet: [])  // 38's slot, sent again: a NACK right away is answered
+        XCTAssertEqual(c.resendable([54], now: t + .milliseconds(160), rtt: .milliseconds(100)), [54])
+        XCTAssertEqual(c.wrapped([1, 2, 3]), [1, 2, 3], "without RTX the packet goes as it is")
+        XCTAssertEqual(c.resent, 1)
+        XCTAssertEqual(c.resentBytes, 3)
+    }
+
     func testAnswersEachPacketAtMostOncePerRTT() {
         var c = NACKResponder(capacity: 16)
         for s: UInt16 in 0..<40 { c.store(sequence: s, packet: [UInt8(s)]) }

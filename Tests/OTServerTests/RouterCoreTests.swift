@@ -144,6 +144,32 @@ final class RouterCoreTests: XCTestCase {
         XCTAssertEqual(forwarded(core).map { [$0.0, Int($0.1)] }, [[sub1, 102], [sub2, 104]], "sub1 continues right after 101")
     }
 
+    /// A subscriber's NACK is answered from the stream's one history: each number it names (in its own numbering) is the
+    /// publisher's packet it was sent as, written for it again (its sequence number and payload type); numbers from
+    /// before its last pause, numbers never given out, packets the history no longer holds and other SSRCs find nothing.
+    func testRetransmissionsAreTheStreamsPacketsWrittenForEachSubscriber() {
+        let core = makeCore()
+        /// (sequence number, payload type, the publisher's sequence number in the payload's last byte)
+        func fields(_ packets: [[UInt8]?]) -> [[Int]?] {
+            packets.map { $0.map { [Int(UInt16($0[2]) << 8 | UInt16($0[3])), Int($0[1] & 0x7F), Int($0[$0.count - 1])] } }
+        }
+        core.receive(vp8(seq: 100, keyframe: true), from: pub, now: at(1))
+        core.receive(vp8(seq: 101, keyframe: false), from: pub, now: at(2))
+        core.setSubscription(peerId: "sub1", audio: true, video: false, now: at(3))
+        core.receive(vp8(seq: 102, keyframe: false), from: pub, now: at(4))
+        core.setSubscription(peerId: "sub1", audio: true, video: true, now: at(5))
+        core.receive(vp8(seq: 103, keyframe: true), from: pub, now: at(6))
+        core.receive(vp8(seq: 104, keyframe: false), from: pub, now: at(7))
+        XCTAssertEqual(forwarded(core).map { [$0.0, Int($0.1)] }, [[sub1, 103], [sub2, 104]])
+        XCTAssertEqual(fields(core.retransmissions(for: sub1, ssrc: Self.video, sequences: [103, 101, 102, 104], now: at(8))),
+                       [[103, 100, 104], nil, [102, 100, 103], nil], "sub1 got 103 and 104 as 102 and 103; its 101 came before the pause")
+        XCTAssertEqual(fields(core.retransmissions(for: sub2, ssrc: Self.video, sequences: [101, 99], now: at(8))), [[101, 100, 101], nil])
+        XCTAssertEqual(fields(core.retransmissions(for: sub2, ssrc: Self.audio, sequences: [1], now: at(8))), [nil], "audio is not kept")
+        for seq: UInt16 in 105..<1200 { core.receive(vp8(seq: seq, keyframe: false), from: pub, now: at(9)) }
+        XCTAssertEqual(fields(core.retransmissions(for: sub2, ssrc: Self.video, sequences: [101, 1199], now: at(10))), [nil, [1199, 100, 1199 & 0xFF]],
+                       "1024 packets kept")
+    }
+
     func testPoorDownlinkDropsVideoThenGoodOneBringsItBackOnVirtualTime() {
         let quality = QualityFallbackConfig(warnAfter: .seconds(2), disableAfter: .seconds(4), recoverAfter: .seconds(3))
         let core = makeCore(quality: quality)

@@ -15,7 +15,14 @@ import XCTest
 /// that runs them.
 final class PacketPathAllocationTests: XCTestCase {
     func testRTPSessionAllocatesNothingPerPacketSentOrReceived() {
-        let session = RTPSession(config: .init(localSSRCs: [0x1111], cname: "a"), now: .zero)
+        // With its own send history, and without (a router's subscriber connection: sequence numbers only).
+        for sendHistory in [true, false] { rtpSessionAllocations(sendHistory: sendHistory) }
+    }
+
+    private func rtpSessionAllocations(sendHistory: Bool) {
+        var config = RTPSession.Config(localSSRCs: [0x1111], cname: "a")
+        config.sendHistory = sendHistory
+        let session = RTPSession(config: config, now: .zero)
         let packet = testRTP(ssrc: 0x1111, seq: 0, ts: 0, payload: Array(repeating: 7, count: 1100))
         var seq: UInt16 = 0
         var now = Instant(micros: 1_000_000)
@@ -30,7 +37,7 @@ final class PacketPathAllocationTests: XCTestCase {
         // Warm: every history slot has held a packet, the chains exist.
         for _ in 0..<2048 { step() }
         let allocations = ThreadAllocations.during { for _ in 0..<5000 { step() } }
-        XCTAssertEqual(allocations, 0, "allocations in 5000 packets sent and received")
+        XCTAssertEqual(allocations, 0, "allocations in 5000 packets sent and received (sendHistory \(sendHistory))")
         XCTAssertEqual(session.statistics(ssrc: 0x2222)?.packetsReceived, 7048)
         XCTAssertEqual(session.transportPacketsReceived, 7048)
     }

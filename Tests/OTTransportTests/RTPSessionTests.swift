@@ -319,6 +319,39 @@ final class RTPSessionNACKAnswerTests: XCTestCase {
     }
 }
 
+final class RTPSessionExternalHistoryTests: XCTestCase {
+    /// Without a send history of its own (a media router's subscriber connection), a NACK comes up as the sequence
+    /// numbers to resend, with the history's rules applied (numbers never sent are misses; the once-per-RTT rule:
+    /// `NACKResponderTests`), and what the caller finds is resent as the session's own answers are: on
+    /// the RTX stream when negotiated; a packet the caller no longer holds counts as a miss.
+    func testNACKsAskForWhatToResendAndTheAnswersGoOutAsRTX() throws {
+        let t0 = Instant(micros: 1_000_000)
+        var config = RTPSession.Config(localSSRCs: [0x1111, 0x1112], cname: "a")
+        config.sendHistory = false
+        let s = RTPSession(config: config, now: t0)
+        s.enableRTX(ssrc: 0x1111, rtx: RTXSender(rtxSSRC: 0x1112, payloadTypes: [96: 97], initialSequence: 9))
+        for seq: UInt16 in 40...44 {
+            s.sent(ssrc: 0x1111, sequence: seq, rtpTimestamp: 0, clockRate: 90000, payloadBytes: 3,
+                   packet: testRTP(ssrc: 0x1111, seq: seq, ts: 0, payload: [1, 2, 3]), now: t0)
+        }
+        try s.handleRTCP(RTCP.serialize([.nack(senderSSRC: 0x2222, mediaSSRC: 0x1111, lost: [41, 43, 500])]), now: t0 + .milliseconds(1))
+        XCTAssertEqual(s.pollEvent(), .retransmissionsRequested(ssrc: 0x1111, sequences: [41, 43]))
+        XCTAssertNil(s.pollRetransmission(), "nothing kept, nothing resent by the session itself")
+        XCTAssertEqual(s.repair.retransmissionMisses, 1, "500 was never sent")
+
+        s.resend(ssrc: 0x1111, testRTP(ssrc: 0x1111, seq: 41, ts: 0, payload: [1, 2, 3]))
+        s.resend(ssrc: 0x1111, nil)
+        let rtx = try RTPPacket(parsing: try XCTUnwrap(s.pollRetransmission()))
+        XCTAssertEqual([rtx.ssrc, UInt32(rtx.payloadType), UInt32(rtx.sequenceNumber)], [0x1112, 97, 9])
+        XCTAssertEqual(Array(rtx.payload), [0, 41, 1, 2, 3], "the original sequence number, then the payload")
+        XCTAssertNil(s.pollRetransmission())
+        XCTAssertEqual(s.repair.retransmissionsQueued, 1)
+        XCTAssertEqual(s.repair.retransmissionMisses, 2, "43 was no longer held by the caller")
+        XCTAssertEqual(s.retransmissionCounters(ssrc: 0x1111)?.packets, 1)
+
+    }
+}
+
 final class RTXTests: XCTestCase {
     func testWrapAndUnwrapRoundTrip() throws {
         var tx = RTXSender(rtxSSRC: 0xBEEF, payloadTypes: [96: 97], initialSequence: 65535)
