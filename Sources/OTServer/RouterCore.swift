@@ -647,8 +647,10 @@ final class RouterCore {
     /// rewritten.
     private static func write(_ packet: [UInt8], as seq: UInt16, pt: UInt8, isVideo: Bool, for sub: Peer, _ stream: Stream,
                               now: Instant, into out: inout [UInt8]) -> Bool {
-        // Each rewriter is called where it is stored (taking it out as a value copied it, its arrays retained, per forward).
-        switch isVideo ? sub.videoExtensions?.rewrite(packet, into: &out, now: now) : sub.audioExtensions?.rewrite(packet, into: &out, now: now) {
+        // Each rewriter is passed where it is stored, in place: calling it on the class's property copied it (its arrays
+        // retained and released per forward), and so did taking it out as a value.
+        switch isVideo ? rewrite(packet, with: &sub.videoExtensions, now: now, into: &out)
+                       : rewrite(packet, with: &sub.audioExtensions, now: now, into: &out) {
         case false?: return false
         case true?: break
         case nil:
@@ -660,6 +662,11 @@ final class RouterCore {
             out[1] = packet[1] & 0x80 | subPT
         }
         return true
+    }
+
+    /// `rewriter`'s rewrite of `packet` into `out` (nil: no rewriter).
+    private static func rewrite(_ packet: [UInt8], with rewriter: inout RTPExtensionRewriter?, now: Instant, into out: inout [UInt8]) -> Bool? {
+        rewriter?.rewrite(packet, into: &out, now: now)
     }
 
     /// True when a video packet of the stream carries the first packet of a keyframe, as its payload format says.
