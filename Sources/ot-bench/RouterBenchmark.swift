@@ -6,21 +6,68 @@ import OTTransport
 import OTWire
 import Synchronization
 
-/// CPU seconds (user + system) of the threads of process `pid` ("self" for this one) whose name passes
-/// `thread`, from /proc/<pid>/task/*/stat.
-func threadCPUSeconds(pid: String = "self", where thread: (String) -> Bool) -> Double {
+/// The sum of `value(task directory)` over the threads of process `pid` ("self" for this one) whose name passes `thread`.
+private func sumOverThreads(pid: String, where thread: (String) -> Bool, _ value: (String) -> Double) -> Double {
     var total = 0.0
     guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return 0 }
     for t in tasks {
         guard let comm = try? String(contentsOfFile: "/proc/\(pid)/task/\(t)/comm", encoding: .utf8),
               thread(comm.trimmingCharacters(in: .whitespacesAndNewlines)) else { continue }
-        total += statCPUSeconds("/proc/\(pid)/task/\(t)/stat")
+        total += value("/proc/\(pid)/task/\(t)")
     }
     return total
 }
 
+/// CPU seconds (user + system) of the threads of process `pid` ("self" for this one) whose name passes
+/// `thread`, from /proc/<pid>/task/*/stat.
+func threadCPUSeconds(pid: String = "self", where thread: (String) -> Bool) -> Double {
+    sumOverThreads(pid: pid, where: thread) { statCPUSeconds("\($0)/stat") }
+}
+
 /// CPU seconds (user + system) of this process's threads named `name`.
 func threadCPUSeconds(named name: String) -> Double { threadCPUSeconds { $0 == name } }
+
+/// Seconds this process's threads named `name` spent runnable but waiting for a CPU (the second field of
+/// /proc/self/task/*/schedstat): how much the machine's load held them back.
+private func threadWaitSeconds(named name: String) -> Double {
+    sumOverThreads(pid: "self", where: { $0 == name }) { dir in
+        guard let s = try? String(contentsOfFile: "\(dir)/schedstat", encoding: .utf8) else { return 0 }
+        let fields = s.split(separator: " ")
+        return fields.count > 1 ? (Double(fields[1]) ?? 0) / 1e9 : 0
+    }
+}
+
+/// Datagrams the kernel dropped (receive buffer full) at the UDP sockets bound to `ports`, from /proc/net/udp and udp6
+/// (the last column of a socket's line).
+private func udpDrops(ports: [UInt16]) -> Int {
+    var total = 0
+    for file in ["/proc/net/udp", "/proc/net/udp6"] {
+        guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { continue }
+        for line in text.split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: " ")
+            guard fields.count > 2, let colon = fields[1].lastIndex(of: ":"),
+                  let port = UInt16(fields[1][fields[1].index(after: colon)...], radix: 16), ports.contains(port) else { continue }
+            total += Int(fields[fields.count - 1]) ?? 0
+        }
+    }
+    return total
+}
+
+/// How much the machine's load held our router back over a run: its IO threads' seconds runnable without a CPU, and the
+/// datagrams its sockets dropped meanwhile (when it is held back longer than its receive buffer lasts).
+struct RouterStarvation {
+    var waited: Double
+    var drops: Int
+    var description: String { "router IO threads waited \(fmt(waited, 2)) s for a CPU, its sockets dropped \(drops) datagrams" }
+
+    /// The figures over `body`, for `router`'s sockets.
+    static func during<R>(_ router: MediaRouter, _ body: () throws -> R) rethrows -> (R, RouterStarvation) {
+        let ports = router.endpoints.map(\.address.port)
+        let wait0 = threadWaitSeconds(named: "otsession-media"), drops0 = udpDrops(ports: ports)
+        let r = try body()
+        return (r, RouterStarvation(waited: threadWaitSeconds(named: "otsession-media") - wait0, drops: udpDrops(ports: ports) - drops0))
+    }
+}
 
 /// CPU seconds (user + system, all threads, live ones only) of process `pid`, from /proc/<pid>/stat.
 func processCPUSeconds(pid: pid_t) -> Double { statCPUSeconds("/proc/\(pid)/stat") }
@@ -131,6 +178,8 @@ struct ForwardingResult {
     /// CPU seconds of what the SFU's row counts (see the caller), and for Janus also of its forwarding threads.
     var cpu: Double
     var threadsCPU: Double?
+    /// Ours only: how much the machine's load held the router back.
+    var starvation: RouterStarvation?
 
     var delivered: Int { perSubscriber.reduce(0, +) }
     func perCPUSecond(_ cpu: Double) -> String { cpu > 0 ? whole(Double(delivered) / cpu) : "-" }
@@ -177,7 +226,11 @@ private func measureOurs(n: Int, seconds: Double) throws -> ForwardingResult {
     }
     guard clients.waitConnected(n) else { throw BenchError("router: not every client connected") }
     var load = ForwardingLoad(seconds: seconds)
-    return measure(clients, pub, n: n, load: &load, cpu: { threadCPUSeconds(named: "otsession-media") })
+    var (result, starvation) = RouterStarvation.during(router) {
+        measure(clients, pub, n: n, load: &load, cpu: { threadCPUSeconds(named: "otsession-media") })
+    }
+    result.starvation = starvation
+    return result
 }
 
 /// Janus's VideoRoom: one room, the publisher joins with our offer, each subscriber answers Janus's offer.
@@ -304,6 +357,7 @@ func runRouterBenchmark(_ args: [String]) throws {
     for n in counts {
         let ours = try measureOurs(n: n, seconds: seconds)
         printRow(ours, "ours")
+        printStarvation(ours)
         try checkEverySubscriber(ours, "ours")
         // A Janus failure at one N (under load its subscribers can miss packets) is reported in its row; the other N go on.
         let theirs = janus.map { measureJanusRow($0, n: n, seconds: seconds) }
@@ -371,29 +425,34 @@ private func measureWorkers(workers: Int, sessions: Int, subscribers: Int, secon
         _ = pub.sendRTP(&k)
     }
     usleep(300_000)
-    let before = clients.delivered(ids: subIds)
-    let cpu0 = threadCPUSeconds(named: "otsession-media")
-    // The publishers' paced loads, interleaved in this thread.
-    let rate = loads[0].rate
-    let t0 = monotonicSeconds()
-    var sent = 0
-    while monotonicSeconds() - t0 < seconds {
-        let due = Int((monotonicSeconds() - t0) * Double(rate))
-        while sent < due {
-            for (i, pub) in pubs.enumerated() {
-                var p = loads[i].packet(keyframe: false)
-                _ = pub.sendRTP(&p)
+    let (result, starvation) = RouterStarvation.during(router) { () -> ForwardingResult in
+        let before = clients.delivered(ids: subIds)
+        let cpu0 = threadCPUSeconds(named: "otsession-media")
+        // The publishers' paced loads, interleaved in this thread.
+        let rate = loads[0].rate
+        let t0 = monotonicSeconds()
+        var sent = 0
+        while monotonicSeconds() - t0 < seconds {
+            let due = Int((monotonicSeconds() - t0) * Double(rate))
+            while sent < due {
+                for (i, pub) in pubs.enumerated() {
+                    var p = loads[i].packet(keyframe: false)
+                    _ = pub.sendRTP(&p)
+                }
+                sent += 1
             }
-            sent += 1
+            usleep(2000)
         }
-        usleep(2000)
+        let wall = monotonicSeconds() - t0
+        usleep(200_000)
+        let cpu1 = threadCPUSeconds(named: "otsession-media")
+        let after = clients.delivered(ids: subIds)
+        return ForwardingResult(n: sessions * subscribers, sent: sent, wall: wall, perSubscriber: zip(after.packets, before.packets).map { $0 - $1 },
+                                bytes: after.bytes - before.bytes, cpu: cpu1 - cpu0, threadsCPU: nil)
     }
-    let wall = monotonicSeconds() - t0
-    usleep(200_000)
-    let cpu1 = threadCPUSeconds(named: "otsession-media")
-    let after = clients.delivered(ids: subIds)
-    return ForwardingResult(n: sessions * subscribers, sent: sent, wall: wall, perSubscriber: zip(after.packets, before.packets).map { $0 - $1 },
-                            bytes: after.bytes - before.bytes, cpu: cpu1 - cpu0, threadsCPU: nil)
+    var r = result
+    r.starvation = starvation
+    return r
 }
 
 /// `ot-bench router --workers K`: the same load (2K sessions of one publisher and 4 subscribers each) through a router
@@ -412,6 +471,7 @@ private func runWorkersBenchmark(_ k: Int, seconds: Double) throws {
         print(pad("\(w)", 9) + pad(whole(Double(r.sent * sessions) / r.wall), 12) + pad(whole(Double(r.delivered) / r.wall), 17)
               + pad("\(share(minSub))/\(share(maxSub)) %", 17) + pad(fmt(r.cpu, 2) + " s", 9) + pad(r.perCPUSecond(r.cpu), 15)
               + pad(r.delivered > 0 ? fmt(r.cpu * 1e6 / Double(r.delivered), 2) : "-", 11))
+        printStarvation(r)
         try checkEverySubscriber(r, "ours, \(w) workers")
         perCPU[w] = Double(r.delivered) / max(r.cpu, 1e-9)
     }
@@ -424,8 +484,14 @@ private func runWorkersBenchmark(_ k: Int, seconds: Double) throws {
 /// least 90 % of what the publisher sent in the window.
 private func checkEverySubscriber(_ r: ForwardingResult, _ name: String) throws {
     guard let worst = r.perSubscriber.min(), Double(worst) >= 0.9 * Double(r.sent) else {
-        throw BenchError("\(name), N = \(r.n): a subscriber received \(r.perSubscriber.min() ?? 0) of \(r.sent) packets")
+        throw BenchError("\(name), N = \(r.n): a subscriber received \(r.perSubscriber.min() ?? 0) of \(r.sent) packets"
+                         + (r.starvation.map { " (\($0.description))" } ?? ""))
     }
+}
+
+/// The line under one of our rows that says how much the machine's load held the router back.
+private func printStarvation(_ r: ForwardingResult) {
+    if let s = r.starvation { print(pad("", 11) + "  (\(s.description))") }
 }
 
 private func printRow(_ r: ForwardingResult, _ name: String) {
