@@ -65,9 +65,10 @@ public struct SDPNegotiatedMedia: Equatable, Sendable {
     /// RED and ULPFEC payload types (video), when both sides list both: FEC may be sent inside RED.
     public var redPayloadType: UInt8? = nil
     public var ulpfecPayloadType: UInt8? = nil
-    /// The answer's other codecs that a format of ours matches (when we read a remote answer): the answerer may send
-    /// any of them (a browser answering our offer sends in our order, whatever its own preference), so we receive them
-    /// all. With their RTX payload types (RTX → media payload type).
+    /// The other codecs we receive (when we read a remote answer): the answer's others that a format of ours matches,
+    /// and those of our offer that the answer left out. The answerer may send any of them: a browser answering our
+    /// offer sends its first codec, whatever its own preference, even one its answer does not list (RFC 3264 §5.1 has
+    /// the offerer ready to receive every format of its offer). With their RTX payload types (RTX → media payload type).
     public var otherCodecs: [SDPCodec] = []
     public var otherRTXPayloadTypes: [UInt8: UInt8] = [:]
 }
@@ -204,6 +205,11 @@ public enum SDPNegotiation {
         return (creds.ufrag, creds.pwd, fp)
     }
 
+    /// The RTX payload type (RFC 4588) that `codecs` pair with media payload type `pt` (`apt`), if any.
+    private static func rtxPayloadType(of pt: UInt8, in codecs: [SDPCodec]) -> UInt8? {
+        codecs.first { $0.name.lowercased() == "rtx" && $0.fmtpParameters["apt"] == String(pt) }?.payloadType
+    }
+
     /// What one remote section agrees to: the first of its codecs (in its order) that one of `formats` matches.
     /// With `localOrder`, the first of `formats` that one of its codecs matches.
     private static func negotiateMedia(remote m: SDPMedia, formats: [any RTPPayloadFormat], localCodecs: [SDPCodec], remoteIsOffer: Bool,
@@ -220,8 +226,7 @@ public enum SDPNegotiation {
         let feedback = codec.rtcpFeedback.filter { format.rtcpFeedback.contains($0) }
         codec.rtcpFeedback = feedback
         func rtxType(_ pt: UInt8) -> UInt8? {
-            localCodecs.contains { $0.name == "rtx" }
-                ? m.codecs.first { $0.name.lowercased() == "rtx" && $0.fmtpParameters["apt"] == String(pt) }?.payloadType : nil
+            localCodecs.contains { $0.name == "rtx" } ? rtxPayloadType(of: pt, in: m.codecs) : nil
         }
         let rtx = rtxType(codec.payloadType)
         var fid: [UInt32: UInt32] = [:]
@@ -373,6 +378,14 @@ public enum SDPNegotiation {
             let codecs = om.kind == "audio" ? audioCodecs(formats) : om.kind == "video" ? videoCodecs(formats, fec: om.codec(named: "ulpfec") != nil) : []
             if let n = negotiateMedia(remote: m, formats: formats, localCodecs: codecs, remoteIsOffer: false, localTrack: nil) {
                 var n = n
+                // Our offered codecs the answer left out, under our payload types (unless the answer uses the type).
+                let answered = Set(m.codecs.map(\.payloadType))
+                for c in om.codecs where !answered.contains(c.payloadType) && formats.contains(where: { $0.matches(c) }) {
+                    n.otherCodecs.append(c)
+                    if n.rtxPayloadType != nil, let r = rtxPayloadType(of: c.payloadType, in: om.codecs), !answered.contains(r) {
+                        n.otherRTXPayloadTypes[r] = c.payloadType
+                    }
+                }
                 n.direction = switch m.direction ?? .sendrecv {
                 case .sendrecv: om.direction ?? .sendrecv
                 case .sendonly: .recvonly

@@ -249,6 +249,31 @@ final class SDPTests: XCTestCase {
         XCTAssertTrue(try SDPNegotiation.answer(to: offer, local: b).1.media[1].otherCodecs.isEmpty)
     }
 
+    func testWeStillReceiveTheOfferedCodecsAnAnswerLeftOut() throws {
+        let fp = SDPFingerprint(algorithm: "sha-256", bytes: Array(0..<32))
+        var a = SDPLocalParameters(iceUfrag: "aaaa", icePwd: "aaaaaaaaaaaaaaaaaaaaaa", fingerprint: fp)
+        a.videoFormats = PayloadFormats.video
+        let offer = SDPNegotiation.offer(a)
+        var b = SDPLocalParameters(iceUfrag: "bbbb", icePwd: "bbbbbbbbbbbbbbbbbbbbbb", fingerprint: fp)
+        b.videoFormats = [PayloadFormats.vp9]
+        // Chromium with codec preferences of VP9 only answers VP9 only, and sends the offer's first codec (VP8) all the
+        // same: its packets and their retransmissions are VP8's.
+        let (answer, _) = try SDPNegotiation.answer(to: offer, local: b)
+        XCTAssertEqual(answer.media[1].codecs.map(\.name), ["VP9", "rtx", "red", "ulpfec"])
+        let neg = try SDPNegotiation.accept(answer: try SessionDescription.parse(answer.serialized()), offer: offer)
+        XCTAssertEqual(neg.media[1].format?.name, "VP9", "the answer's codec")
+        XCTAssertEqual(neg.media[1].payloadFormats.mapValues(\.name), [98: "VP9", 99: "VP9", 96: "VP8", 97: "VP8", 100: "VP9", 101: "VP9"])
+        XCTAssertEqual(neg.media[1].otherRTXPayloadTypes, [97: 96])
+        XCTAssertEqual(neg.media[0].payloadFormats.mapValues(\.name), [111: "opus"])
+        // An answer that gives one of our offered payload types to another codec keeps its meaning.
+        var reused = answer
+        reused.media[1].codecs[0].payloadType = 96
+        reused.media[1].formats[0] = "96"
+        let n2 = try SDPNegotiation.accept(answer: try SessionDescription.parse(reused.serialized()), offer: offer)
+        XCTAssertEqual(n2.media[1].payloadFormats[96]?.name, "VP9")
+        XCTAssertNil(n2.media[1].otherRTXPayloadTypes[97], "97 resends 96, which is VP9 in this answer")
+    }
+
     func testOfferAnswerBetweenTwoLocalPeers() throws {
         let fp = SDPFingerprint(algorithm: "sha-256", bytes: Array(0..<32))
         var a = SDPLocalParameters(iceUfrag: "aaaa", icePwd: "aaaaaaaaaaaaaaaaaaaaaa", fingerprint: fp)
