@@ -9,7 +9,7 @@ import XCTest
 /// stays: only the live subscriber receives. The ended ones get no frame after their unsubscribe, the session lets
 /// go of them (their receive pipelines and peer connections with them), and the other side stops sending to them: a
 /// relayed publisher is back to one connection up, the media router to one subscriber of the stream, the server to
-/// the live peer connections.
+/// the live peer connections. The stream's end then ends the live one alike.
 final class SubscriberTeardownTests: XCTestCase {
     func testRelayedUnsubscribedSubscribersStopReceiving() throws { try assertOnlyTheLiveSubscriberReceives(relayed: true) }
     func testRoutedUnsubscribedSubscribersStopReceiving() throws { try assertOnlyTheLiveSubscriberReceives(relayed: false) }
@@ -34,7 +34,8 @@ final class SubscriberTeardownTests: XCTestCase {
             // The subscription is over when unsubscribe returns: no frame may follow.
             ended.append(Ended(sub, rec))
         }
-        let (live, liveRec, _) = try t.subscribeB(frames: 3)
+        // Held weakly here: the session holds it while the subscription lasts.
+        let live = try { () -> Ended in let (s, r, _) = try t.subscribeB(frames: 3); return Ended(s, r) }()
 
         func routedSubscribers() -> Int? {
             guard let router = server.router,
@@ -62,10 +63,21 @@ final class SubscriberTeardownTests: XCTestCase {
         XCTAssertEqual(ended.filter { $0.subscriber != nil }.count, 0, "the session still holds unsubscribed subscribers")
 
         // A second of media later (30 more frames at 15 fps), the live subscriber has them and the others none.
-        liveRec.waitForFrames(30)
+        live.recorder.waitForFrames(30)
         for (i, e) in ended.enumerated() {
             XCTAssertEqual(e.recorder.frames, e.framesAtEnd, "subscriber \(i + 1) received frames after its unsubscribe")
         }
-        XCTAssertTrue(live.isConnected)
+        XCTAssertEqual(live.subscriber?.isConnected, true)
+
+        // The stream's end ends the live subscription the same way.
+        try t.a.unpublish(t.publisher)
+        t.bRec.waitFor(.streamDestroyed(t.stream.id))
+        let end = Date().addingTimeInterval(10)
+        while (server.server.mediaPeerCount > 0 || (server.router?.peerCount ?? 0) > 0 || live.subscriber != nil) && Date() < end {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        XCTAssertEqual(server.server.mediaPeerCount, 0, "peer connections left after the stream ended")
+        XCTAssertEqual(server.router?.peerCount ?? 0, 0, "router connections left after the stream ended")
+        XCTAssertNil(live.subscriber, "the session still holds the subscriber of an ended stream")
     }
 }
