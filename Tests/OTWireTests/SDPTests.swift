@@ -229,13 +229,19 @@ final class SDPTests: XCTestCase {
         XCTAssertEqual(answer.media[1].port, 0)
     }
 
-    func testAnAnswerListingSeveralOfOurCodecsMapsThemAll() throws {
+    /// The parameters of an offerer of both our video codecs (VP8 first) and its offer, and those of an answerer with
+    /// VP9 only.
+    private func bothCodecsOfferedToAVP9Answerer() -> (a: SDPLocalParameters, offer: SessionDescription, b: SDPLocalParameters) {
         let fp = SDPFingerprint(algorithm: "sha-256", bytes: Array(0..<32))
         var a = SDPLocalParameters(iceUfrag: "aaaa", icePwd: "aaaaaaaaaaaaaaaaaaaaaa", fingerprint: fp)
         a.videoFormats = PayloadFormats.video
-        let offer = SDPNegotiation.offer(a)
         var b = SDPLocalParameters(iceUfrag: "bbbb", icePwd: "bbbbbbbbbbbbbbbbbbbbbb", fingerprint: fp)
         b.videoFormats = [PayloadFormats.vp9]
+        return (a, SDPNegotiation.offer(a), b)
+    }
+
+    func testAnAnswerListingSeveralOfOurCodecsMapsThemAll() throws {
+        let (_, offer, b) = bothCodecsOfferedToAVP9Answerer()
         var (answer, _) = try SDPNegotiation.answer(to: offer, local: b)
         // A browser answers with every codec both sides have, its preference first (VP9), and may send any of them.
         let vp8 = offer.media[1].codecs.filter { $0.payloadType == 96 || $0.payloadType == 97 }
@@ -250,12 +256,7 @@ final class SDPTests: XCTestCase {
     }
 
     func testWeStillReceiveTheOfferedFormatsAnAnswerLeftOut() throws {
-        let fp = SDPFingerprint(algorithm: "sha-256", bytes: Array(0..<32))
-        var a = SDPLocalParameters(iceUfrag: "aaaa", icePwd: "aaaaaaaaaaaaaaaaaaaaaa", fingerprint: fp)
-        a.videoFormats = PayloadFormats.video
-        let offer = SDPNegotiation.offer(a)
-        var b = SDPLocalParameters(iceUfrag: "bbbb", icePwd: "bbbbbbbbbbbbbbbbbbbbbb", fingerprint: fp)
-        b.videoFormats = [PayloadFormats.vp9]
+        var (a, offer, b) = bothCodecsOfferedToAVP9Answerer()
         b.videoTrack = SDPLocalTrack(ssrc: 5, rtxSSRC: 6, streamID: "s", trackID: "v", cname: "b")
         // Chromium with codec preferences of VP9 only answers VP9 only, and sends the offer's first codec (VP8) all the
         // same: its packets and their retransmissions are VP8's.
