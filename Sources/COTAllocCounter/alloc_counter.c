@@ -1,6 +1,5 @@
 #define _GNU_SOURCE
 #include "ot_alloc_counter.h"
-#include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
 #include <malloc.h>
@@ -22,38 +21,29 @@ static __thread unsigned long long threadCount __attribute__((tls_model("initial
 static _Atomic long long liveBytes, liveBlocks, continuationBytes, continuationBlocks;
 
 /* Where libdispatch's code is: a 64-byte allocation whose caller is in it is a continuation
-   (sizeof(struct dispatch_continuation_s), one cache line). Two ranges: libdispatch.so, found at start-up, and an
-   object that links libdispatch statically, named by ot_alloc_note_dispatch_in. */
+   (sizeof(struct dispatch_continuation_s), one cache line). libdispatch.so's code range is found at start-up
+   (the Swift tests' libdispatch; libotsession.so links its own statically, and the tests that preload this counter
+   into a C or Python process count every block). */
 enum { CONTINUATION_SIZE = 64 };
-static _Atomic uintptr_t ranges[2][2];
-
-typedef struct { const char *name; uintptr_t base; int slot; } rangeQuery;
+static _Atomic uintptr_t dispatchRange[2];
 
 static int findObject(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
-    rangeQuery *q = data;
-    if (q->name ? !(info->dlpi_name && strstr(info->dlpi_name, q->name)) : info->dlpi_addr != q->base) return 0;
+    (void)data;
+    if (!(info->dlpi_name && strstr(info->dlpi_name, "libdispatch.so"))) return 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
             /* Low end first: until the high end is set, the range is empty. */
-            atomic_store(&ranges[q->slot][0], info->dlpi_addr + ph->p_vaddr);
-            atomic_store(&ranges[q->slot][1], info->dlpi_addr + ph->p_vaddr + ph->p_memsz);
+            atomic_store(&dispatchRange[0], info->dlpi_addr + ph->p_vaddr);
+            atomic_store(&dispatchRange[1], info->dlpi_addr + ph->p_vaddr + ph->p_memsz);
         }
     }
     return 1;
 }
 
 __attribute__((constructor)) static void findDispatchAtStart(void) {
-    rangeQuery q = {"libdispatch.so", 0, 0};
-    dl_iterate_phdr(findObject, &q);
-}
-
-void ot_alloc_note_dispatch_in(const void *address) {
-    Dl_info info;
-    if (!address || !dladdr(address, &info)) return;
-    rangeQuery q = {NULL, (uintptr_t)info.dli_fbase, 1};
-    dl_iterate_phdr(findObject, &q);
+    dl_iterate_phdr(findObject, NULL);
 }
 
 /* A continuation gets 8 more bytes, and the last 8 of its usable size hold a tag made from its address; free
@@ -63,10 +53,8 @@ static inline uint64_t *tagSlot(void *p, size_t usable) { return (uint64_t *)((c
 static inline int isContinuationRequest(size_t n, const void *caller) {
     if (n != CONTINUATION_SIZE) return 0;
     uintptr_t c = (uintptr_t)caller;
-    for (int i = 0; i < 2; i++) {
-        if (c >= atomic_load_explicit(&ranges[i][0], memory_order_relaxed) && c < atomic_load_explicit(&ranges[i][1], memory_order_relaxed)) return 1;
-    }
-    return 0;
+    return c >= atomic_load_explicit(&dispatchRange[0], memory_order_relaxed)
+        && c < atomic_load_explicit(&dispatchRange[1], memory_order_relaxed);
 }
 
 static inline void *track(void *p, int continuation) {

@@ -238,6 +238,36 @@ def _relay_only(include=otsession.ICEIncludeServers.ALL):
     return otsession.ICEConfig(transport_policy=otsession.ICETransportPolicy.RELAY, include_servers=include)
 
 
+def _connected(closing, *args, **kwargs):
+    """Connects a session (`connect`'s arguments), asserts it connected and adds it to `closing`."""
+    session, outcome = connect(*args, **kwargs)
+    closing.append(session)
+    assert outcome == ("connected", None), outcome
+    return session
+
+
+def _publish_and_watch(publishing, viewing, name, closing):
+    """Publishes a 160×120 test pattern from `publishing` and subscribes `viewing` to it (both added to `closing`),
+    waits for ten stamped frames; returns the viewer and its selected pair's local candidate from the W3C report."""
+    pub = otsession.Publisher(name, width=160, height=120)
+    closing.append(pub)
+    publishing.publish(pub)
+    viewer = SubscriberRecorder(viewing.created.get(timeout=10))
+    closing.append(viewer)
+    viewing.subscribe(viewer)
+    viewer.expect("connected", timeout=20)
+    assert wait_until(lambda: len([f for f in viewer.frames if f.test_pattern]) >= 10, 20), len(viewer.frames)
+    report = json.loads(viewer.rtc_stats_report())
+    pair = next(o for o in report if o["type"] == "candidate-pair")
+    return viewer, next(o for o in report if o["id"] == pair["localCandidateId"])
+
+
+def _close_all(closing):
+    """Closes what a test opened, last opened first."""
+    for o in reversed(closing):
+        o.close()
+
+
 @pytest.mark.parametrize("turn", ["tcp", "tls"])
 def test_signaling_and_turn_through_a_connect_proxy_with_the_servers_credentials(ca, turn):
     # The embedded server over TLS hands out coturn (use-auth-secret, named `localhost`; TURN over TCP, or over TLS
@@ -252,7 +282,7 @@ def test_signaling_and_turn_through_a_connect_proxy_with_the_servers_credentials
         proxy = ConnectProxy()
         sid = server.create_session(relayed=True)
         url = f"wss://localhost:{server.port}"
-        a = b = c = viewer = pub = None
+        closing = []
         try:
             # Without the proxy's credentials the connection fails (the proxy's refusal named), nothing leaks around it.
             bad, outcome = connect(server.api_key, sid, server.token(sid), url, tls_ca_file=ca.ca_file,
@@ -260,32 +290,19 @@ def test_signaling_and_turn_through_a_connect_proxy_with_the_servers_credentials
             bad.close()
             assert outcome[0] == "error" and "407" in outcome[1][1], outcome
             assert proxy.refused == 1 and not proxy.targets
-            a, outcome = connect(server.api_key, sid, server.token(sid), url, tls_ca_file=ca.ca_file, proxy_url=proxy.url,
-                                 ice_config=_relay_only())
-            assert outcome == ("connected", None), outcome
-            b, outcome = connect(server.api_key, sid, server.token(sid), url, tls_ca_file=ca.ca_file, proxy_url=proxy.url,
-                                 ice_config=_relay_only())
-            assert outcome == ("connected", None), outcome
-            pub = otsession.Publisher("proxied", width=160, height=120)
-            a.publish(pub)
-            viewer = SubscriberRecorder(b.created.get(timeout=10))
-            b.subscribe(viewer)
-            viewer.expect("connected", timeout=20)
-            assert wait_until(lambda: len([f for f in viewer.frames if f.test_pattern]) >= 10, 20)
+            a, b = (_connected(closing, server.api_key, sid, server.token(sid), url, tls_ca_file=ca.ca_file,
+                               proxy_url=proxy.url, ice_config=_relay_only()) for _ in range(2))
+            viewer, local = _publish_and_watch(a, b, "proxied", closing)
             stamped = [f.test_pattern[0] for f in viewer.frames if f.test_pattern]
             assert stamped == sorted(stamped)
-            report = json.loads(viewer.rtc_stats_report())
-            pair = next(o for o in report if o["type"] == "candidate-pair")
-            local = next(o for o in report if o["id"] == pair["localCandidateId"])
             assert local["candidateType"] == "relay" and local["relayProtocol"] == turn, local
             ports = [int(t.rsplit(":", 1)[1]) for t in proxy.targets]
             assert ports.count(server.port) == 2, proxy.targets           # both signaling connections
             assert ports.count(turn_port) >= 2, proxy.targets             # each side's TURN allocation
             # includeServers = custom, relay-only and no custom server: the server's TURN is not used, and
             # subscribing is refused as documented (1011 naming the setting).
-            c, outcome = connect(server.api_key, sid, server.token(sid), url, tls_ca_file=ca.ca_file,
-                                 ice_config=_relay_only(otsession.ICEIncludeServers.CUSTOM))
-            assert outcome == ("connected", None), outcome
+            c = _connected(closing, server.api_key, sid, server.token(sid), url, tls_ca_file=ca.ca_file,
+                           ice_config=_relay_only(otsession.ICEIncludeServers.CUSTOM))
             logged = []
             otsession.set_log_callback(lambda level, message: logged.append(message))
             try:
@@ -296,9 +313,7 @@ def test_signaling_and_turn_through_a_connect_proxy_with_the_servers_credentials
             assert e.value.code == otsession.ErrorCode.INVALID_PARAM, e.value
             assert any("includeServers is custom" in m for m in logged), logged
         finally:
-            for o in (viewer, pub, c, b, a):
-                if o is not None:
-                    o.close()
+            _close_all(closing)
             proxy.close()
 
 
@@ -310,25 +325,14 @@ def test_routed_sessions_with_the_servers_turn(ca):
             otsession.Server(api_key="4711015", api_secret="ef" * 20, ice_servers=[f"turn:localhost:{turn_port}?transport=udp"],
                              turn_secret="north-wind") as server:
         sid = server.create_session()
-        a = b = viewer = pub = None
+        closing = []
         try:
-            a, outcome = connect(server.api_key, sid, server.token(sid), server.url)
-            assert outcome == ("connected", None), outcome
-            b, outcome = connect(server.api_key, sid, server.token(sid), server.url, ice_config=_relay_only())
-            assert outcome == ("connected", None), outcome
-            pub = otsession.Publisher("routed", width=160, height=120)
-            a.publish(pub)
-            viewer = SubscriberRecorder(b.created.get(timeout=10))
-            b.subscribe(viewer)
-            viewer.expect("connected", timeout=20)
-            assert wait_until(lambda: len([f for f in viewer.frames if f.test_pattern]) >= 10, 20), len(viewer.frames)
-            report = json.loads(viewer.rtc_stats_report())
-            pair = next(o for o in report if o["type"] == "candidate-pair")
-            assert next(o for o in report if o["id"] == pair["localCandidateId"])["candidateType"] == "relay"
+            a = _connected(closing, server.api_key, sid, server.token(sid), server.url)
+            b = _connected(closing, server.api_key, sid, server.token(sid), server.url, ice_config=_relay_only())
+            _, local = _publish_and_watch(a, b, "routed", closing)
+            assert local["candidateType"] == "relay", local
         finally:
-            for o in (viewer, pub, b, a):
-                if o is not None:
-                    o.close()
+            _close_all(closing)
 
 
 def test_sighup_reloads_the_certificate_without_dropping_sessions(tls_server, ca):

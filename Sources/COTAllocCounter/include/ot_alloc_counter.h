@@ -12,12 +12,9 @@ unsigned long long ot_alloc_thread_count(void);
 long long ot_alloc_live_bytes(void);
 /** Allocations not yet freed. */
 long long ot_alloc_live_blocks(void);
-/** Of those, libdispatch's work-item continuations (64-byte blocks allocated by libdispatch.so). A thread keeps up
+/** Of those, libdispatch's work-item continuations (64-byte blocks allocated by the loaded libdispatch.so). A thread keeps up
     to 1024 freed continuations in its own cache (DISPATCH_CONTINUATION_CACHE_LIMIT) until it ends, so these
     stay live after the work they carried is done; this figure tells them apart from the rest. */
 long long ot_alloc_dispatch_continuation_bytes(void);
 long long ot_alloc_dispatch_continuation_blocks(void);
-/** For a libdispatch linked statically into a shared library (libotsession.so is built that way): the object that
-    holds `address` also makes continuations. The loaded libdispatch.so, if any, is found by itself at start-up. */
-void ot_alloc_note_dispatch_in(const void *address);
 #endif

@@ -1,5 +1,5 @@
 """Runs connect/publish/subscribe/unsubscribe/unpublish/disconnect/close cycles through the Python package, routed
-or relayed, and prints one JSON line of what the process holds after a warm-up and after the cycles. Run by
+or relayed, and prints one JSON line of what the process holds after a warm-up and after each half of the cycles. Run by
 test_cycles.py with the repository's allocation counter preloaded (LD_PRELOAD), which counts the live heap exactly.
 
     python3 cycles_child.py routed|relayed COUNT
@@ -17,19 +17,28 @@ from otsession import AudioSource, Role
 from session_recorder import SessionRecorder
 
 counter = ctypes.CDLL(None)
-for name in ("ot_alloc_live_bytes", "ot_alloc_live_blocks", "ot_alloc_dispatch_continuation_bytes",
-             "ot_alloc_dispatch_continuation_blocks"):
+for name in ("ot_alloc_live_bytes", "ot_alloc_live_blocks"):
     getattr(counter, name).restype = ctypes.c_longlong
 
 
 def live():
-    """Live heap less libdispatch's cached work items, after a garbage collection (objects in reference cycles wait
-    for one): the smallest of ten samples over half a second."""
+    """The live heap once idle, after a garbage collection (objects in reference cycles wait for one): when the number
+    of threads has not changed for 6 s (at most 30 s), idle libdispatch workers have exited (after 5 s) with their
+    per-thread state and cached work items, which otherwise come and go with the number of threads; then the smallest
+    of ten samples over half a second. Every block counts (subtracting libdispatch's cached continuations drifted in
+    the C test by two blocks a cycle, which would hide a leak of that size)."""
     gc.collect()
+    threads, stable = resources()[1], 0.0
+    waited = 0.0
+    while stable < 6 and waited < 30:
+        time.sleep(0.25)
+        waited += 0.25
+        now = resources()[1]
+        stable = stable + 0.25 if now == threads else 0.0
+        threads = now
     samples = []
     for _ in range(10):
-        samples.append((counter.ot_alloc_live_bytes() - counter.ot_alloc_dispatch_continuation_bytes(),
-                        counter.ot_alloc_live_blocks() - counter.ot_alloc_dispatch_continuation_blocks()))
+        samples.append((counter.ot_alloc_live_bytes(), counter.ot_alloc_live_blocks()))
         time.sleep(0.05)
     return min(samples)
 
@@ -87,24 +96,25 @@ def cycle(server, sid):
 
 def main():
     kind, count = sys.argv[1], int(sys.argv[2])
-    # libotsession.so links libdispatch statically: the counter learns where its work items come from.
-    counter.ot_alloc_note_dispatch_in(ctypes.cast(otsession._lib.lib().dll.ot_session_new, ctypes.c_void_p))
     with otsession.Server(api_key="4700009", api_secret="cd" * 20) as server:
         sid = server.create_session(relayed=kind == "relayed")
         for _ in range(10):  # warm-up: the library's and Python's per-thread state, type caches
             cycle(server, sid)
         time.sleep(0.3)
         fds, threads = resources()
-        before = live()
-        for _ in range(count):
-            cycle(server, sid)
-        deadline = time.time() + 5
-        while time.time() < deadline and (resources()[0] > fds + 2 or resources()[1] > threads + 4):
-            time.sleep(0.05)
-        after = live()
+        # The live heap after the warm-up, after an early and after a late batch of half the cycles each: caches
+        # filling up grow the early batch only, a leak grows every batch by the same amount.
+        heap = [live()]
+        for _ in range(2):
+            for _ in range(count // 2):
+                cycle(server, sid)
+            deadline = time.time() + 5
+            while time.time() < deadline and (resources()[0] > fds + 2 or resources()[1] > threads + 4):
+                time.sleep(0.05)
+            heap.append(live())
         fds_after, threads_after = resources()
     print(json.dumps({"kind": kind, "count": count, "fds": [fds, fds_after], "threads": [threads, threads_after],
-                      "live_bytes": [before[0], after[0]], "live_blocks": [before[1], after[1]]}))
+                      "live_bytes": [h[0] for h in heap], "live_blocks": [h[1] for h in heap]}))
 
 
 if __name__ == "__main__":
