@@ -949,8 +949,9 @@ char const * ot_stream_get_id(ot_stream const * stream);
 /// OT_ERR_INVALID_PARAM for NULL arguments, OT_ERR_INVALID_HANDLE for a stale or foreign handle.
 ot_status ot_stream_get_info(ot_stream const * stream, ot_stream_info * info);
 
-/// Deletes a subscriber: waits for its callback in flight (unless called from inside one); no callback of
-/// it fires after this returns. Unsubscribe first to end the media connection.
+/// Deletes a subscriber: ends its subscription if it is subscribed (as ot_session_unsubscribe: its media connection
+/// closes and the publisher, or the media router, stops sending to it), waits for its callback in flight (unless
+/// called from inside one); no callback of it fires after this returns.
 ot_status ot_subscriber_delete(ot_subscriber * subscriber);
 
 /// Copies the W3C-named RTC stats report (JSON) into `buf`; OT_ERR_BUFFER_TOO_SMALL when it does not fit.

@@ -5,13 +5,13 @@ import OTSession
 import Synchronization
 
 /// The object behind an `ot_subscriber *`: the Swift Subscriber, its C callbacks, and the session it subscribes in (its
-/// callbacks go where that session's go, in one order).
+/// callbacks go where that session's go, in one order; deleting the subscriber ends the subscription there).
 final class SubscriberObject: @unchecked Sendable {
     let subscriber: Subscriber
     let owner = CallbackOwner()
     let callbacks: ot_subscriber_callbacks
-    /// Whether the stream is this client's own (known once subscribed).
-    private let attached = Mutex<(sink: CallbackSink?, own: Bool)>((nil, false))
+    /// The session it was last subscribed in, and whether the stream is this client's own (known once subscribed).
+    private let attached = Mutex<(sink: CallbackSink?, own: Bool, session: SessionObject?)>((nil, false, nil))
     private let adapter: SubscriberAdapter
     private let handleBits = Atomic<UInt>(0)
 
@@ -28,17 +28,22 @@ final class SubscriberObject: @unchecked Sendable {
     var sink: CallbackSink? { attached.withLock { $0.sink } }
 
     /// Subscribing in `session`: callbacks go where the session's go from now on; returns what it was.
-    func attach(to session: SessionObject) -> (sink: CallbackSink?, own: Bool) {
+    func attach(to session: SessionObject) -> (sink: CallbackSink?, own: Bool, session: SessionObject?) {
         let own = session.session.isOwn(subscriber.stream)
-        return attached.withLock { a in defer { a = (session.sink, own) }; return a }
+        return attached.withLock { a in defer { a = (session.sink, own, session) }; return a }
     }
-    func restore(_ previous: (sink: CallbackSink?, own: Bool)) { attached.withLock { $0 = previous } }
+    /// Undoes `attach` (the subscribe was refused).
+    func restore(_ previous: (sink: CallbackSink?, own: Bool, session: SessionObject?)) { attached.withLock { $0 = previous } }
 
     /// The stream as a handle's object.
     func streamObject() -> StreamObject { StreamObject(subscriber.stream, own: attached.withLock { $0.own }) }
 
+    /// Ends the subscription if it goes on (its receive pipelines and peer connection with it: nothing else could end it
+    /// once the handle is gone), and stops callbacks (waiting for the one in flight).
     func close() {
         subscriber.delegate = nil
+        if let s = attached.withLock({ $0.session }) { try? s.session.unsubscribe(subscriber) }
+        attached.withLock { $0.session = nil }
         owner.close()
     }
 }
@@ -169,8 +174,9 @@ private func subscriberSettings(_ c: ot_subscriber_settings) -> Result<Subscribe
     }
 }
 
-/// Deletes a subscriber: waits for its callback in flight (unless called from inside one); no callback of
-/// it fires after this returns. Unsubscribe first to end the media connection.
+/// Deletes a subscriber: ends its subscription if it is subscribed (as ot_session_unsubscribe: its media connection
+/// closes and the publisher, or the media router, stops sending to it), waits for its callback in flight (unless
+/// called from inside one); no callback of it fires after this returns.
 @c(ot_subscriber_delete) public func ot_subscriber_delete(_ subscriber: UnsafeMutablePointer<ot_subscriber>?) -> ot_status {
     deleteObject(subscriber, as: SubscriberObject.self) { $0.close() }
 }

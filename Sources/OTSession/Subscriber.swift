@@ -231,7 +231,7 @@ public final class Subscriber: SessionMediaClient, MediaSignalingPeer, @unchecke
                 control = c
             }
         } catch {
-            mediaQueue.sync { e.stop() }
+            _ = mediaQueue.sync { e.stop() }
             lock.withLock { engine = nil; active = false; self.session = nil }
             throw error
         }
@@ -253,7 +253,7 @@ public final class Subscriber: SessionMediaClient, MediaSignalingPeer, @unchecke
             }
             control = nil
         }
-        let final = onMedia { () -> SubscriberStats in e.stop(); return e.currentStats() }
+        let final = onMedia { e.stop() }
         lock.withLock { _lastStats = final }
         s?.media.detach(self)
     }

@@ -183,8 +183,12 @@ final class SubscriberEngine: @unchecked Sendable {
         if let ssrc = videoSSRC { link?.requestKeyframe(ssrc: ssrc) }
     }
 
-    func stop() {
-        guard running || link != nil else { return }
+    /// Ends the subscription's media: the tick stops, the playout leaves the mixer, the peer connection closes (telling
+    /// the other side, so the publisher or the media router stops sending) and the receive pipelines (jitter buffers,
+    /// decoders) are released. Returns the counters as they were just before.
+    func stop() -> SubscriberStats {
+        let final = currentStats()
+        guard running || link != nil else { return final }
         running = false
         connected = false
         timer?.cancel()
@@ -196,6 +200,9 @@ final class SubscriberEngine: @unchecked Sendable {
         fifo = nil
         link?.close()
         link = nil
+        video = nil
+        audio = nil
+        return final
     }
 
     // MARK: signaling (executor → queue)

@@ -62,12 +62,14 @@ public struct SDPNegotiatedMedia: Equatable, Sendable {
     /// Remote (media SSRC, RTX SSRC) pairs from `a=ssrc-group:FID`.
     public var remoteRTXSSRCs: [UInt32: UInt32]
     public var direction: SDPDirection
-    /// RED and ULPFEC payload types (video), when both sides list both: FEC may be sent inside RED.
+    /// RED and ULPFEC payload types (video), when both sides list both: FEC may be sent inside RED. (Reading an answer
+    /// for a section we only receive: our offer's when the answer left them out, see `otherCodecs`.)
     public var redPayloadType: UInt8? = nil
     public var ulpfecPayloadType: UInt8? = nil
-    /// The answer's other codecs that a format of ours matches (when we read a remote answer): the answerer may send
-    /// any of them (a browser answering our offer sends in our order, whatever its own preference), so we receive them
-    /// all. With their RTX payload types (RTX → media payload type).
+    /// The other codecs we receive (when we read a remote answer): the answer's others that a format of ours matches,
+    /// and those of our offer that the answer left out. The answerer may send any of them: a browser answering our
+    /// offer sends our first codec whatever its own preference, even one its answer does not list. With their RTX
+    /// payload types (RTX → media payload type).
     public var otherCodecs: [SDPCodec] = []
     public var otherRTXPayloadTypes: [UInt8: UInt8] = [:]
 }
@@ -204,6 +206,11 @@ public enum SDPNegotiation {
         return (creds.ufrag, creds.pwd, fp)
     }
 
+    /// The RTX payload type (RFC 4588) that `codecs` pair with media payload type `pt` (`apt`), if any.
+    private static func rtxPayloadType(of pt: UInt8, in codecs: [SDPCodec]) -> UInt8? {
+        codecs.first { $0.name.lowercased() == "rtx" && $0.fmtpParameters["apt"] == String(pt) }?.payloadType
+    }
+
     /// What one remote section agrees to: the first of its codecs (in its order) that one of `formats` matches.
     /// With `localOrder`, the first of `formats` that one of its codecs matches.
     private static func negotiateMedia(remote m: SDPMedia, formats: [any RTPPayloadFormat], localCodecs: [SDPCodec], remoteIsOffer: Bool,
@@ -220,8 +227,7 @@ public enum SDPNegotiation {
         let feedback = codec.rtcpFeedback.filter { format.rtcpFeedback.contains($0) }
         codec.rtcpFeedback = feedback
         func rtxType(_ pt: UInt8) -> UInt8? {
-            localCodecs.contains { $0.name == "rtx" }
-                ? m.codecs.first { $0.name.lowercased() == "rtx" && $0.fmtpParameters["apt"] == String(pt) }?.payloadType : nil
+            localCodecs.contains { $0.name == "rtx" } ? rtxPayloadType(of: pt, in: m.codecs) : nil
         }
         let rtx = rtxType(codec.payloadType)
         var fid: [UInt32: UInt32] = [:]
@@ -354,6 +360,28 @@ public enum SDPNegotiation {
         return (sd, neg)
     }
 
+    /// What the answerer may send us besides what its answer lists: the rest of our offer (RFC 3264 §5.1 has the offerer
+    /// ready to receive every format of its offer). Chromium, answering with codec preferences or a munged answer, sends
+    /// the offer's first codec and wraps video in the offer's RED whatever its answer lists. So our offered codecs the
+    /// answer left out (with their RTX, when RTX was agreed) and, in a section we only receive, our RED and ULPFEC, each
+    /// under our payload type unless the answer uses that type for something else. (Sending, we keep to the answer.)
+    private static func receiveOfferedFormats(_ n: inout SDPNegotiatedMedia, offered om: SDPMedia, answered m: SDPMedia,
+                                              formats: [any RTPPayloadFormat]) {
+        let answered = Set(m.codecs.map(\.payloadType))
+        for c in om.codecs where !answered.contains(c.payloadType) && formats.contains(where: { $0.matches(c) }) {
+            n.otherCodecs.append(c)
+            if n.rtxPayloadType != nil, let r = rtxPayloadType(of: c.payloadType, in: om.codecs), !answered.contains(r) {
+                n.otherRTXPayloadTypes[r] = c.payloadType
+            }
+        }
+        if n.redPayloadType == nil, n.direction == .recvonly, let red = om.codec(named: "red"), let ulpfec = om.codec(named: "ulpfec"),
+           red.clockRate == n.codec.clockRate, ulpfec.clockRate == n.codec.clockRate,
+           !answered.contains(red.payloadType), !answered.contains(ulpfec.payloadType) {
+            n.redPayloadType = red.payloadType
+            n.ulpfecPayloadType = ulpfec.payloadType
+        }
+    }
+
     /// Reads the remote answer to our offer: the transport is that of its BUNDLE tag (or of its first accepted
     /// section when it did not bundle).
     public static func accept(answer: SessionDescription, offer: SessionDescription) throws -> SDPNegotiated {
@@ -379,6 +407,7 @@ public enum SDPNegotiation {
                 case .recvonly: .sendonly
                 case .inactive: .inactive
                 }
+                receiveOfferedFormats(&n, offered: om, answered: m, formats: formats)
                 agreed.append(n)
             }
         }

@@ -229,13 +229,19 @@ final class SDPTests: XCTestCase {
         XCTAssertEqual(answer.media[1].port, 0)
     }
 
-    func testAnAnswerListingSeveralOfOurCodecsMapsThemAll() throws {
+    /// The parameters of an offerer of both our video codecs (VP8 first) and its offer, and those of an answerer with
+    /// VP9 only.
+    private func bothCodecsOfferedToAVP9Answerer() -> (a: SDPLocalParameters, offer: SessionDescription, b: SDPLocalParameters) {
         let fp = SDPFingerprint(algorithm: "sha-256", bytes: Array(0..<32))
         var a = SDPLocalParameters(iceUfrag: "aaaa", icePwd: "aaaaaaaaaaaaaaaaaaaaaa", fingerprint: fp)
         a.videoFormats = PayloadFormats.video
-        let offer = SDPNegotiation.offer(a)
         var b = SDPLocalParameters(iceUfrag: "bbbb", icePwd: "bbbbbbbbbbbbbbbbbbbbbb", fingerprint: fp)
         b.videoFormats = [PayloadFormats.vp9]
+        return (a, SDPNegotiation.offer(a), b)
+    }
+
+    func testAnAnswerListingSeveralOfOurCodecsMapsThemAll() throws {
+        let (_, offer, b) = bothCodecsOfferedToAVP9Answerer()
         var (answer, _) = try SDPNegotiation.answer(to: offer, local: b)
         // A browser answers with every codec both sides have, its preference first (VP9), and may send any of them.
         let vp8 = offer.media[1].codecs.filter { $0.payloadType == 96 || $0.payloadType == 97 }
@@ -247,6 +253,45 @@ final class SDPTests: XCTestCase {
         XCTAssertEqual(neg.media[1].otherRTXPayloadTypes, [97: 96])
         // Answering, we list one codec: the offerer sends that one.
         XCTAssertTrue(try SDPNegotiation.answer(to: offer, local: b).1.media[1].otherCodecs.isEmpty)
+    }
+
+    func testWeStillReceiveTheOfferedFormatsAnAnswerLeftOut() throws {
+        var (a, offer, b) = bothCodecsOfferedToAVP9Answerer()
+        b.videoTrack = SDPLocalTrack(ssrc: 5, rtxSSRC: 6, streamID: "s", trackID: "v", cname: "b")
+        // Chromium with codec preferences of VP9 only answers VP9 only, and sends the offer's first codec (VP8) all the
+        // same: its packets and their retransmissions are VP8's.
+        let (answer, _) = try SDPNegotiation.answer(to: offer, local: b)
+        XCTAssertEqual(answer.media[1].codecs.map(\.name), ["VP9", "rtx", "red", "ulpfec"])
+        let neg = try SDPNegotiation.accept(answer: try SessionDescription.parse(answer.serialized()), offer: offer)
+        XCTAssertEqual(neg.media[1].format?.name, "VP9", "the answer's codec")
+        XCTAssertEqual(neg.media[1].payloadFormats.mapValues(\.name), [98: "VP9", 99: "VP9", 96: "VP8", 97: "VP8", 100: "VP9", 101: "VP9"])
+        XCTAssertEqual(neg.media[1].otherRTXPayloadTypes, [97: 96])
+        XCTAssertEqual(neg.media[0].payloadFormats.mapValues(\.name), [111: "opus"])
+        // An answer that gives one of our offered payload types to another codec keeps its meaning.
+        var reused = answer
+        reused.media[1].codecs[0].payloadType = 96
+        reused.media[1].formats[0] = "96"
+        let n2 = try SDPNegotiation.accept(answer: try SessionDescription.parse(reused.serialized()), offer: offer)
+        XCTAssertEqual(n2.media[1].payloadFormats[96]?.name, "VP9")
+        XCTAssertNil(n2.media[1].otherRTXPayloadTypes[97], "97 resends 96, which is VP9 in this answer")
+        // A (munged) answer without RED and ULPFEC: Chromium wraps video in the offer's RED all the same. We take them
+        // from our offer in a section we only receive (subscribers), never in one we send in.
+        var noFEC = answer
+        noFEC.media[1].codecs.removeAll { ["red", "ulpfec"].contains($0.name) }
+        noFEC.media[1].formats = noFEC.media[1].codecs.map { String($0.payloadType) }
+        let n3 = try SDPNegotiation.accept(answer: try SessionDescription.parse(noFEC.serialized()), offer: offer)
+        XCTAssertEqual(n3.media[1].direction, .recvonly)
+        XCTAssertEqual(n3.media[1].redPayloadType, 100)
+        XCTAssertEqual(n3.media[1].ulpfecPayloadType, 101)
+        XCTAssertEqual(n3.media[1].payloadFormats.mapValues(\.name), [98: "VP9", 99: "VP9", 96: "VP8", 97: "VP8", 100: "VP9", 101: "VP9"])
+        a.videoTrack = SDPLocalTrack(ssrc: 7, rtxSSRC: 8, streamID: "s", trackID: "a", cname: "a")
+        let sendingOffer = SDPNegotiation.offer(a)
+        var sendingAnswer = try SDPNegotiation.answer(to: sendingOffer, local: b).0
+        sendingAnswer.media[1].codecs.removeAll { ["red", "ulpfec"].contains($0.name) }
+        sendingAnswer.media[1].formats = sendingAnswer.media[1].codecs.map { String($0.payloadType) }
+        let n4 = try SDPNegotiation.accept(answer: try SessionDescription.parse(sendingAnswer.serialized()), offer: sendingOffer)
+        XCTAssertEqual(n4.media[1].direction, .sendrecv)
+        XCTAssertNil(n4.media[1].redPayloadType, "no FEC sent that the answer did not agree to")
     }
 
     func testOfferAnswerBetweenTwoLocalPeers() throws {

@@ -6,6 +6,8 @@ the Python package on the other side. Routed and relayed:
   decodes with its fake microphone (a 660 Hz tone); the native side reads the test pattern's stamps back in order from
   the browser's stream (native → browser → native) and finds 660 Hz in its audio; the page counts decoded frames
   of the right size and finds 440 Hz with WebAudio; signals go both ways;
+- VP9 both ways (the page's preferredVideoCodecs, relayed too); a relayed page whose answer lists VP9 only (munged)
+  still reaches a native subscriber, whatever codec Chromium sends;
 - a page publishing in a relayed session refuses, naming its codec, a native subscriber whose offer lists none of its
   preferred codecs, as a native publisher does;
 - a viewer page (no camera permission: Chromium signals mDNS `.local` host candidates) receives the native stream;
@@ -225,10 +227,60 @@ def test_vp9_from_a_native_publisher_to_the_page_and_from_the_page_to_a_native_s
         assert next(o["mimeType"] for o in report if o["id"] == inbound["codecId"]) == sent, report
         assert inbound["framesDecoded"] >= 30, inbound
         # Routed, the router takes the page's first preference. Relayed, the page answers the native subscriber's
-        # offer (VP8 first), and Chromium sends the offerer's first codec whatever its own preference: the subscriber
-        # decodes whichever of its offered codecs arrives.
-        if mode == "routed":
-            assert sent == "video/VP9"
+        # offer (VP8 first) and picks its send codec itself (RTCRtpEncodingParameters.codec), as a native publisher does.
+        assert sent == "video/VP9"
+        native.unsubscribe(viewer)
+        viewer.close()
+
+
+# Keeps only VP9 (and its RTX) in the video section of the answers the page makes, as a page whose browser had no other
+# codec in common would answer.
+VP9_ONLY_ANSWERS = r"""(() => {
+  const set = RTCPeerConnection.prototype.setLocalDescription;
+  RTCPeerConnection.prototype.setLocalDescription = function (d) {
+    if (!d || d.type !== "answer") return set.call(this, d);
+    const out = [];
+    let video = false, keep = new Set();
+    for (const line of d.sdp.split("\r\n")) {
+      if (line.startsWith("m=")) video = line.startsWith("m=video");
+      if (!video) { out.push(line); continue; }
+      if (line.startsWith("m=video")) {
+        keep = new Set([...d.sdp.matchAll(/a=rtpmap:(\d+) VP9\//g)].map((x) => x[1]));
+        for (const x of d.sdp.matchAll(/a=fmtp:(\d+) apt=(\d+)/g)) if (keep.has(x[2])) keep.add(x[1]);
+        const f = line.split(" ");
+        out.push([...f.slice(0, 3), ...f.slice(3).filter((pt) => keep.has(pt))].join(" "));
+        continue;
+      }
+      const pt = /^a=(?:rtpmap|fmtp|rtcp-fb):(\d+)/.exec(line);
+      if (!pt || keep.has(pt[1])) out.push(line);
+    }
+    window.answeredVideo = out.filter((l) => l.startsWith("m=video"))[0] || null;
+    return set.call(this, { type: "answer", sdp: out.join("\r\n") });
+  };
+  return true;
+})()"""
+
+
+def test_a_relayed_page_whose_answer_lists_vp9_only_reaches_a_native_subscriber(chromium, server):
+    """The page answers a native subscriber's offer (VP8 first, then VP9) with VP9 only (its answer munged), and
+    Chromium sends what it chooses, the offer's first codec (VP8, which the answer does not list) or VP9: the native
+    subscriber, which offered both, decodes that codec, as it reports (W3C codec stats)."""
+    sid = server.create_session(relayed=True)
+    with native_and_page(chromium, server, sid) as (native, page):
+        page.call("connect", server.api_key, sid, server.token(sid, "publisher", data="browser"))
+        assert page.js(VP9_ONLY_ANSWERS)
+        page.call("publish", {"name": "browser"})
+        viewer = Viewer(native.stream_named("browser"))
+        native.subscribe(viewer)
+        viewer.expect("connected", timeout=20)
+        assert wait_until(lambda: len(viewer.frames) >= 30, timeout=20), (len(viewer.frames), viewer.stats, page.log())
+        answered = page.js("window.answeredVideo")
+        assert answered and answered.split(" ")[3:] and "96" not in answered.split(" ")[3:], answered
+        sent = page.call("videoCodec", "publisher")
+        report = json.loads(viewer.rtc_stats_report())
+        inbound = next(o for o in report if o["type"] == "inbound-rtp" and o["kind"] == "video")
+        assert next(o["mimeType"] for o in report if o["id"] == inbound["codecId"]) == sent, report
+        assert inbound["framesDecoded"] >= 30, inbound
         native.unsubscribe(viewer)
         viewer.close()
 

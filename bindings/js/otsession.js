@@ -215,6 +215,20 @@ function preferVideoCodecs(transceiver, names) {
   transceiver.setCodecPreferences(codecs.map((c, i) => [rank(c), i, c]).sort((a, b) => a[0] - b[0] || a[1] - b[1]).map((x) => x[2]));
 }
 
+/** Relayed: makes the sender of an answered video transceiver send the first of the codecs named in `names` (the
+ * publisher property `preferredVideoCodecs`) that the answer agreed, as a native publisher does: answering, Chromium
+ * otherwise sends the offer's first codec whatever its codec preferences (`RTCRtpEncodingParameters.codec`; browsers
+ * without it keep sending that one). */
+async function sendPreferredVideoCodec(sender, names) {
+  if (!Array.isArray(names) || names.length === 0) return;
+  const params = sender.getParameters();
+  const agreed = params.codecs ?? [];
+  const codec = names.map((n) => agreed.find((c) => c.mimeType.toLowerCase() === `video/${n}`.toLowerCase())).find(Boolean);
+  if (!codec || !params.encodings?.length) return;
+  for (const e of params.encodings) e.codec = { mimeType: codec.mimeType, clockRate: codec.clockRate, sdpFmtpLine: codec.sdpFmtpLine };
+  await sender.setParameters(params).catch((e) => console.warn(`otsession.js: cannot send ${codec.mimeType}: ${e.message || e}`));
+}
+
 /** The encoding names (`a=rtpmap`, lower case) of the video sections of `sdp` that are not rejected (port 0); null
  * when it has no such section, i.e. asks for no video. */
 function offeredVideoCodecs(sdp) {
@@ -588,6 +602,8 @@ export class Publisher extends Emitter {
         }
       }
       await peer.pc.setLocalDescription(await peer.pc.createAnswer());
+      const video = peer.pc.getTransceivers().find((t) => t.receiver.track?.kind === "video" && t.direction === "sendonly");
+      if (video) await sendPreferredVideoCodec(video.sender, this.properties.preferredVideoCodecs);
       session._sendMedia({ type: "mediaAnswer", peerId: m.peerId, sdp: peer.pc.localDescription.sdp });
     }, (e) => {
       console.warn(`otsession.js: refused an offer from ${m.from}: ${e.message || e}`);

@@ -356,6 +356,7 @@ class Subscriber:
         return buf.value.decode()
 
     def close(self) -> None:
+        """Deletes the subscriber; a subscription still going on ends with it (as Session.unsubscribe)."""
         if self._h:
             h, self._h = self._h, None
             check(lib().fn.ot_subscriber_delete(h), "Subscriber.close")

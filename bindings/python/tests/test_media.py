@@ -4,6 +4,9 @@ import json
 import math
 import threading
 import time
+import urllib.request
+
+import jwt
 
 import pytest
 
@@ -128,6 +131,45 @@ def test_custom_capturer_frames_in_nv12(joined):
         pub.provide_video_frame(PixelFormat.NV12, 64, 48, [y], [64], 0)
     assert e.value.code == ErrorCode.INVALID_PARAM           # wrong plane count
     viewer.close()
+    pub.close()
+
+
+def router_subscribers(server, stream_id):
+    """How many subscribers the media router forwards `stream_id` to (the REST API's /v2/stats; 0 when it has none)."""
+    now = int(time.time())
+    auth = jwt.encode({"iss": server.api_key, "ist": "project", "iat": now, "exp": now + 60}, server.api_secret,
+                      algorithm="HS256")
+    req = urllib.request.Request(server.url.rstrip("/") + "/v2/stats", headers={"X-OPENTOK-AUTH": auth})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        sessions = json.load(r)["sessions"]
+    return sum(s["streams"].get(stream_id, {}).get("subscribers", 0) for s in sessions.values())
+
+
+def test_closing_a_subscriber_ends_its_subscription(joined):
+    """Subscriber.close (ot_subscriber_delete) without unsubscribing first, three times, then a fourth subscriber that
+    stays: the closed ones' subscriptions end with them, so the publisher (relayed) or the media router (routed) sends
+    to the live one only, and it still receives."""
+    server, pub_s, sub_s, streams = joined
+    pub = otsession.Publisher("closed", width=160, height=120)
+    pub_s.publish(pub)
+    stream = streams.get(timeout=10)
+    for _ in range(3):
+        viewer = Viewer(stream)
+        sub_s.subscribe(viewer)
+        assert wait_until(lambda: len(viewer.frames) >= 3), len(viewer.frames)
+        viewer.close()
+    live = Viewer(stream)
+    sub_s.subscribe(live)
+    assert wait_until(lambda: len(live.frames) >= 3), len(live.frames)
+    if sub_s.relayed:
+        assert wait_until(lambda: pub.stats["connections"] == 1), pub.stats["connections"]
+    else:
+        assert wait_until(lambda: router_subscribers(server, stream.id) == 1), router_subscribers(server, stream.id)
+    got = len(live.frames)
+    assert wait_until(lambda: len(live.frames) >= got + 15), (got, len(live.frames))
+    sub_s.unsubscribe(live)
+    live.close()
+    pub_s.unpublish(pub)
     pub.close()
 
 
