@@ -50,6 +50,9 @@ public enum ICEEvent: Sendable, Equatable {
     case localCandidate(SDPCandidate)
     /// Every STUN server asked by `gatherServerReflexive` answered or timed out.
     case gatheringComplete
+    /// The selected pair's round-trip time, measured by a check or consent request sent once and answered on it
+    /// (smoothed per pair, RFC 6298): on selection when the pair has one, then at each new sample.
+    case roundTripTime(Duration)
 }
 
 /// Settings of an ICE agent. Durations are the engine's timers; tests may shorten them.
@@ -89,6 +92,10 @@ public struct ICEConfig: Sendable {
     public var consentInterval: Duration = .seconds(5)
     public var disconnectedTimeout: Duration = .seconds(10)
     public var consentTimeout: Duration = .seconds(30)
+    /// A pair selected without a round-trip time (every answered check on it had been retransmitted: Karn's rule) gets
+    /// consent requests at once and every check RTO, up to this many, until one is answered: what it measures is the
+    /// path's round trip before media starts (RTP sessions start from it), not a default.
+    public var roundTripProbes = 4
 
     public init(role: ICERole, localUfrag: String, localPwd: String, tieBreaker: UInt64, seed: UInt64, lite: Bool = false) {
         self.role = lite ? .controlled : role
@@ -122,6 +129,8 @@ public final class ICEAgent {
         var mapped: TransportAddress?
         /// A valid check of the peer's (or its DTLS: `handlePeerHandshake`) arrived on this pair, or one of ours succeeded on it.
         var works = false
+        /// Smoothed round-trip time of requests sent once on this pair and answered (RFC 6298 SRTT).
+        var roundTripTime: Duration?
     }
 
     struct Transaction {
@@ -163,12 +172,15 @@ public final class ICEAgent {
     private var selectedPairIndex: Int?
     private var lastConsentAt: Instant?
     private var nextConsentAt: Instant?
+    /// Round-trip probes sent on the selected pair (`ICEConfig.roundTripProbes`).
+    private var probesSent = 0
     /// RFC 7675 §5.1: consent for the selected pair expired (no answer to consent checks, or no checks from the
     /// peer for a lite agent, for `consentTimeout`). Nothing but STUN may then go to the peer: media and DTLS
     /// stop until a pair is selected again (after an ICE restart, whose checks give the new pair consent).
     public private(set) var consentExpired = false
     private var remoteCandidatesComplete = false
-    /// Smoothed round-trip time of connectivity checks (RFC 6298), nil until one answered check was sent only once.
+    /// Smoothed round-trip time of connectivity checks on any pair (RFC 6298; it times new checks), nil until one
+    /// answered check was sent only once.
     public private(set) var roundTripTime: Duration?
     private var rttVariation: Duration = .zero
     private var rng: SeededRandom
@@ -205,6 +217,9 @@ public final class ICEAgent {
         guard let local = selected?.local.address, let remote = selected?.remote.address else { return nil }
         return (local, remote)
     }
+
+    /// The selected pair's round-trip time (nil before a request sent once on it was answered; `.roundTripTime` reports it).
+    public var selectedPairRoundTripTime: Duration? { selectedPairIndex.flatMap { $0 < pairs.count ? pairs[$0].roundTripTime : nil } }
 
     // MARK: candidates and credentials
 
@@ -482,9 +497,16 @@ public final class ICEAgent {
         }
     }
 
-    /// RFC 6298 §2: SRTT and RTTVAR from a sample.
-    private func sampleRoundTripTime(_ r: Duration) {
+    /// RFC 6298 §2: SRTT and RTTVAR from a sample, the agent's and pair `p`'s; the selected pair's is reported, and once
+    /// it has one its probes stop (the next consent request goes after the usual interval).
+    private func sampleRoundTripTime(_ r: Duration, pair p: Int, now: Instant) {
         guard r >= .zero else { return }
+        pairs[p].roundTripTime = pairs[p].roundTripTime.map { ($0 * 7 + r) / 8 } ?? r
+        if p == selectedPairIndex, let srtt = pairs[p].roundTripTime {
+            if probesSent > 0, !config.lite { nextConsentAt = now + jittered(config.consentInterval) }
+            probesSent = 0
+            events.push(.roundTripTime(srtt))
+        }
         guard let srtt = roundTripTime else {
             roundTripTime = r
             rttVariation = r / 2
@@ -521,9 +543,9 @@ public final class ICEAgent {
         }
         guard let pwd = remotePwd, msg.verifyIntegrity(key: Array(pwd.utf8)) else { return }
         transactions[msg.transactionID] = nil
-        if t.transmissions == 1, from == t.destination { sampleRoundTripTime(now - t.sentAt) }
         let p = t.pair
         guard p < pairs.count else { return }
+        if t.transmissions == 1, from == t.destination { sampleRoundTripTime(now - t.sentAt, pair: p, now: now) }
         if t.consent {
             if msg.messageClass == .success, from == t.destination {
                 lastConsentAt = now
@@ -591,8 +613,16 @@ public final class ICEAgent {
         lastConsentAt = now
         // The pair's check (or the peer's nominating check, after our answer to it) just succeeded: consent.
         consentExpired = false
-        if nextConsentAt == nil && !config.lite { nextConsentAt = now + jittered(config.consentInterval) }
-        if changed { events.push(.selectedPairChanged(local: lc, remote: rc)) }
+        if changed { probesSent = 0 }
+        if !config.lite {
+            // Without a round trip on the pair, probe it at once (`ICEConfig.roundTripProbes`).
+            if pairs[p].roundTripTime == nil, changed, config.roundTripProbes > 0 { nextConsentAt = now }
+            else if nextConsentAt == nil { nextConsentAt = now + jittered(config.consentInterval) }
+        }
+        if changed {
+            events.push(.selectedPairChanged(local: lc, remote: rc))
+            if let rtt = pairs[p].roundTripTime { events.push(.roundTripTime(rtt)) }
+        }
         if !state.isConnected { setState(.connected) }
     }
 
@@ -693,7 +723,9 @@ public final class ICEAgent {
             }
         }
         if let at = nextConsentAt, at <= now, let p = selectedPairIndex, state != .failed {
-            nextConsentAt = now + jittered(config.consentInterval)
+            let probe = pairs[p].roundTripTime == nil && probesSent < config.roundTripProbes
+            if probe { probesSent += 1 }
+            nextConsentAt = now + (probe && probesSent < config.roundTripProbes ? checkRTO : jittered(config.consentInterval))
             sendRequest(p, useCandidate: false, consent: true, now: now)
         }
     }

@@ -233,6 +233,10 @@ public final class PeerConnection {
     private var fecLoss = TransportFeedbackLoss()
     private var fecLossSince: Instant?
     private var smoothedLoss: Double?
+    /// The RTP session's round-trip time was measured on the path (ICE's selected pair or RTCP), not a default or the
+    /// DTLS handshake's estimate (which holds the peer's handshake processing: 31–100 ms on loopback): FEC is decided
+    /// on it only then.
+    private var pathRoundTripMeasured = false
     /// RTX payload type -> media SSRC, for a section whose RTX SSRC was not declared.
     private var rtxBySection: [UInt8: UInt32] = [:]
     private var events = FIFO<PeerConnectionEvent>()
@@ -581,7 +585,7 @@ public final class PeerConnection {
         guard now - since >= .seconds(1), let loss = fecLoss.take() else { return }
         fecLossSince = now
         smoothedLoss = smoothedLoss.map { ($0 + loss) / 2 } ?? loss
-        let protection = ULPFECSender.protection(forLoss: smoothedLoss ?? 0, roundTripTime: rtpSession.rtt)
+        let protection = pathRoundTripMeasured ? ULPFECSender.protection(forLoss: smoothedLoss ?? 0, roundTripTime: rtpSession.rtt) : 0
         for ssrc in Array(fecSenders.keys) { fecSenders[ssrc]?.protection = protection }
     }
 
@@ -851,6 +855,7 @@ public final class PeerConnection {
             switch e {
             case .keyframeRequested(let s): counters.keyframeRequestsReceived += 1; events.push(.keyframeRequested(ssrc: s))
             case .roundTripTime(let d):
+                pathRoundTripMeasured = true
                 counters.roundTripTime = d
                 estimator?.updateRoundTripTime(d)
                 events.push(.roundTripTime(d))
@@ -887,6 +892,10 @@ public final class PeerConnection {
                 events.push(.failed(OTError(isConnected ? .connectionDropped : .connectionFailed, "ICE failed: no working candidate pair")))
             }
         case .localCandidate(let c): events.push(.localCandidate(c))
+        case .roundTripTime(let d):
+            // The path's round trip before any media: NACK retries and waits start from it until RTCP measures one.
+            rtpSession.setInitialRoundTripTime(d)
+            pathRoundTripMeasured = true
         case .selectedPairChanged, .roleChanged, .gatheringComplete: break
         }
     }
@@ -898,8 +907,9 @@ public final class PeerConnection {
             do {
                 srtp = try SRTPContext(profile: km.profile, keys: SRTPKeys(local: km.localKey + km.localSalt, remote: km.remoteKey + km.remoteSalt))
             } catch { return fail(OTError(.internalError, "SRTP: \(error)")) }
-            // NACK retries and waits start from the path's round-trip time before RTCP has measured one.
-            if let rtt = transport.ice.roundTripTime ?? transport.dtls.roundTripTime { rtpSession.setInitialRoundTripTime(rtt) }
+            // Without the selected pair's round trip (ICE-lite, or not measured yet), NACK retries and waits start from the
+            // handshake's until ICE or RTCP measures one.
+            if transport.ice.selectedPairRoundTripTime == nil, let rtt = transport.dtls.roundTripTime { rtpSession.setInitialRoundTripTime(rtt) }
             if let pair = transport.ice.selectedPair {
                 isConnected = true
                 events.push(.connected(local: pair.local, remote: pair.remote))

@@ -50,8 +50,12 @@ public struct QualityFallbackConfig: Sendable, Equatable {
 }
 
 /// The audio-fallback decision (sans-IO): from link samples and their times, warns after `warnAfter` of poor
-/// conditions, drops video after `disableAfter`, lifts a warning after `warnAfter` of good conditions and brings
-/// video back after `recoverAfter` of them. A sample in between poor and good (hysteresis) breaks both runs.
+/// conditions, drops video after `disableAfter`, lifts a warning after `warnAfter` without a poor sample and brings
+/// video back after `recoverAfter` of good conditions. A sample in between poor and good (fair: the hysteresis band)
+/// breaks a poor run and a good one, but counts towards lifting a warning: the warning says video is about to go, and
+/// only poor samples take it there, so once none came for as long as it took to warn, video is as far from going as it
+/// was before (a link at 20 % loss on the wire, fair, that one unlucky streak warned is not left warned for good).
+/// Video comes back only on good samples: dropping it again would cost a visible switch and a keyframe.
 /// A run starts where the interval of its first sample began (the previous sample's time). Used by the media
 /// router for each subscriber of a routed session, and by relayed subscribers for themselves.
 public struct QualityFallbackMonitor: Sendable, Equatable {
@@ -68,6 +72,8 @@ public struct QualityFallbackMonitor: Sendable, Equatable {
     private var lastSampleAt: Instant?
     private var poorSince: Instant?
     private var goodSince: Instant?
+    /// The start of the current run of fair or good samples (for lifting a warning).
+    private var notPoorSince: Instant?
 
     public init(config: QualityFallbackConfig = QualityFallbackConfig()) { self.config = config }
 
@@ -96,9 +102,11 @@ public struct QualityFallbackMonitor: Sendable, Equatable {
         let start = lastSampleAt.map { min($0, now) } ?? now
         lastSampleAt = now
         lastSample = sample
-        switch judge(sample) {
+        let judgement = judge(sample)
+        switch judgement {
         case .poor:
             goodSince = nil
+            notPoorSince = nil
             let since = poorSince ?? start
             poorSince = since
             guard !videoDisabled else { return nil }
@@ -109,19 +117,17 @@ public struct QualityFallbackMonitor: Sendable, Equatable {
                 videoDisabled = true; warned = false
                 return .disableVideo
             }
-        case .good:
+        case .good, .fair:
             poorSince = nil
-            let since = goodSince ?? start
-            goodSince = since
-            let d = now - since
+            let notPoor = notPoorSince ?? start
+            notPoorSince = notPoor
+            goodSince = judgement == .good ? goodSince ?? start : nil
             if videoDisabled {
-                if d >= config.recoverAfter { videoDisabled = false; return .enableVideo }
-            } else if warned && d >= config.warnAfter {
+                if let good = goodSince, now - good >= config.recoverAfter { videoDisabled = false; return .enableVideo }
+            } else if warned && now - notPoor >= config.warnAfter {
                 warned = false
                 return .liftWarning
             }
-        case .fair:
-            poorSince = nil; goodSince = nil
         }
         return nil
     }

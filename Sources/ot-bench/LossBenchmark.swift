@@ -245,6 +245,10 @@ private func runLossSession(_ args: [String]) throws {
         "subFramesDropped": subStats.framesDropped, "subPacketsLost": subStats.videoPacketsLost,
         "pubPLIsReceived": pub.pliCount, "pubKeyframes": pub.keyFramesEncoded, 
         "pubRetransmissions": videoOut?["retransmittedPacketsSent"] as? Int ?? 0,
+        // Audio: packets lost for good, discarded (late for their turn: a repair that came too late, or duplicates),
+        // and runs of concealment.
+        "subAudioLost": audioIn?["packetsLost"] as? Int ?? 0, "subAudioDiscarded": audioIn?["packetsDiscarded"] as? Int ?? 0,
+        "subAudioConcealments": audioIn?["concealmentEvents"] as? Int ?? 0,
     ]
     var mediaBytes = pub.rtpBytesSent, repairBytes = pub.repairBytesSent
     if !relayed, let c = server.router.counters(streamId: stream.id) {

@@ -335,6 +335,41 @@ final class ICEAgentTests: XCTestCase {
         XCTAssertTrue(pair.run(for: .seconds(30)) { server.agent.state == .failed })
     }
 
+    /// The selected pair's round trip is reported (`.roundTripTime`, `selectedPairRoundTripTime`) before media flows: at
+    /// selection when its check was sent once; when every answered check had been retransmitted (Karn's rule: no sample),
+    /// the pair is probed with a consent request at once. A lite agent sends no request and measures nothing.
+    func testTheSelectedPairsRoundTripIsReportedEvenWhenItsCheckWasRetransmitted() {
+        let rtts = { (p: EmulatedPeer) in p.iceEvents.filter { if case .roundTripTime = $0 { true } else { false } } }
+        for lostAnswers in [false, true] {
+            let client = makePeer("c", role: .controlling, ["10.0.0.1:5000"], seed: 70)
+            let server = makePeer("s", role: .controlled, ["10.0.0.9:3478"], seed: 71, lite: true)
+            var pair = EmulatedPair(seed: 70, conditions: LinkConditions(delay: .milliseconds(20)), a: client, b: server)
+            let c = TransportAddress("10.0.0.1:5000")!, s = TransportAddress("10.0.0.9:3478")!
+            signal(client, server, now: pair.clock.now())
+            if lostAnswers {
+                pair.net.block(from: s, to: c)  // the answers to the first two transmissions of the check are lost
+                pair.run(for: .milliseconds(150))
+                pair.net.unblock(from: s, to: c)
+            }
+            XCTAssertTrue(pair.run(for: .seconds(2)) { client.connected })
+            let selectedAt = pair.clock.now()
+            if lostAnswers {
+                XCTAssertNil(client.agent.selectedPairRoundTripTime, "selected on a retransmitted check: no sample")
+                XCTAssertTrue(rtts(client).isEmpty)
+                XCTAssertTrue(pair.run(for: .seconds(1)) { client.agent.selectedPairRoundTripTime != nil })
+                XCTAssertEqual(pair.clock.now() - selectedAt, .milliseconds(40), "probed at once, one round trip later")
+            }
+            XCTAssertEqual(client.agent.selectedPairRoundTripTime, .milliseconds(40))
+            XCTAssertEqual(rtts(client), [.roundTripTime(.milliseconds(40))])
+            // Probing stops with the answer: the next request is the consent check, an interval later.
+            let before = pair.net.sent
+            pair.run(for: .seconds(1))
+            XCTAssertEqual(pair.net.sent, before, "no request within a second of the measurement")
+            XCTAssertNil(server.agent.selectedPairRoundTripTime)
+            XCTAssertTrue(rtts(server).isEmpty)
+        }
+    }
+
     /// A full client facing a lite server nominates every pair it checks (aggressive nomination): the server must
     /// end on the pair the client keeps, the highest-priority nominated one, not on whichever nominating check came
     /// last (a client with a TURN server checks its relayed pair after its host pair: the router then routed the

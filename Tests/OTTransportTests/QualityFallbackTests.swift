@@ -55,6 +55,23 @@ final class QualityFallbackTests: XCTestCase {
         XCTAssertEqual(run(&m, clock, [clean]).map(\.1), [.enableVideo])
     }
 
+    /// A link that an unlucky streak warned at 20 % loss on the wire (fair: between 15 and 25 %, which repair carries)
+    /// has the warning lifted after `warnAfter` without a poor sample, and stays unwarned while it stays fair; video
+    /// that was dropped comes back only on good samples (the defaults: warn after 1.9 s, drop after 2.9 s, back after 2.9 s).
+    func testAWarningIsLiftedWhileTheLinkStaysFairButVideoComesBackOnlyWhenGood() {
+        var m = QualityFallbackMonitor()
+        let clock = VirtualClock()
+        let poor = LinkQualitySample(loss: 0, rawLoss: 0.27), fair = LinkQualitySample(loss: 0, rawLoss: 0.20)
+        let good = LinkQualitySample(loss: 0, rawLoss: 0.05)
+        XCTAssertEqual(m.judge(fair), .fair)
+        let lifted = run(&m, clock, [good, poor, poor] + Array(repeating: fair, count: 60))
+        XCTAssertEqual(lifted.map(\.0), [3, 5], "warned at 3 s, lifted two fair seconds later, nothing after")
+        XCTAssertEqual(lifted.map(\.1), [.warn, .liftWarning])
+        let dropped = run(&m, clock, [poor, poor, poor] + Array(repeating: fair, count: 10) + [good, good, good])
+        XCTAssertEqual(dropped.map(\.0), [2, 3, 16], "dropped at 3 s; fair seconds keep it off; three good bring it back")
+        XCTAssertEqual(dropped.map(\.1), [.warn, .disableVideo, .enableVideo])
+    }
+
     func testHighRoundTripTimeOrJitterAloneIsPoor() {
         let m = QualityFallbackMonitor(config: config)
         XCTAssertEqual(m.judge(LinkQualitySample(loss: 0, roundTripTime: .milliseconds(1500))), .poor)
