@@ -134,6 +134,9 @@ final class RouterCore {
         /// before (1024 packets: half a second at 2000 packets/s).
         var videoHistory = NACKResponder(capacity: 1024)
         var videoHighest: UInt16?
+        /// The publisher's latest audio packets: our clients NACK audio too (every SSRC they receive), and a subscriber's
+        /// NACK is answered from here (256 packets: five seconds of 20 ms frames).
+        var audioHistory = NACKResponder(capacity: 256)
         /// The RTX SSRC the router declares to subscribers for this stream's video (retransmissions to them).
         let videoRTXSSRC = UInt32.random(in: 1 ... .max)
         /// The publisher's link dropped while the stream had subscribers, and no new one is up yet (they were told).
@@ -376,6 +379,8 @@ final class RouterCore {
         if isVideo {
             stream.videoHistory.store(sequence: seq, packet: packet)
             if let h = stream.videoHighest, Int16(bitPattern: seq &- h) <= 0 {} else { stream.videoHighest = seq }
+        } else {
+            stream.audioHistory.store(sequence: seq, packet: packet)
         }
         var startsKeyframe: Bool?
         if isVideo && stream.keyframes.awaitingKeyframe {
@@ -424,17 +429,20 @@ final class RouterCore {
     }
 
     /// A subscriber's NACK its connection passed up (`retransmissionsRequested`): for each sequence number (the
-    /// subscriber's), the stream's video packet it was sent as, written for the subscriber again (its sequence number,
-    /// payload type and header extensions); nil where the stream's history no longer holds it, for numbers from before
-    /// the subscriber's last pause, and for other SSRCs (audio is not kept: Opus is not NACKed).
+    /// subscriber's), the stream's packet it was sent as (video or audio), written for the subscriber again (its
+    /// sequence number, payload type and header extensions); nil where the stream's history no longer holds it, for
+    /// numbers from before the subscriber's last pause, and for other SSRCs.
     func retransmissions(for handle: PeerHandle, ssrc: UInt32, sequences: [UInt16], now: Instant) -> [[UInt8]?] {
-        guard let sub = byHandle[handle], sub.direction == .subscribe, let stream = sub.stream, ssrc == stream.videoSSRC else {
+        guard let sub = byHandle[handle], sub.direction == .subscribe, let stream = sub.stream,
+              ssrc == stream.videoSSRC || ssrc == stream.audioSSRC else {
             return sequences.map { _ in nil }
         }
+        let isVideo = ssrc == stream.videoSSRC
         return sequences.map { seq in
-            guard let original = sub.rewriters.original(of: seq, ssrc: ssrc), let packet = stream.videoHistory.lookup(original) else { return nil }
+            guard let original = sub.rewriters.original(of: seq, ssrc: ssrc),
+                  let packet = isVideo ? stream.videoHistory.lookup(original) : stream.audioHistory.lookup(original) else { return nil }
             var out: [UInt8] = []
-            return Self.write(packet, as: seq, pt: packet[1] & 0x7F, isVideo: true, for: sub, stream, now: now, into: &out) ? out : nil
+            return Self.write(packet, as: seq, pt: packet[1] & 0x7F, isVideo: isVideo, for: sub, stream, now: now, into: &out) ? out : nil
         }
     }
 

@@ -164,7 +164,13 @@ final class RouterCoreTests: XCTestCase {
         XCTAssertEqual(fields(core.retransmissions(for: sub1, ssrc: Self.video, sequences: [103, 101, 102, 104], now: at(8))),
                        [[103, 100, 104], nil, [102, 100, 103], nil], "sub1 got 103 and 104 as 102 and 103; its 101 came before the pause")
         XCTAssertEqual(fields(core.retransmissions(for: sub2, ssrc: Self.video, sequences: [101, 99], now: at(8))), [[101, 100, 101], nil])
-        XCTAssertEqual(fields(core.retransmissions(for: sub2, ssrc: Self.audio, sequences: [1], now: at(8))), [nil], "audio is not kept")
+        // Our clients NACK audio too: answered from the stream's audio history, as it was forwarded.
+        core.receive(opus(seq: 7), from: pub, now: at(8))
+        let sent = core.forwards.first { $0.handle == sub2 }.map { Array($0.out) }
+        XCTAssertNotNil(sent)
+        let sentSeq = sent.map { UInt16($0[2]) << 8 | UInt16($0[3]) } ?? 0
+        XCTAssertEqual(core.retransmissions(for: sub2, ssrc: Self.audio, sequences: [sentSeq, sentSeq &+ 1], now: at(8)), [sent, nil],
+                       "the audio packet as forwarded; a number not sent yet: nothing")
         for seq: UInt16 in 105..<1200 { core.receive(vp8(seq: seq, keyframe: false), from: pub, now: at(9)) }
         XCTAssertEqual(fields(core.retransmissions(for: sub2, ssrc: Self.video, sequences: [101, 1199], now: at(10))), [nil, [1199, 100, 1199 & 0xFF]],
                        "1024 packets kept")
@@ -255,6 +261,8 @@ final class RouterCoreAllocationTests: XCTestCase {
         }
         var packet = RTPPacket(marker: true, payloadType: 96, sequenceNumber: 0, timestamp: 0, ssrc: video,
                                payload: [0x10, 0x00] + Array(repeating: 0x55, count: 1100)).serialized()
+        // An audio packet after every fourth video packet (both histories fill and wrap).
+        var voice = RTPPacket(payloadType: 111, sequenceNumber: 0, timestamp: 0, ssrc: audio, payload: [UInt8](repeating: 0x33, count: 120)[...]).serialized()
         var seq: UInt16 = 0
         var forwarded = 0
         func step() {
@@ -262,12 +270,17 @@ final class RouterCoreAllocationTests: XCTestCase {
             packet[13] = seq == 0 ? 0x00 : 0x01  // a keyframe first, then delta frames
             core.receive(packet, from: 1, now: start + .microseconds(Int64(seq) * 500))
             forwarded += core.forwards.count
+            if seq % 4 == 0 {
+                voice[2] = UInt8((seq / 4) >> 8); voice[3] = UInt8((seq / 4) & 0xFF)
+                core.receive(voice, from: 1, now: start + .microseconds(Int64(seq) * 500 + 100))
+                forwarded += core.forwards.count
+            }
             seq &+= 1
         }
         for _ in 0..<2048 { step() }
         while core.pollCommand() != nil {}
         let allocations = ThreadAllocations.during { for _ in 0..<5000 { step() } }
-        XCTAssertEqual(forwarded, 4 * 7048, "every packet forwarded to the four subscribers")
-        XCTAssertEqual(allocations, 0, "allocations in 5000 packets forwarded to 4 subscribers")
+        XCTAssertEqual(forwarded, 4 * (7048 + 7048 / 4), "every packet forwarded to the four subscribers")
+        XCTAssertEqual(allocations, 0, "allocations in 5000 video and 1250 audio packets forwarded to 4 subscribers")
     }
 }
