@@ -244,6 +244,14 @@ final class MediaRouterTests: RouterTestCase {
         XCTAssertEqual(s1.received(ssrc: Self.video).map(\.seq).suffix(2), [3, 4])
         XCTAssertEqual(s1.driver.stats.replaysDropped, 0)
         XCTAssertEqual(pub.driver.stats.nacksReceived, 0, "not passed upstream")
+        // Our clients NACK audio too: answered from the stream's audio history.
+        XCTAssertTrue(waitFor { s1.received(ssrc: Self.audio).count == 10 })
+        s1.driver.sendRTCP(RTCP.serialize([.nack(senderSSRC: 1, mediaSSRC: Self.audio, lost: [5])]))
+        XCTAssertTrue(waitFor { (self.router.peerStats(peerId: "sub1")?.retransmissionsSent ?? 0) == 3 }, "the audio packet resent")
+        // Audio has no RTX: the copy comes as it was first sent (same sequence number and SRTP index), so this
+        // subscriber, which had it, drops it as a replay (one that had lost it would take it).
+        XCTAssertTrue(waitFor { s1.driver.stats.replaysDropped == 1 }, "the resent audio packet reached the subscriber")
+        XCTAssertEqual(s1.received(ssrc: Self.audio).count, 10)
     }
 
     func testRouterCyclesReleaseEveryDescriptor() throws {
