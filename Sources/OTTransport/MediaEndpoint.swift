@@ -44,6 +44,9 @@ public final class MediaEndpoint: @unchecked Sendable {
     /// Whether the caller runs on the endpoint's IO thread.
     public var isIOThread: Bool { udp.isIOThread }
 
+    /// The IO thread's wake-ups, polls and datagrams so far.
+    public var ioCounters: UDPDriver.Counters { udp.counters }
+
     /// Runs `work` on the IO thread soon (in order with other such work; before the connections' timers).
     public func async(_ work: @escaping @Sendable () -> Void) {
         inbox.withLock { $0.append(work) }

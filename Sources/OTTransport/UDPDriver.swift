@@ -11,8 +11,21 @@ import Synchronization
 /// The thin IO layer under the sans-IO engines: non-blocking UDP sockets (and outgoing TCP connections,
 /// for TURN over TCP) served by one thread that polls them and sleeps until the engines' next deadline.
 /// The handler runs on that thread, so engines it owns need no locks; `send`, `setDeadline` and `wake`
-/// may be called from any thread.
+/// may be called from any thread (called on the IO thread they write nothing to the wake pipe: the thread reads
+/// the state again before it next sleeps).
 public final class UDPDriver: Sendable {
+    /// What the IO thread did (totals since it started): how its wake-ups went.
+    public struct Counters: Sendable, Equatable {
+        /// `poll` calls: the thread's wake-ups (each sleeps unless something is already waiting).
+        public var polls = 0
+        /// Datagrams received.
+        public var datagrams = 0
+        /// Wake-ups through the wake pipe (`wake`, `setDeadline` and socket changes from other threads).
+        public var pipeWakeups = 0
+        /// Timer events handed to the handler.
+        public var timers = 0
+        public init() {}
+    }
     /// What the IO thread hands to the handler.
     public enum Event: Sendable {
         /// A datagram that arrived on the socket bound at `local`.
@@ -43,6 +56,7 @@ public final class UDPDriver: Sendable {
         var tcp: [TCPConnection] = []
         var deadline: Instant?
         var running = false
+        /// `wake()` was called: the handler gets `.timer` after the next poll (which does not sleep).
         var wakePending = false
         /// Descriptors `unbind` removed; the IO thread closes them before its next poll, so no descriptor it
         /// still holds from the last poll can be reused by another socket meanwhile.
@@ -69,6 +83,8 @@ public final class UDPDriver: Sendable {
         /// What `poll` watches: the wake pipe, the UDP sockets, the TCP connections. Rebuilt only when the sockets
         /// changed or TCP connections are open (their interest changes with what they have pending).
         var pollList: [pollfd] = []
+        /// The counters, written by the IO thread only (`counters` reads them from any thread).
+        let polls = Atomic<Int>(0), datagrams = Atomic<Int>(0), pipeWakeups = Atomic<Int>(0), timers = Atomic<Int>(0)
 
         /// Makes `pollList` watch `wake`, `sockets` and `tcp`. (Indexed loops here and in the IO loop: an iterator
         /// allocates in unoptimized builds, where the receive loop's allocation test runs.)
@@ -271,9 +287,22 @@ public final class UDPDriver: Sendable {
         signalWake()
     }
 
+    /// Wakes the IO thread from another thread. On the IO thread nothing is written: the thread reads the state (sockets,
+    /// deadline, `wakePending`, `running`) again before its next poll.
     private func signalWake() {
+        guard !isIOThread else { return }
         var one: UInt8 = 1
         _ = Glibc.write(wakeWriteFD, &one, 1)
+    }
+
+    /// What the IO thread has done so far.
+    public var counters: Counters {
+        var c = Counters()
+        c.polls = io.polls.load(ordering: .relaxed)
+        c.datagrams = io.datagrams.load(ordering: .relaxed)
+        c.pipeWakeups = io.pipeWakeups.load(ordering: .relaxed)
+        c.timers = io.timers.load(ordering: .relaxed)
+        return c
     }
 
     /// Starts the IO thread.
@@ -301,9 +330,9 @@ public final class UDPDriver: Sendable {
         defer { ioThread.store(0, ordering: .releasing) }
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
-            let (running, sockets, deadline, tcp, retired) = state.withLock { s in
+            let (running, sockets, deadline, tcp, retired, wakePending) = state.withLock { s in
                 defer { s.retired = [] }
-                return (s.running, s.sockets, s.deadline, s.tcp, s.retired)
+                return (s.running, s.sockets, s.deadline, s.tcp, s.retired, s.wakePending)
             }
             io.sockets = sockets
             for fd in retired { close(fd) }
@@ -314,9 +343,13 @@ public final class UDPDriver: Sendable {
                 let remaining = (d - clock.now()).microseconds
                 timeoutMS = remaining <= 0 ? 0 : Int32(clamping: (remaining + 999) / 1000)
             }
+            // Woken from the IO thread itself (no pipe write): the handler's timer event comes after a poll that does not wait.
+            if wakePending { timeoutMS = 0 }
+            Self.bump(io.polls)
             let r = poll(&io.pollList, nfds_t(io.pollList.count), timeoutMS)
             if r < 0 && errno != EINTR { return }
             if io.pollList[0].revents != 0 {
+                Self.bump(io.pipeWakeups)
                 while buffer.withUnsafeMutableBytes({ read(wakeFD, $0.baseAddress, $0.count) }) > 0 {}
             }
             var i = 0
@@ -338,10 +371,16 @@ public final class UDPDriver: Sendable {
                 return f
             }
             if fire {
+                Self.bump(io.timers)
                 handler(.timer(now: now))
                 io.outgoing.flush()
             }
         }
+    }
+
+    /// Adds to a counter only the IO thread writes (a plain load and store: no read-modify-write needed).
+    private static func bump(_ counter: borrowing Atomic<Int>, by n: Int = 1) {
+        counter.store(counter.load(ordering: .relaxed) &+ n, ordering: .relaxed)
     }
 
     private func serviceTCP(_ c: TCPConnection, revents: Int16, _ buffer: inout [UInt8]) {
@@ -399,15 +438,18 @@ public final class UDPDriver: Sendable {
     /// Receives what the socket has, in batches (`recvmmsg`); what the handler queued meanwhile goes out after each.
     private func receiveAll(_ s: Socket, _ buffer: inout [UInt8]) {
         let batch = io.received
+        var total = 0
         for _ in 0..<8 {
             let n = batch.receive(from: s.fd)
+            total += n
             for i in 0..<n {
                 guard let from = batch.datagram(i, into: &io.datagram) else { continue }
                 handler(.datagram(bytes: io.datagram, from: from, local: s.address, now: clock.now()))
             }
             io.outgoing.flush()
-            guard n == DatagramBatch.capacity else { return }  // drained
+            guard n == DatagramBatch.capacity else { break }  // drained
         }
+        Self.bump(io.datagrams, by: total)
     }
 
     // MARK: sockaddr conversion

@@ -92,12 +92,12 @@ struct ForwardingLoad {
     static let extensions = try! RTPHeaderExtensions([RTPHeaderExtensionElement(id: 1, value: Array("1".utf8)[...]),
                                                       RTPHeaderExtensionElement(id: 2, value: [0, 0]),
                                                       RTPHeaderExtensionElement(id: 5, value: [1, 2, 3])])
-    var rate = 2000
+    var rate: Int
     var seconds: Double
     var payloadType: UInt8 = 96
     private var seq: UInt16 = 0
 
-    init(seconds: Double) { self.seconds = seconds }
+    init(seconds: Double, rate: Int = 2000) { self.seconds = seconds; self.rate = rate }
 
     mutating func packet(keyframe: Bool) -> [UInt8] {
         var payload = [UInt8](repeating: 0x5A, count: Self.payloadBytes)
@@ -178,8 +178,9 @@ struct ForwardingResult {
     /// CPU seconds of what the SFU's row counts (see the caller), and for Janus also of its forwarding threads.
     var cpu: Double
     var threadsCPU: Double?
-    /// Ours only: how much the machine's load held the router back.
+    /// Ours only: how much the machine's load held the router back, and what its IO threads did in the window.
     var starvation: RouterStarvation?
+    var io: UDPDriver.Counters?
 
     var delivered: Int { perSubscriber.reduce(0, +) }
     func perCPUSecond(_ cpu: Double) -> String { cpu > 0 ? whole(Double(delivered) / cpu) : "-" }
@@ -203,8 +204,40 @@ private func measure(_ clients: ForwardingClients, _ pub: PeerConnectionDriver, 
                             threadsCPU: threads0.flatMap { t0 in threads1.map { $0 - t0 } })
 }
 
+/// What one run of `ot-bench router` sends and how our router runs.
+struct RouterRun {
+    var seconds: Double
+    /// The publisher's packets per second (`--rate`).
+    var rate = 2000
+}
+
+/// The IO threads' counters of `router` summed over its workers.
+private func ioCounters(_ router: MediaRouter) -> UDPDriver.Counters {
+    var sum = UDPDriver.Counters()
+    for c in router.endpoints.map(\.ioCounters) {
+        sum.polls += c.polls; sum.datagrams += c.datagrams; sum.pipeWakeups += c.pipeWakeups; sum.timers += c.timers
+    }
+    return sum
+}
+
+/// `after` minus `before`, counter by counter.
+private func difference(_ after: UDPDriver.Counters, _ before: UDPDriver.Counters) -> UDPDriver.Counters {
+    var d = after
+    d.polls -= before.polls; d.datagrams -= before.datagrams; d.pipeWakeups -= before.pipeWakeups; d.timers -= before.timers
+    return d
+}
+
+/// Runs `body` (a measured window) and records in its result how the router was held back and what its IO threads did.
+private func measuringRouter(_ router: MediaRouter, _ body: () throws -> ForwardingResult) rethrows -> ForwardingResult {
+    let io0 = ioCounters(router)
+    var (result, starvation) = try RouterStarvation.during(router, body)
+    result.starvation = starvation
+    result.io = difference(ioCounters(router), io0)
+    return result
+}
+
 /// Our `MediaRouter` (ICE-lite, one UDP socket) in this process; its cost is its IO thread's CPU time.
-private func measureOurs(n: Int, seconds: Double) throws -> ForwardingResult {
+private func measureOurs(n: Int, _ run: RouterRun) throws -> ForwardingResult {
     let router = try MediaRouter()
     defer { router.stop() }
     let clients = ForwardingClients()
@@ -225,18 +258,14 @@ private func measureOurs(n: Int, seconds: Double) throws -> ForwardingResult {
         subs.append(s)
     }
     guard clients.waitConnected(n) else { throw BenchError("router: not every client connected") }
-    var load = ForwardingLoad(seconds: seconds)
-    var (result, starvation) = RouterStarvation.during(router) {
-        measure(clients, pub, n: n, load: &load, cpu: { threadCPUSeconds(named: "otsession-media") })
-    }
-    result.starvation = starvation
-    return result
+    var load = ForwardingLoad(seconds: run.seconds, rate: run.rate)
+    return measuringRouter(router) { measure(clients, pub, n: n, load: &load, cpu: { threadCPUSeconds(named: "otsession-media") }) }
 }
 
 /// Janus's VideoRoom: one room, the publisher joins with our offer, each subscriber answers Janus's offer.
 /// Its cost is the whole janus process's CPU time; `threadsCPU` is its per-handle ICE loop threads ("hloop …"),
 /// which receive, unprotect, relay through the plugin, protect and send.
-private func measureJanus(_ janus: JanusGateway, n: Int, seconds: Double) throws -> ForwardingResult {
+private func measureJanus(_ janus: JanusGateway, n: Int, _ run: RouterRun) throws -> ForwardingResult {
     let session = try JanusSession(janus.api)
     defer { session.destroy() }
     let clients = ForwardingClients()
@@ -267,7 +296,7 @@ private func measureJanus(_ janus: JanusGateway, n: Int, seconds: Double) throws
         _ = try session.asyncMessage(handle, ["request": "start"], jsep: ["type": "answer", "sdp": .string(sdp), "trickle": false])
     }
     guard clients.waitConnected(n) else { throw BenchError("janus: not every client connected (log: \(janus.logTail()))") }
-    var load = ForwardingLoad(seconds: seconds)
+    var load = ForwardingLoad(seconds: run.seconds, rate: run.rate)
     if let pt = pub.negotiated?.media.first(where: { $0.kind == "video" })?.codec.payloadType { load.payloadType = pt }
     let pid = janus.pid
     return measure(clients, pub, n: n, load: &load, cpu: { processCPUSeconds(pid: pid) },
@@ -276,9 +305,9 @@ private func measureJanus(_ janus: JanusGateway, n: Int, seconds: Double) throws
 
 /// Janus at one N, its rows printed, or why it failed: a client that did not connect, or (under load, where its
 /// per-subscriber threads contend for the cores) a subscriber that received less than 90 %.
-private func measureJanusRow(_ janus: JanusGateway, n: Int, seconds: Double) -> Result<ForwardingResult, BenchError> {
+private func measureJanusRow(_ janus: JanusGateway, n: Int, _ run: RouterRun) -> Result<ForwardingResult, BenchError> {
     do {
-        let j = try measureJanus(janus, n: n, seconds: seconds)
+        let j = try measureJanus(janus, n: n, run)
         printRow(j, "janus")
         if let t = j.threadsCPU {
             print(pad("", 4) + pad("", 7) + "  (janus hloop threads only: \(fmt(t, 2)) s CPU, \(j.perCPUSecond(t)) pkt per CPU-s)")
@@ -317,19 +346,27 @@ private func extensionRewriteCost() -> (rewrite: Double, copy: Double) {
     return (rewrite, copy)
 }
 
-/// `ot-bench router [--quick] [--janus] [--workers K] [--n N,...]`: the forwarding cost of one publisher to N subscribers, each client a
-/// full `PeerConnectionDriver` on 127.0.0.1. Ours: a `MediaRouter` in this process; its cost is the CPU time
-/// of its IO thread ("otsession-media"), the clients' threads are not counted. With `--janus` (root, Debian
-/// package `janus`), the whole run moves into a private network namespace (`BenchNamespace`) and, for each N,
-/// the same clients and load also go through Janus's VideoRoom plugin in its own process; the table then
-/// compares packets delivered per CPU second. `--n` measures only the subscriber counts listed (to profile one).
+/// The integer after `flag` in `args` (nil when the flag is absent), within `range`.
+private func intOption(_ args: [String], _ flag: String, _ range: ClosedRange<Int>) throws -> Int? {
+    guard let i = args.firstIndex(of: flag) else { return nil }
+    guard i + 1 < args.count, let v = Int(args[i + 1]), range.contains(v) else {
+        throw BenchError("\(flag) needs a number, \(range.lowerBound) to \(range.upperBound)")
+    }
+    return v
+}
+
+/// `ot-bench router [--quick] [--janus] [--workers K] [--n N,...] [--rate P]`: the forwarding cost of one
+/// publisher to N subscribers, each client a full `PeerConnectionDriver` on 127.0.0.1. Ours: a `MediaRouter` in this
+/// process; its cost is the CPU time of its IO thread ("otsession-media"), the clients' threads are not counted. With
+/// `--janus` (root, Debian package `janus`), the whole run moves into a private network namespace (`BenchNamespace`)
+/// and, for each N, the same clients and load also go through Janus's VideoRoom plugin in its own process; the table
+/// then compares packets delivered per CPU second. `--n` measures only the subscriber counts listed (to profile one);
+/// `--rate` sets the publisher's packets per second (2000; e.g. 50 for an audio-like stream).
 func runRouterBenchmark(_ args: [String]) throws {
     let quick = args.contains("--quick")
-    let seconds = quick ? 1.0 : 4.0
-    if let i = args.firstIndex(of: "--workers") {
-        guard i + 1 < args.count, let k = Int(args[i + 1]), (1...16).contains(k) else { throw BenchError("--workers needs a count, 1 to 16") }
-        return try runWorkersBenchmark(k, seconds: seconds)
-    }
+    var run = RouterRun(seconds: quick ? 1.0 : 4.0)
+    if let rate = try intOption(args, "--rate", 10...20000) { run.rate = rate }
+    if let k = try intOption(args, "--workers", 1...16) { return try runWorkersBenchmark(k, run) }
     var counts = quick ? [1, 4] : [1, 4, 8, 16]
     if let i = args.firstIndex(of: "--n") {
         let listed = i + 1 < args.count ? args[i + 1].split(separator: ",").map { Int($0) } : []
@@ -345,8 +382,8 @@ func runRouterBenchmark(_ args: [String]) throws {
     }
     let janus = withJanus ? try JanusGateway() : nil
     defer { janus?.stop() }
-    let rate = ForwardingLoad(seconds: seconds).rate
-    print("router forwarding: 1 publisher, N subscribers, \(rate) packets/s of \(ForwardingLoad.payloadBytes)-byte payloads in, \(fmt(seconds)) s per N"
+    print("router forwarding: 1 publisher, N subscribers, \(run.rate) packets/s of \(ForwardingLoad.payloadBytes)-byte payloads in, "
+          + "\(fmt(run.seconds)) s per N"
           + (janus != nil ? "; ours and Janus \(janusVersion()) VideoRoom, same clients" : ""))
     let ext = extensionRewriteCost()
     print("per packet and subscriber: header-extension rewrite into a reused buffer \(fmt(ext.rewrite)) ns, plain copy \(fmt(ext.copy)) ns")
@@ -355,12 +392,12 @@ func runRouterBenchmark(_ args: [String]) throws {
     /// Per N: ours, and Janus's figures or why Janus failed at that N.
     var rows: [(ours: ForwardingResult, janus: Result<ForwardingResult, BenchError>?)] = []
     for n in counts {
-        let ours = try measureOurs(n: n, seconds: seconds)
+        let ours = try measureOurs(n: n, run)
         printRow(ours, "ours")
         printStarvation(ours)
         try checkEverySubscriber(ours, "ours")
         // A Janus failure at one N (under load its subscribers can miss packets) is reported in its row; the other N go on.
-        let theirs = janus.map { measureJanusRow($0, n: n, seconds: seconds) }
+        let theirs = janus.map { measureJanusRow($0, n: n, run) }
         if case .failure(let e)? = theirs { print(pad("\(n)", 4) + pad("janus", 7) + "  failed: \(e)") }
         rows.append((ours, theirs))
     }
@@ -386,7 +423,7 @@ func runRouterBenchmark(_ args: [String]) throws {
 /// One `MediaRouter` with `workers` workers; `sessions` sessions, each one publisher and `subscribers` subscribers, the
 /// sessions' ids chosen so they spread evenly over the workers. Every publisher sends `ForwardingLoad`'s rate. The
 /// router's cost is the CPU time of all its IO threads ("otsession-media").
-private func measureWorkers(workers: Int, sessions: Int, subscribers: Int, seconds: Double) throws -> ForwardingResult {
+private func measureWorkers(workers: Int, sessions: Int, subscribers: Int, _ run: RouterRun) throws -> ForwardingResult {
     let router = try MediaRouter(workers: workers)
     defer { router.stop() }
     let clients = ForwardingClients()
@@ -419,13 +456,14 @@ private func measureWorkers(workers: Int, sessions: Int, subscribers: Int, secon
         }
     }
     guard clients.waitConnected(ids: Array(0..<(sessions * (subscribers + 1)))) else { throw BenchError("router: not every client connected") }
-    var loads = pubs.map { _ in ForwardingLoad(seconds: seconds) }
+    let seconds = run.seconds
+    var loads = pubs.map { _ in ForwardingLoad(seconds: seconds, rate: run.rate) }
     for (i, pub) in pubs.enumerated() {
         var k = loads[i].packet(keyframe: true)
         _ = pub.sendRTP(&k)
     }
     usleep(300_000)
-    let (result, starvation) = RouterStarvation.during(router) { () -> ForwardingResult in
+    return measuringRouter(router) { () -> ForwardingResult in
         let before = clients.delivered(ids: subIds)
         let cpu0 = threadCPUSeconds(named: "otsession-media")
         // The publishers' paced loads, interleaved in this thread.
@@ -450,22 +488,19 @@ private func measureWorkers(workers: Int, sessions: Int, subscribers: Int, secon
         return ForwardingResult(n: sessions * subscribers, sent: sent, wall: wall, perSubscriber: zip(after.packets, before.packets).map { $0 - $1 },
                                 bytes: after.bytes - before.bytes, cpu: cpu1 - cpu0, threadsCPU: nil)
     }
-    var r = result
-    r.starvation = starvation
-    return r
 }
 
 /// `ot-bench router --workers K`: the same load (2K sessions of one publisher and 4 subscribers each) through a router
 /// with one worker, then with K; packets delivered per CPU second of the router's IO threads, and the ratio.
-private func runWorkersBenchmark(_ k: Int, seconds: Double) throws {
+private func runWorkersBenchmark(_ k: Int, _ run: RouterRun) throws {
     let sessions = 2 * k, subscribers = 4
-    print("router workers: \(sessions) sessions of 1 publisher and \(subscribers) subscribers, \(ForwardingLoad(seconds: 0).rate) packets/s per publisher, "
-          + "\(fmt(seconds)) s; router CPU is all its IO threads'")
+    print("router workers: \(sessions) sessions of 1 publisher and \(subscribers) subscribers, \(run.rate) packets/s per publisher, "
+          + "\(fmt(run.seconds)) s; router CPU is all its IO threads'")
     print(pad("workers", 9) + pad("sent pkt/s", 12) + pad("delivered pkt/s", 17) + pad("min/max per sub", 17) + pad("CPU", 9)
           + pad("pkt per CPU-s", 15) + pad("CPU µs/pkt", 11))
     var perCPU: [Int: Double] = [:]
     for w in [1, k] {
-        let r = try measureWorkers(workers: w, sessions: sessions, subscribers: subscribers, seconds: seconds)
+        let r = try measureWorkers(workers: w, sessions: sessions, subscribers: subscribers, run)
         let minSub = r.perSubscriber.min() ?? 0, maxSub = r.perSubscriber.max() ?? 0
         let share = { (x: Int) in fmt(Double(x) / Double(max(r.sent, 1)) * 100) }
         print(pad("\(w)", 9) + pad(whole(Double(r.sent * sessions) / r.wall), 12) + pad(whole(Double(r.delivered) / r.wall), 17)
@@ -489,9 +524,14 @@ private func checkEverySubscriber(_ r: ForwardingResult, _ name: String) throws 
     }
 }
 
-/// The line under one of our rows that says how much the machine's load held the router back.
+/// The lines under one of our rows: how much the machine's load held the router back, and its IO threads' wake-ups
+/// (`poll` calls, each a wake-up unless datagrams were already waiting), datagrams received and CPU per wake-up, timer
+/// events and wake-ups through the wake pipe.
 private func printStarvation(_ r: ForwardingResult) {
     if let s = r.starvation { print(pad("", 11) + "  (\(s.description))") }
+    guard let io = r.io, io.polls > 0 else { return }
+    print(pad("", 11) + "  (router IO: \(io.polls) wake-ups, \(fmt(Double(io.datagrams) / Double(io.polls), 2)) datagrams and "
+          + "\(fmt(r.cpu * 1e6 / Double(io.polls), 1)) µs CPU per wake-up; \(io.timers) timer events, \(io.pipeWakeups) wake-ups through the wake pipe)")
 }
 
 private func printRow(_ r: ForwardingResult, _ name: String) {
