@@ -234,6 +234,24 @@ final class SignalingClientTests: XCTestCase {
         XCTAssertFalse(c.isReconnecting)
     }
 
+    /// A server announcing an absurd grace period (`Int.max` milliseconds, through the wire format) overflows no
+    /// deadline: the client reconnects and gives up after the longest grace it accepts, an hour.
+    func testAbsurdGracePeriodIsCutToAnHour() throws {
+        var c = try connectedClient()
+        for frame in SignalingCodec.encodeFrames(resumedMessage(grace: .max)) {
+            _ = c.receive(try SignalingCodec.decodeServer(frame), now: t0)
+        }
+        XCTAssertEqual(events(c.transportClosed(error: nil, now: t0)), [.reconnecting])
+        var now = t0
+        while c.isReconnecting, now < t0 + .seconds(7200) {
+            now = c.nextDeadline ?? now + .seconds(1)
+            _ = c.tick(now: now)
+        }
+        XCTAssertFalse(c.isReconnecting)
+        XCTAssertEqual(now, t0 + SignalingClient.maxReconnectGrace)
+        XCTAssertEqual(SignalingClient.maxReconnectGrace, .seconds(3600))
+    }
+
     func testRefusedResumeAndDisconnectWhileReconnecting() throws {
         var c = try connectedClient()
         _ = c.transportClosed(error: nil, now: t0)
