@@ -1,9 +1,11 @@
-"""Every function the header declares, called with NULL, never-issued and
-deleted handles and out-of-range values: it must return an error (or NULL),
-never crash. The list of functions comes from the header, so new functions
-are covered the day they are added."""
+"""Every function the header declares, called with NULL, never-issued, deleted
+and live handles of another type, and absurd numbers in every numeric argument
+and settings member: it must return an error (or NULL), never crash. The list of
+functions and members comes from the header, so new ones are covered the day
+they are added."""
 import ctypes
 import json
+import math
 import re
 import subprocess
 import sys
@@ -225,19 +227,25 @@ def _absurd_sweep():
     return results
 
 
-def test_absurd_numbers_in_every_numeric_argument():
-    """Minimum, -1 and maximum of every numeric parameter (SIZE_MAX, INT32_MIN, ...) of every function, in a
-    child process so that a crash is a failure with a message: no call crashes, and every call with a number that
-    has a range fails: with OT_ERR_INVALID_PARAM (or NULL) where its handles are live, so the number was judged."""
+def _in_child(function):
+    """Runs `function` of this module in a child process (so that a crash is a failure with a message, not the end
+    of the test run) and returns what it returned, through JSON."""
     code = textwrap.dedent("""
         import json, sys
         sys.path.insert(0, %r)
         import test_abi_robustness as t
-        print(json.dumps(t._absurd_sweep()))
-    """) % (str(__import__("pathlib").Path(__file__).parent),)
+        print(json.dumps(t.%s()))
+    """) % (str(__import__("pathlib").Path(__file__).parent), function)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    results = json.loads(r.stdout.strip().splitlines()[-1])
+    assert r.returncode == 0, f"{function} crashed ({r.returncode}): {r.stderr[-2000:]}"
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_absurd_numbers_in_every_numeric_argument():
+    """Minimum, -1 and maximum of every numeric parameter (SIZE_MAX, INT32_MIN, ...) of every function, in a
+    child process so that a crash is a failure with a message: no call crashes, and every call with a number that
+    has a range fails: with OT_ERR_INVALID_PARAM (or NULL) where its handles are live, so the number was judged."""
+    results = _in_child("_absurd_sweep")
     assert len(results) > 80
     params = _parameters()
     ranged = [n for n in results
@@ -255,3 +263,83 @@ def test_absurd_numbers_in_every_numeric_argument():
                 assert result == otsession.ErrorCode.INVALID_PARAM, f"{name}, every number at its {flavour}: {result}"
             else:
                 assert result != 0, f"{name} accepted every number at its {flavour}"
+
+
+def _extremes(t):
+    """The absurd values of a numeric ctypes type: its minimum, -1 and maximum (unsigned: its maximum, 2^63);
+    floating point: NaN, infinities and the largest magnitudes."""
+    if t is ctypes.c_double:
+        return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "max": 1e308, "-max": -1e308}
+    bits = 8 * ctypes.sizeof(t)
+    if t(-1).value < 0:
+        return {"min": -(1 << (bits - 1)), "minus_one": -1, "max": (1 << (bits - 1)) - 1}
+    return {"max": (1 << bits) - 1, "half": 1 << (bits - 1)}
+
+
+# Members that take any value: booleans (ot_bool), and a tone frequency that only OT_AUDIO_SOURCE_TONE reads (the
+# default source is silence; the tone's range is checked by test_media).
+PERMISSIVE_MEMBERS = {"publish_audio", "publish_video", "audio_fallback_enabled", "connection_events_suppressed",
+                      "ice_filter_out_lan_candidates", "tone_hz"}
+
+
+def _settings_sweep():
+    """Each numeric member of the settings structs, one at a time, at each of its extremes, over valid settings that
+    list one ICE server (so that a count meets a real array): name -> [member, flavour, accepted]."""
+    f, d = lib().fn, lib().decl
+    urls = (ctypes.c_char_p * 1)(b"stun:127.0.0.1:3478")
+    servers = (d.structs["ot_ice_server"] * 1)()
+    servers[0].url = b"stun:127.0.0.1:3478"
+    pub_callbacks = d.structs["ot_publisher_callbacks"]()
+
+    def publisher(s):
+        h = f.ot_publisher_new(ctypes.byref(s), ctypes.byref(pub_callbacks))
+        return bool(h) and f.ot_publisher_delete(h) == 0
+
+    def server(s):
+        s.api_key, s.api_secret = b"1", b"secret"
+        s.ice_server_urls, s.ice_server_url_count = ctypes.cast(urls, type(s.ice_server_urls)), 1
+        return s
+
+    def session(s):
+        s.server_url = b"ws://127.0.0.1:1"
+        s.ice_servers, s.ice_server_count = ctypes.cast(servers, type(s.ice_servers)), 1
+        return s
+
+    def made_server(s):
+        h = f.ot_server_new_with_options(ctypes.byref(s))
+        return bool(h) and f.ot_server_delete(h) == 0
+
+    cases = {  # struct: (its default function, the valid base, does the library accept it)
+        "ot_publisher_settings": (f.ot_publisher_settings_default, lambda s: s, publisher),
+        "ot_server_options": (f.ot_server_options_default, server, made_server),
+        "ot_session_settings": (f.ot_session_settings_default, session,
+                                lambda s: f.ot_session_settings_validate(ctypes.byref(s)) == 0),
+    }
+    out = {}
+    for name, (default, valid, accepts) in cases.items():
+        def base():
+            s = d.structs[name]()
+            assert default(ctypes.byref(s)) == 0
+            return valid(s)
+        assert accepts(base()), f"the base {name} is refused"
+        for member, t in d.structs[name]._fields_:
+            if not (t is ctypes.c_double or (isinstance(t, type) and issubclass(t, ctypes._SimpleCData) and t._type_ in "bBhHiIlLqQ")):
+                continue
+            for flavour, value in _extremes(t).items():
+                s = base()
+                setattr(s, member, value)
+                out.setdefault(name, []).append((member, flavour, accepts(s)))
+    return out
+
+
+def test_absurd_numbers_in_every_settings_member():
+    """ot_publisher_settings, ot_server_options and ot_session_settings with each numeric member at each extreme (a
+    count of SIZE_MAX beside a real array, INT32_MAX kbit/s, NaN, ...), in a child process: nothing crashes, and every
+    member that has a range refuses its extremes."""
+    results = _in_child("_settings_sweep")
+    assert {"ot_publisher_settings", "ot_server_options", "ot_session_settings"} == set(results)
+    members = {m for rows in results.values() for m, _, _ in rows}
+    assert {"ice_server_url_count", "ice_server_count", "max_bitrate_kbps", "media_workers", "connect_timeout_ms"} <= members
+    accepted = [f"{name}.{m} at its {flavour}" for name, rows in results.items() for m, flavour, ok in rows
+                if ok and m not in PERMISSIVE_MEMBERS]
+    assert accepted == []
