@@ -343,3 +343,40 @@ def test_absurd_numbers_in_every_settings_member():
     accepted = [f"{name}.{m} at its {flavour}" for name, rows in results.items() for m, flavour, ok in rows
                 if ok and m not in PERMISSIVE_MEMBERS]
     assert accepted == []
+
+
+def _frame_layouts():
+    """ot_publisher_provide_video_frame on planes that end where readable memory ends: an RGBA picture 16 wide
+    and 16 high as a cropped view of a buffer 32 pixels wide (the last row only 64 bytes), then strides no layout
+    has. Returns each call's status."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                                             ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    page = 4096
+    region = libc.mmap(None, 2 * page, 3, 0x22, -1, 0)           # PROT_READ|WRITE, MAP_PRIVATE|ANONYMOUS
+    assert region not in (None, ctypes.c_void_p(-1).value)
+    assert libc.mprotect(region + page, page, 0) == 0            # the second page: PROT_NONE
+    span = 128 * 15 + 64
+    plane = ctypes.cast(region + page - span, ctypes.POINTER(ctypes.c_uint8))
+    ctypes.memset(plane, 0x80, span)
+    live = _live_handles()
+    f, d = lib().fn, lib().decl
+    rgba = d.constants["OT_PIXEL_FORMAT_RGBA"]
+    planes = (ctypes.POINTER(ctypes.c_uint8) * 1)(plane)
+    results = {}
+    for name, stride in [("cropped_view", 128), ("int32_max", 2**31 - 1), ("two_mib", 2 << 20)]:
+        results[name] = f.ot_publisher_provide_video_frame(live["ot_publisher"], rgba, 16, 16, planes,
+                                                            (ctypes.c_int32 * 1)(stride), 1, 0)
+    _delete_live(live)
+    return results
+
+
+def test_a_frames_planes_are_read_within_their_layout():
+    """A plane's last row is read only as wide as the picture (a cropped view's buffer ends there; reading whole
+    strides ran into the unreadable page and crashed), and absurd strides are refused instead of read."""
+    results = _in_child("_frame_layouts")
+    # Not published, so a frame that passed the checks is refused as not capturing, after it was copied.
+    assert results["cropped_view"] == otsession.ErrorCode.ILLEGAL_STATE, results
+    assert results["int32_max"] == otsession.ErrorCode.INVALID_PARAM, results
+    assert results["two_mib"] == otsession.ErrorCode.INVALID_PARAM, results
