@@ -156,6 +156,7 @@ final class RouterWorker: MediaEndpointOwner, @unchecked Sendable {
             case .packetsUnrecoverable(let ssrc, _): core.publisherPacketsUnrecoverable(handle, ssrc: ssrc, now: now)
             case .connected: core.publisherLink(handle, up: true)
             case .failed: core.publisherLink(handle, up: false)
+            case .roundTripTime(let d): core.publisherRoundTripTime(handle, d)
             default: break
             }
             return
