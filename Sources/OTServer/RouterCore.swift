@@ -353,13 +353,13 @@ final class RouterCore {
         peer.sampler.transportFeedback(fb)
     }
 
-    /// A subscriber's round-trip time.
     /// The publisher's uplink measured its round trip (`RoutedStreamCounters.publisherRoundTripTime`).
     func publisherRoundTripTime(_ handle: PeerHandle, _ rtt: Duration) {
         guard let peer = byHandle[handle], let stream = peer.stream, stream.publisher === peer else { return }
         stream.counters.publisherRoundTripTime = rtt
     }
 
+    /// A subscriber's round-trip time.
     func subscriberRoundTripTime(_ handle: PeerHandle, _ rtt: Duration) {
         byHandle[handle]?.sampler.roundTripTime = rtt
     }
