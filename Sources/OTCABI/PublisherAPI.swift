@@ -264,9 +264,11 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
 }
 
 /// Pushes one captured frame (OT_VIDEO_SOURCE_CUSTOM), from any thread. `planes` and `strides` hold
-/// `plane_count` entries in the format's order (I420: Y, U, V; NV12/NV21: Y, UV; packed formats: 1); the data is
-/// copied before this returns. OT_ERR_ILLEGAL_STATE when the publisher is not capturing (not published, or not
-/// a custom source); OT_ERR_INVALID_PARAM for a bad format, size or plane layout.
+/// `plane_count` entries in the format's order (I420: Y, U, V; NV12/NV21: Y, UV; packed formats: 1; MJPEG: the
+/// JPEG, its length as the stride); the data is copied before this returns. Of each plane it reads `stride` bytes
+/// per row but only the picture's width of the last row (a cropped view may end there); a stride is at most 1 MiB
+/// (a JPEG 64 MiB). OT_ERR_ILLEGAL_STATE when the publisher is not capturing (not published, or not a custom
+/// source); OT_ERR_INVALID_PARAM for a bad format, size or plane layout.
 @c(ot_publisher_provide_video_frame) public func ot_publisher_provide_video_frame(
     _ publisher: UnsafeMutablePointer<ot_publisher>?, _ format: Int32, _ width: Int32, _ height: Int32,
     _ planes: UnsafePointer<UnsafePointer<UInt8>?>?, _ strides: UnsafePointer<Int32>?, _ plane_count: Int32,
@@ -279,17 +281,26 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
         var copies: [[UInt8]] = [], strideList: [Int] = []
         let geometry = pf.planeGeometry(width: Int(width), height: Int(height))
         for i in 0..<Int(plane_count) {
-            guard let base = planes[i], strides[i] > 0 else { return Status.invalidParam }
-            let rows = geometry[i].rows
-            let stride = Int(strides[i])
-            guard stride >= geometry[i].minStride else { return Status.invalidParam }
-            copies.append(Array(UnsafeBufferPointer(start: base, count: stride * rows)))
-            strideList.append(stride)
+            guard let base = planes[i], let span = planeBytes(pf, stride: Int(strides[i]), geometry[i]) else {
+                return Status.invalidParam
+            }
+            copies.append(Array(UnsafeBufferPointer(start: base, count: span)))
+            strideList.append(Int(strides[i]))
         }
         let frame = CapturedFrame(format: pf, width: Int(width), height: Int(height), planes: copies, strides: strideList,
                                   timestampMicros: timestamp_us)
         return capturer.provideFrame(frame) ? Status.ok : Status.of(.illegalState)
     }
+}
+
+/// How many bytes of a caller's plane a frame reads: full strides between rows, the last row only as wide as the
+/// picture (so a cropped view of a larger buffer, which ends there, is read within its bounds); MJPEG's "stride" is
+/// the JPEG's length. nil for a stride below the picture's row or beyond any real layout (a row of 1 MiB, a JPEG of
+/// 64 MiB).
+private func planeBytes(_ format: PixelFormat, stride: Int, _ plane: (minStride: Int, rows: Int)) -> Int? {
+    guard stride >= plane.minStride else { return nil }
+    if format == .mjpeg { return stride <= 1 << 26 ? stride : nil }
+    return stride <= 1 << 20 ? stride * (plane.rows - 1) + plane.minStride : nil
 }
 
 /// Writes captured 48 kHz mono int16 PCM (OT_AUDIO_SOURCE_CUSTOM), from any thread; `count` samples.

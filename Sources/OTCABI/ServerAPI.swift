@@ -71,7 +71,8 @@ private func serverObject(_ o: ot_server_options) -> Result<ServerObject, OTErro
         case (nil, nil): break
         default: return bad("tls_cert_file and tls_key_file go together")
         }
-        guard o.ice_server_url_count <= 64 else { return bad("ice_server_url_count is over 64") }
+        // size_t arrives as Int: SIZE_MAX is -1 here, and must be refused, not read as a count.
+        guard (0...64).contains(o.ice_server_url_count) else { return bad("ice_server_url_count \(UInt(bitPattern: o.ice_server_url_count)) is over 64") }
         guard o.ice_server_url_count == 0 || o.ice_server_urls != nil else { return bad("ice_server_urls is NULL but its count is not 0") }
         var ice = ICEServerPolicy()
         for i in 0..<Int(o.ice_server_url_count) {

@@ -203,7 +203,10 @@ private func sessionSettings(_ settings: UnsafePointer<ot_session_settings>?) ->
     case Int32(OT_ICE_INCLUDE_SERVERS_CUSTOM.rawValue): ice.includeServers = .custom
     default: return .failure(OTError(.invalidParameter, "ice_include_servers \(c.ice_include_servers) is not an ot_ice_include_servers"))
     }
-    guard c.ice_server_count <= 64 else { return .failure(OTError(.invalidParameter, "ice_server_count \(c.ice_server_count) is over 64")) }
+    // size_t arrives as Int: SIZE_MAX is -1 here, and must be refused, not read as no server.
+    guard (0...64).contains(c.ice_server_count) else {
+        return .failure(OTError(.invalidParameter, "ice_server_count \(UInt(bitPattern: c.ice_server_count)) is over 64"))
+    }
     if c.ice_server_count > 0 {
         guard let servers = c.ice_servers else { return .failure(OTError(.invalidParameter, "ice_servers is NULL but ice_server_count is not 0")) }
         for i in 0..<Int(c.ice_server_count) {

@@ -59,12 +59,15 @@ public struct PublisherSettings: Sendable {
     public var width: Int
     public var height: Int
     public var fps: Int
-    /// Video bitrate bounds (kbit/s); the encoder starts at `startBitrateKbps` and adapts to receiver feedback.
+    /// Video bitrate bounds (kbit/s, 0 < min ≤ start ≤ max ≤ `maxVideoBitrateKbps`); the encoder starts at
+    /// `startBitrateKbps` and adapts to receiver feedback.
     public var minBitrateKbps: Int
     public var startBitrateKbps: Int
     public var maxBitrateKbps: Int
     /// Opus bitrate (bit/s).
     public var audioBitrateBps: Int
+    /// The highest `maxBitrateKbps` (100 Mbit/s): a bound for every rate derived from it (bit/s, libvpx's kbit/s).
+    public static let maxVideoBitrateKbps = 100_000
     /// A per-frame transform of the encoded media between encoder and packetizer (end-to-end encryption plugs
     /// in here); subscribers need the matching `SubscriberSettings.frameTransform`.
     public var frameTransform: any FrameTransform
@@ -186,8 +189,9 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
         guard settings.width > 0, settings.height > 0, settings.width <= 4096, settings.height <= 4096, settings.fps > 0, settings.fps <= 120 else {
             throw OTError(.invalidParameter, "publisher size must be 1–4096 and fps 1–120")
         }
-        guard settings.minBitrateKbps > 0, settings.minBitrateKbps <= settings.startBitrateKbps, settings.startBitrateKbps <= settings.maxBitrateKbps else {
-            throw OTError(.invalidParameter, "bitrates must satisfy 0 < min ≤ start ≤ max")
+        guard settings.minBitrateKbps > 0, settings.minBitrateKbps <= settings.startBitrateKbps, settings.startBitrateKbps <= settings.maxBitrateKbps,
+              settings.maxBitrateKbps <= PublisherSettings.maxVideoBitrateKbps else {
+            throw OTError(.invalidParameter, "bitrates must satisfy 0 < min ≤ start ≤ max ≤ \(PublisherSettings.maxVideoBitrateKbps)")
         }
         guard settings.name.count <= 1000 else { throw OTError(.invalidParameter, "the name is over 1000 characters") }
         if case .none = settings.videoSource, !settings.audioTrack { throw OTError(.invalidParameter, "a publisher needs audio or video") }

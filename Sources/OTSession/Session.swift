@@ -39,10 +39,17 @@ public struct SessionSettings: Sendable {
         self.tlsCAFile = tlsCAFile; self.proxyURL = proxyURL
     }
 
-    /// Checks the URLs (server, proxy); throws `.invalidParameter` naming what is wrong.
+    /// Checks the URLs (server, proxy) and the times (`connectTimeout` 1 ms to a day, `pingInterval` 100 ms to an
+    /// hour, as the C ABI's); throws `.invalidParameter` naming what is wrong. `Session.connect` calls it.
     public func validate() throws {
         _ = try ServerEndpoint.parse(serverURL)
         if let p = proxyURL { _ = try ProxyEndpoint.parse(p) }
+        guard (Duration.milliseconds(1)...Duration.seconds(86_400)).contains(connectTimeout) else {
+            throw OTError(.invalidParameter, "connectTimeout \(connectTimeout) is not 1 ms to a day")
+        }
+        guard (Duration.milliseconds(100)...Duration.seconds(3600)).contains(pingInterval) else {
+            throw OTError(.invalidParameter, "pingInterval \(pingInterval) is not 100 ms to an hour")
+        }
     }
 
     /// How signaling and TURN over TCP/TLS reach their servers: the TLS trust (nil: the system store) and the
@@ -209,11 +216,12 @@ public final class Session: @unchecked Sendable {
     /// reconnection); the status stays `.connected` meanwhile, as in OpenTok.
     public var isReconnecting: Bool { lock.withLock { machine.isReconnecting } }
 
-    /// Connects with a token. Throws 1015 when not disconnected, 1011 for an empty token, a bad server or proxy URL
-    /// or an unreadable CA file; later failures come as `session(_:didFailWithError:)` (1004 bad token, 1005 unknown
+    /// Connects with a token. Throws 1015 when not disconnected, 1011 for an empty token, a bad server or proxy URL,
+    /// times out of range (`SessionSettings.validate`) or an unreadable CA file; later failures come as `session(_:didFailWithError:)` (1004 bad token, 1005 unknown
     /// session, 1006 server unreachable or its name unknown, 1021 timeout, 1027 session full, 9200 the server's TLS
     /// certificate not accepted).
     public func connect(token: String) throws {
+        try settings.validate()
         let endpoint = try ServerEndpoint.parse(settings.serverURL)
         let transport = try settings.makeTransport()
         try lock.withLock {

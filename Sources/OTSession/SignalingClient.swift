@@ -139,6 +139,13 @@ public struct SignalingClient {
     }
     private var reconnection: Reconnection?
     private var reconnectGrace = SignalingClient.defaultReconnectGrace
+    /// The longest grace period a server may announce (`ot-server --reconnect-grace` allows up to an hour): a longer one
+    /// is cut to it, so an absurd number (up to `Int.max` milliseconds) cannot overflow a deadline.
+    public static let maxReconnectGrace: Duration = .seconds(3600)
+
+    private mutating func adoptReconnectGrace(_ info: ConnectedInfo) {
+        if let g = info.reconnectGraceMillis, g > 0 { reconnectGrace = min(.milliseconds(g), Self.maxReconnectGrace) }
+    }
     /// Messages produced while reconnecting, sent in order once the connection is resumed.
     private var outbox: [ClientMessage] = []
     /// A `connected` whose roster continues in `roster` messages, completed before it is handled.
@@ -265,7 +272,7 @@ public struct SignalingClient {
             connection = info.connection; role = info.role; resumeToken = info.resumeToken; muteAllActive = info.muteForced
             relayed = info.relayed
             e2ee = info.e2ee
-            if let g = info.reconnectGraceMillis, g > 0 { reconnectGrace = .milliseconds(g) }
+            adoptReconnectGrace(info)
             var out: [Output] = []
             if !wasConnected { out.append(.event(.connected(info.connection))) }
             for c in info.connections where c.id != info.connection.id && connections[c.id] == nil {
@@ -416,7 +423,7 @@ public struct SignalingClient {
         }
         reconnection = nil
         role = info.role; resumeToken = info.resumeToken; muteAllActive = info.muteForced
-        if let g = info.reconnectGraceMillis, g > 0 { reconnectGrace = .milliseconds(g) }
+        adoptReconnectGrace(info)
         var out: [Output] = [.event(.reconnected)]
         let liveStreams = Dictionary(info.streams.filter { $0.connectionId != own.id }.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         let liveConnections = Dictionary(info.connections.filter { $0.id != own.id }.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })

@@ -44,6 +44,18 @@ public struct SubscriberSettings: Sendable {
         self.qualityWindowSeconds = qualityWindowSeconds; self.frameTransform = frameTransform
         self.connectTimeout = connectTimeout
     }
+
+    /// Checks the numbers (`qualityLossThreshold` in (0, 1), `qualityWindowSeconds` 1–60, `connectTimeout` 1 ms to a
+    /// day, as the C ABI's); throws `.invalidParameter` naming what is wrong. `Session.subscribe` calls it.
+    public func validate() throws {
+        guard qualityLossThreshold > 0, qualityLossThreshold < 1 else {
+            throw OTError(.invalidParameter, "qualityLossThreshold \(qualityLossThreshold) is not in (0, 1)")
+        }
+        guard (1...60).contains(qualityWindowSeconds) else { throw OTError(.invalidParameter, "qualityWindowSeconds \(qualityWindowSeconds) is not 1–60") }
+        guard (Duration.milliseconds(1)...Duration.seconds(86_400)).contains(connectTimeout) else {
+            throw OTError(.invalidParameter, "connectTimeout \(connectTimeout) is not 1 ms to a day")
+        }
+    }
 }
 
 /// A subscriber's receive counters (as OTSubscriberKitVideoNetworkStats / AudioNetworkStats, merged).
@@ -203,6 +215,7 @@ public final class Subscriber: SessionMediaClient, MediaSignalingPeer, @unchecke
     private var control: SubscriberControl?
 
     func start(in session: Session) throws {
+        try settings.validate()
         let (a, v, stream) = try lock.withLock { () -> (Bool, Bool, StreamInfo) in
             guard !active else { throw OTError(.illegalState, "this subscriber is already subscribed") }
             active = true
@@ -389,8 +402,8 @@ final class ReceiveLossInjector: @unchecked Sendable {
 extension Session {
     /// Starts subscribing (as `[OTSession subscribe:error:]`). Throws 1010 when not connected, 1535 when the role
     /// cannot subscribe, 1604 when the stream is not in this session (a stream of another session included),
-    /// 1015 when the subscriber is already subscribed. `subscriberDidConnect(toStream:)` follows; asynchronous
-    /// failures go to the subscriber's delegate.
+    /// 1015 when the subscriber is already subscribed, 1011 when its settings are out of range.
+    /// `subscriberDidConnect(toStream:)` follows; asynchronous failures go to the subscriber's delegate.
     public func subscribe(_ subscriber: Subscriber) throws {
         guard status == .connected else { throw OTError(.notConnected) }
         guard capabilities?.canSubscribe == true else { throw OTError(.forceUnpublishOrInvalidStream, "this token's role cannot subscribe") }

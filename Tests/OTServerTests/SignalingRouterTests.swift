@@ -1,3 +1,4 @@
+import Foundation
 import OTBase
 @testable import OTServer
 import OTWire
@@ -34,6 +35,39 @@ final class SignalingRouterTests: XCTestCase {
     func replyCode(_ out: [SignalingRouter.Output], _ socket: Int) -> Int32?? {
         for m in messages(out, to: socket) { if case .reply(_, let code, _, _, _) = m { return .some(code) } }
         return nil
+    }
+
+    /// Fuzz/corpus/control/'s client messages, messages naming this session's own stream and connections, and
+    /// seeded mutations of them (extreme numbers among them), from a moderator, a publisher and a socket that has
+    /// not connected, with the clock moving on: the router may refuse them, never trap.
+    func testMutatedClientMessagesNeverTrapTheRouter() throws {
+        let (r, sid) = try makeRouter()
+        let (modId, _) = try join(r, sid, socket: 1, role: .moderator)
+        _ = try join(r, sid, socket: 2)
+        let pub = r.receive(socket: 2, .publish(id: 5, PublishRequest()), now: t, nowMillis: ms)
+        guard case .reply(_, nil, _, let st?, _)? = messages(pub, to: 2).first else { return XCTFail() }
+        let own: [ClientMessage] = [
+            .signal(id: 1, type: "t", data: "d", to: modId), .updateStream(id: 2, streamId: st.id, hasAudio: false, hasVideo: true, width: 320, height: 240),
+            .subscribe(id: 3, streamId: st.id), .mediaOffer(id: 4, peerId: "p", streamId: st.id, direction: .subscribe, sdp: "v=0"),
+            .mediaCandidate(peerId: "p", candidate: "candidate:1 1 udp 2130706431 127.0.0.1 5000 typ host", sdpMid: "0", sdpMLineIndex: 0),
+            .forceMuteAll(id: 5, active: true, excludedStreams: [st.id]), .forceMuteStream(id: 6, streamId: st.id),
+            .reportIssue(id: 7, issueId: "i", description: "d"), .ping(id: 8),
+        ]
+        let corpus = FuzzMutator.readCorpus(directory: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Fuzz/corpus/control").path)
+            .filter { (try? SignalingCodec.decodeClient(String(decoding: $0, as: UTF8.self))) != nil } + own.map { Array(SignalingCodec.encode($0).utf8) }
+        var mutator = FuzzMutator(corpus: corpus, seed: 0x2047, maxRandomLength: 600)
+        var decoded = 0
+        for i in 0..<(corpus.count + 40_000) {
+            guard let m = try? SignalingCodec.decodeClient(String(decoding: i < corpus.count ? corpus[i] : mutator.next(), as: UTF8.self)) else {
+                continue
+            }
+            decoded += 1
+            t = t + .milliseconds(10)
+            for socket in [1, 2, 3] { _ = r.receive(socket: socket, m, now: t, nowMillis: ms + Int64(i) * 10) }
+            _ = r.tick(now: t)
+        }
+        XCTAssertGreaterThan(decoded, 2_000, "enough mutations still decode to reach the router")
     }
 
     func testRolesAreEnforcedWhateverTheClientSends() throws {

@@ -8,6 +8,17 @@ import XCTest
 
 /// Video sources and audio playout, over relayed sessions.
 final class PublisherSourcesTests: XCTestCase {
+    /// Bitrates beyond any encoder's (up to `Int.max` kbit/s, whose bit/s overflow when a connection starts) are refused
+    /// when the publisher is made; the highest accepted is 100 Mbit/s.
+    func testAbsurdBitratesAreRefused() throws {
+        for (start, max) in [(Int.max, Int.max), (600, Int.max), (600, PublisherSettings.maxVideoBitrateKbps + 1)] {
+            XCTAssertThrowsError(try Publisher(delegate: nil, settings: PublisherSettings(startBitrateKbps: start, maxBitrateKbps: max)),
+                                 "start \(start), max \(max)") { XCTAssertEqual(($0 as? OTError)?.code, .invalidParameter) }
+        }
+        XCTAssertNoThrow(try Publisher(delegate: nil, settings: PublisherSettings(maxBitrateKbps: PublisherSettings.maxVideoBitrateKbps)))
+        XCTAssertEqual(PublisherSettings.maxVideoBitrateKbps, 100_000)
+    }
+
     /// A custom capturer pushing NV12 frames from the test's own thread; the subscriber decodes them.
     func testCustomCapturerFramesInNV12Arrive() throws {
         let server = try TestServer()

@@ -9,6 +9,23 @@ import XCTest
 
 /// Publish and subscribe in relayed sessions: media peer to peer, the embedded server only relays signaling.
 final class RelayedPublishSubscribeTests: XCTestCase {
+    /// Subscriber settings out of range (`Int64.max` seconds overflowed the media connect deadline) are refused by
+    /// `subscribe`, and the subscriber stays unsubscribed: the same one subscribes once its settings are fixed.
+    func testAbsurdSubscriberSettingsAreRefused() throws {
+        let server = try TestServer()
+        let t = try server.publishTone(try server.session(relayed: true))
+        defer { t.disconnect() }
+        for settings in [SubscriberSettings(connectTimeout: .seconds(Int64.max)), SubscriberSettings(connectTimeout: .zero),
+                         SubscriberSettings(qualityLossThreshold: .nan), SubscriberSettings(qualityLossThreshold: 1),
+                         SubscriberSettings(qualityWindowSeconds: .max), SubscriberSettings(qualityWindowSeconds: 0)] {
+            let subscriber = Subscriber(stream: t.stream, delegate: nil, settings: settings)
+            XCTAssertThrowsError(try t.b.subscribe(subscriber)) { XCTAssertEqual(($0 as? OTError)?.code, .invalidParameter) }
+        }
+        let subRec = MediaRecorder("subscriber")
+        try t.b.subscribe(Subscriber(stream: t.stream, delegate: subRec))
+        subRec.waitFor(.connected)
+    }
+
     func testSubscriberReceivesTheTestPatternInOrderAndTheTone() throws {
         let server = try TestServer()
         let t = try server.publishTone(try server.session(relayed: true))

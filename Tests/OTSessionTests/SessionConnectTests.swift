@@ -107,6 +107,19 @@ final class SessionConnectTests: XCTestCase {
         XCTAssertThrowsError(try s2.connect(token: "")) { XCTAssertEqual(($0 as? OTError)?.code, .invalidParameter) }
     }
 
+    /// Times no connection can honour (`Int64.max` seconds overflowed the connect deadline) are refused when
+    /// connecting, before anything goes out.
+    func testAbsurdTimesAreRefusedSynchronously() throws {
+        for settings in [SessionSettings(connectTimeout: .seconds(Int64.max)), SessionSettings(connectTimeout: .zero),
+                         SessionSettings(pingInterval: .seconds(Int64.max)), SessionSettings(pingInterval: .milliseconds(99))] {
+            let s = Session(apiKey: "1", sessionId: "1_x", delegate: nil, settings: settings)
+            XCTAssertThrowsError(try s.connect(token: "t"), "\(settings.connectTimeout), \(settings.pingInterval)") {
+                XCTAssertEqual(($0 as? OTError)?.code, .invalidParameter)
+            }
+            XCTAssertEqual(s.status, .notConnected)
+        }
+    }
+
     func testT1TokensConnect() throws {
         let ts = try TestServer()
         let sid = try ts.session()

@@ -1,3 +1,4 @@
+import Foundation
 import OTBase
 import OTSession
 import OTWire
@@ -232,6 +233,56 @@ final class SignalingClientTests: XCTestCase {
         XCTAssertTrue(last.contains(.completed(id: queued, .failure(OTError(.notConnected)))))
         XCTAssertEqual(c.status, .notConnected)
         XCTAssertFalse(c.isReconnecting)
+    }
+
+    /// A server announcing an absurd grace period (`Int.max` milliseconds, through the wire format) overflows no
+    /// deadline: the client reconnects and gives up after the longest grace it accepts, an hour.
+    func testAbsurdGracePeriodIsCutToAnHour() throws {
+        var c = try connectedClient()
+        for frame in SignalingCodec.encodeFrames(resumedMessage(grace: .max)) {
+            _ = c.receive(try SignalingCodec.decodeServer(frame), now: t0)
+        }
+        XCTAssertEqual(events(c.transportClosed(error: nil, now: t0)), [.reconnecting])
+        var now = t0
+        while c.isReconnecting, now < t0 + .seconds(7200) {
+            now = c.nextDeadline ?? now + .seconds(1)
+            _ = c.tick(now: now)
+        }
+        XCTAssertFalse(c.isReconnecting)
+        XCTAssertEqual(now, t0 + SignalingClient.maxReconnectGrace)
+        XCTAssertEqual(SignalingClient.maxReconnectGrace, .seconds(3600))
+    }
+
+    /// Fuzz/corpus/control/ and seeded mutations of it (extreme numbers among them): every input the codec reads as a
+    /// server message goes into a connecting client (the `connected` path), then into a connected one, whose
+    /// transport then drops and comes back (reconnection timers, the resume path). They may be refused, never trap.
+    func testMutatedServerMessagesNeverTrapTheClient() throws {
+        let corpus = FuzzMutator.readCorpus(directory: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Fuzz/corpus/control").path)
+            .filter { (try? SignalingCodec.decodeServer(String(decoding: $0, as: UTF8.self))) != nil }
+        XCTAssertGreaterThanOrEqual(corpus.count, 2)
+        var mutator = FuzzMutator(corpus: corpus, seed: 0x5165, maxRandomLength: 600)
+        var decoded = 0
+        for i in 0..<(corpus.count + 40_000) {
+            let input = i < corpus.count ? corpus[i] : mutator.next()
+            guard let m = try? SignalingCodec.decodeServer(String(decoding: input, as: UTF8.self)) else { continue }
+            decoded += 1
+            var connecting = SignalingClient(apiKey: "k", sessionId: "s")
+            try connecting.connect(token: "tok", now: t0)
+            _ = connecting.transportOpened(now: t0)
+            _ = connecting.receive(m, now: t0)
+            var c = try connectedClient()
+            for client in [connecting, c] {
+                c = client
+                _ = c.receive(m, now: t0)
+                _ = c.transportClosed(error: nil, now: t0)
+                var now = t0
+                for _ in 0..<3 { now = c.nextDeadline ?? now + .seconds(1); _ = c.tick(now: now) }
+                _ = c.transportOpened(now: now)
+                _ = c.receive(m, now: now)
+            }
+        }
+        XCTAssertGreaterThan(decoded, 1_000, "enough mutations still decode to reach the machine")
     }
 
     func testRefusedResumeAndDisconnectWhileReconnecting() throws {

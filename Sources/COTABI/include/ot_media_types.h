@@ -73,7 +73,7 @@ typedef struct ot_publisher_settings {
     int width;
     int height;
     int fps;
-    /** Upper bound of the adaptive video bitrate, kbit/s. */
+    /** Upper bound of the adaptive video bitrate, kbit/s (default 2000; at most 100000). */
     int max_bitrate_kbps;
     /** One of ot_audio_source. */
     int audio_source;

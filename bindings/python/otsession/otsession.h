@@ -226,7 +226,7 @@ typedef struct ot_publisher_settings {
     int width;
     int height;
     int fps;
-    /** Upper bound of the adaptive video bitrate, kbit/s. */
+    /** Upper bound of the adaptive video bitrate, kbit/s (default 2000; at most 100000). */
     int max_bitrate_kbps;
     /** One of ot_audio_source. */
     int audio_source;
@@ -720,9 +720,11 @@ ot_status ot_publisher_get_stream(ot_publisher * publisher, ot_stream * * stream
 ot_publisher * ot_publisher_new(ot_publisher_settings const * settings, ot_publisher_callbacks const * callbacks);
 
 /// Pushes one captured frame (OT_VIDEO_SOURCE_CUSTOM), from any thread. `planes` and `strides` hold
-/// `plane_count` entries in the format's order (I420: Y, U, V; NV12/NV21: Y, UV; packed formats: 1); the data is
-/// copied before this returns. OT_ERR_ILLEGAL_STATE when the publisher is not capturing (not published, or not
-/// a custom source); OT_ERR_INVALID_PARAM for a bad format, size or plane layout.
+/// `plane_count` entries in the format's order (I420: Y, U, V; NV12/NV21: Y, UV; packed formats: 1; MJPEG: the
+/// JPEG, its length as the stride); the data is copied before this returns. Of each plane it reads `stride` bytes
+/// per row but only the picture's width of the last row (a cropped view may end there); a stride is at most 1 MiB
+/// (a JPEG 64 MiB). OT_ERR_ILLEGAL_STATE when the publisher is not capturing (not published, or not a custom
+/// source); OT_ERR_INVALID_PARAM for a bad format, size or plane layout.
 ot_status ot_publisher_provide_video_frame(ot_publisher * publisher, int32_t format, int32_t width, int32_t height, uint8_t const * const * planes, int32_t const * strides, int32_t plane_count, int64_t timestamp_us);
 
 /// Starts or stops sending audio; others see the stream's has-audio change.
