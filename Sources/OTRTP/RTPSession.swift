@@ -18,7 +18,7 @@ public struct RTPRepairCounters: Sendable, Equatable {
 public enum RTPSessionEvent: Sendable, Equatable {
     /// The remote asked for a keyframe of one of our SSRCs (PLI or FIR).
     case keyframeRequested(ssrc: UInt32)
-    /// A new round-trip time from a report block about one of our SSRCs.
+    /// A new round-trip time: from a report block about one of our SSRCs, or from an XR DLRR answering our RRTR.
     case roundTripTime(Duration)
     /// A remote report about one of our SSRCs.
     case receiverReport(RTCPReportBlock)
@@ -50,6 +50,9 @@ public final class RTPSession {
         /// are reported (`retransmissionsRequested`) and answered with `resend`: a media router answers every
         /// subscriber of a stream from the stream's one history instead of a copy per subscriber.
         public var sendHistory = true
+        /// Put an XR Receiver Reference Time Report in our reports while we receive media and send none, so that the
+        /// peer's DLRR answer measures the round trip (RFC 3611 §4.4-4.5; `XRRoundTrip`). Every session answers RRTRs.
+        public var receiverReferenceTime = false
         /// Seed for the report interval randomization.
         public var seed: UInt64 = 1
         /// How long after the first packet it covers transport-wide feedback is sent.
@@ -60,9 +63,11 @@ public final class RTPSession {
     public let config: Config
     /// Repair counters (NACKs sent and answered).
     public private(set) var repair = RTPRepairCounters()
-    /// Current RTT estimate: 100 ms until measured, or what `setInitialRoundTripTime` gave until RTCP measures it.
+    /// Current RTT estimate: 100 ms until measured, or what `setInitialRoundTripTime` gave until RTCP measures it (report
+    /// blocks about our SSRCs, or XR DLRR answers to our RRTRs).
     public private(set) var rtt: Duration = .milliseconds(100)
-    private var rttMeasured = false
+    /// Whether `rtt` was measured by RTCP.
+    public private(set) var rttMeasured = false
     /// The chains of our SSRCs and of the remote's (a handful each: a linear scan finds one).
     private var send: [RTPSendChain] = []
     /// Remote SSRCs beyond this many are not tracked (their packets still go up): a peer cannot make the scan long.
@@ -76,7 +81,8 @@ public final class RTPSession {
     private var transportCCMediaSSRC: UInt32 = 0
     /// Transport-wide feedback messages queued.
     public private(set) var transportFeedbackSent = 0
-    private var sentSR: [(lsr: UInt32, at: Instant)] = []
+    private var sentSR = ReferenceTimeLog()
+    private var xr = XRRoundTrip()
     private var reports: RTCPReportScheduler
     private var rtcpOut = FIFO<[UInt8]>()
     private var retransmissions = FIFO<[UInt8]>()
@@ -242,6 +248,8 @@ public final class RTPSession {
                 for s in ssrcs { receiveChain(s)?.reset(); events.push(.bye(ssrc: s)) }
             case .transportCC(let fb):
                 events.push(.transportFeedback(fb))
+            case .extendedReport(let ssrc, let blocks):
+                if let d = xr.received(senderSSRC: ssrc, blocks: blocks, localSSRC: senderSSRC, now: now) { measuredRoundTrip(d) }
             case .sourceDescription, .other:
                 break
             }
@@ -251,14 +259,14 @@ public final class RTPSession {
     private func reportBlocks(_ blocks: [RTCPReportBlock], now: Instant) {
         for b in blocks where sendChain(b.ssrc) != nil {
             events.push(.receiverReport(b))
-            guard b.lastSR != 0, let sent = sentSR.last(where: { $0.lsr == b.lastSR }) else { continue }
-            let dlsr = Duration.microseconds(Int64(b.delaySinceLastSR) * 1_000_000 / 65536)
-            let measured = now - sent.at - dlsr
-            guard measured >= .zero else { continue }
-            rtt = measured
-            rttMeasured = true
-            events.push(.roundTripTime(measured))
+            if let d = sentSR.roundTrip(mid: b.lastSR, delay: b.delaySinceLastSR, now: now) { measuredRoundTrip(d) }
         }
+    }
+
+    private func measuredRoundTrip(_ d: Duration) {
+        rtt = d
+        rttMeasured = true
+        events.push(.roundTripTime(d))
     }
 
     /// NACKs what `chain` has due and reports what it gave up.
@@ -288,12 +296,11 @@ public final class RTPSession {
         var blocks: [RTCPReportBlock] = []
         for chain in receive.sorted(by: { $0.ssrc < $1.ssrc }) where chain.hasMedia { blocks.append(chain.stats.reportBlock(now: now)) }
         let sending = send.filter { $0.lastSentAt.map { now - $0 < .seconds(2) } ?? false }.sorted { $0.ssrc < $1.ssrc }
+        let ntpNow = ntp(now)
         if let s = sending.first {
-            let ntpNow = ntp(now)
             packets.append(.senderReport(RTCPSenderReport(ssrc: s.ssrc, ntpTime: ntpNow, rtpTime: s.rtpTime(at: now), packetCount: s.packets,
                                                           octetCount: s.octets, reports: Array(blocks.prefix(31)))))
-            sentSR.append((UInt32(truncatingIfNeeded: ntpNow >> 16), now))
-            if sentSR.count > 16 { sentSR.removeFirst() }
+            sentSR.record(ntp: ntpNow, at: now)
             for o in sending.dropFirst() {
                 packets.append(.senderReport(RTCPSenderReport(ssrc: o.ssrc, ntpTime: ntpNow, rtpTime: o.rtpTime(at: now),
                                                               packetCount: o.packets, octetCount: o.octets)))
@@ -302,6 +309,9 @@ public final class RTPSession {
             packets.append(.receiverReport(ssrc: senderSSRC, reports: Array(blocks.prefix(31))))
         }
         packets.append(.sourceDescription([RTCPSDESChunk(ssrc: senderSSRC, items: [(1, config.cname)])]))
+        // Receiving and sending nothing, no report block will measure our round trip: an RRTR asks for a DLRR instead.
+        let referenceTime = config.receiverReferenceTime && sending.isEmpty && !blocks.isEmpty
+        if let x = xr.report(senderSSRC: senderSSRC, referenceTime: referenceTime, ntp: ntpNow, now: now) { packets.append(x) }
         rtcpOut.push(RTCP.serialize(packets))
     }
 

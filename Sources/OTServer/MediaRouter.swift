@@ -38,6 +38,9 @@ public struct RoutedStreamCounters: Sendable, Equatable {
     public var qualityVideoDisabled = 0
     public var qualityVideoEnabled = 0
     public var subscribersVideoDisabled = 0
+    /// The publisher's uplink round trip as RTCP last measured it (the uplink only receives: XR RRTR answered by the
+    /// publisher's DLRR); nil until measured. Its NACK retries and keyframe-request pacing follow it.
+    public var publisherRoundTripTime: Duration?
     public init() {}
 }
 
@@ -191,7 +194,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             if let apiKey, (try? SessionID.parse(sid))?.apiKey != apiKey { continue }
             var t = sessions[sid] ?? Totals(peers: peers.filter { $0 == sid }.count)
             t.packetsIn += c.packetsIn; t.bytesIn += c.bytesIn; t.packetsOut += c.packetsOut; t.bytesOut += c.bytesOut
-            t.streams[stid] = [
+            var stream: [String: JSONValue] = [
                 "packetsIn": .int(Int64(c.packetsIn)), "bytesIn": .int(Int64(c.bytesIn)), "packetsOut": .int(Int64(c.packetsOut)),
                 "bytesOut": .int(Int64(c.bytesOut)), "subscribers": .int(Int64(c.subscribers)),
                 "keyframeRequestsSent": .int(Int64(c.keyframeRequestsSent)),
@@ -199,6 +202,8 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                 "packetsHeldForKeyframe": .int(Int64(c.packetsHeldForKeyframe)), "packetsReplayed": .int(Int64(c.packetsReplayed)),
                 "audioFallback": Self.fallbackJSON(c, st.fallback.map { ($0.peerId, $0.state, $0.sample) }),
             ]
+            if let r = c.publisherRoundTripTime { stream["publisherRttMs"] = Self.millis(r) }
+            t.streams[stid] = .object(stream)
             sessions[sid] = t
         }
         var sessionsJSON: [String: JSONValue] = [:]
@@ -212,6 +217,9 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
                                  "mediaPorts": .array(workers.map { .int(Int64($0.endpoint.address.port)) })]).serialized()
     }
 
+    /// Milliseconds with one decimal.
+    private static func millis(_ d: Duration) -> JSONValue { .double(Double(d.microseconds / 100) / 10) }
+
     /// A stream's audio-fallback counters and, per judged subscriber peer, its state and last sample.
     private static func fallbackJSON(_ c: RoutedStreamCounters, _ peers: [(String, QualityFallbackMonitor.State, LinkQualitySample?)]) -> JSONValue {
         var subs: [String: JSONValue] = [:]
@@ -220,8 +228,8 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
             if let sample {
                 o["loss"] = .double((sample.loss * 1000).rounded() / 1000)
                 if let raw = sample.rawLoss { o["rawLoss"] = .double((raw * 1000).rounded() / 1000) }
-                if let r = sample.roundTripTime { o["rttMs"] = .double(Double(r.microseconds / 100) / 10) }
-                if let j = sample.jitter { o["jitterMs"] = .double(Double(j.microseconds / 100) / 10) }
+                if let r = sample.roundTripTime { o["rttMs"] = millis(r) }
+                if let j = sample.jitter { o["jitterMs"] = millis(j) }
             }
             subs[id] = .object(o)
         }

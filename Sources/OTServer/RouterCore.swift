@@ -353,6 +353,12 @@ final class RouterCore {
         peer.sampler.transportFeedback(fb)
     }
 
+    /// The publisher's uplink measured its round trip (`RoutedStreamCounters.publisherRoundTripTime`).
+    func publisherRoundTripTime(_ handle: PeerHandle, _ rtt: Duration) {
+        guard let peer = byHandle[handle], let stream = peer.stream, stream.publisher === peer else { return }
+        stream.counters.publisherRoundTripTime = rtt
+    }
+
     /// A subscriber's round-trip time.
     func subscriberRoundTripTime(_ handle: PeerHandle, _ rtt: Duration) {
         byHandle[handle]?.sampler.roundTripTime = rtt

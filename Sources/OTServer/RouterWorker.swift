@@ -156,6 +156,7 @@ final class RouterWorker: MediaEndpointOwner, @unchecked Sendable {
             case .packetsUnrecoverable(let ssrc, _): core.publisherPacketsUnrecoverable(handle, ssrc: ssrc, now: now)
             case .connected: core.publisherLink(handle, up: true)
             case .failed: core.publisherLink(handle, up: false)
+            case .roundTripTime(let d): core.publisherRoundTripTime(handle, d)
             default: break
             }
             return
@@ -216,6 +217,8 @@ final class RouterWorker: MediaEndpointOwner, @unchecked Sendable {
         // forwards (each subscriber's downlink gets FEC of its own, for its own loss).
         var config = PeerConnectionConfig()
         config.videoFEC = false
+        // The uplink only receives: its round trip (NACK retries, keyframe-request pacing) comes from XR RRTR/DLRR.
+        config.receiverReferenceTime = true
         // Any video codec the router can tell keyframes of; the publisher's offer order picks.
         config.videoFormats = PayloadFormats.video
         let (handle, driver) = try makeLink(config, publisher: true)

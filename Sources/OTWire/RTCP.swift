@@ -64,6 +64,26 @@ public struct TransportCCFeedback: Equatable, Sendable {
     }
 }
 
+/// One DLRR sub-block (RFC 3611 §4.5): the answer to the last RRTR received from `ssrc`.
+public struct RTCPDLRRSubBlock: Equatable, Sendable {
+    public var ssrc: UInt32
+    /// Middle 32 bits of that RRTR's NTP timestamp.
+    public var lastRR: UInt32
+    /// Delay since it arrived, in 1/65536 seconds.
+    public var delaySinceLastRR: UInt32
+    public init(ssrc: UInt32, lastRR: UInt32, delaySinceLastRR: UInt32) {
+        self.ssrc = ssrc; self.lastRR = lastRR; self.delaySinceLastRR = delaySinceLastRR
+    }
+}
+
+/// The XR report blocks we read and write (RFC 3611 §4.4, §4.5): how a receive-only leg measures its round trip.
+public enum RTCPXRBlock: Equatable, Sendable {
+    /// Receiver Reference Time Report (BT 4): the sender's NTP time.
+    case receiverReferenceTime(ntp: UInt64)
+    /// DLRR (BT 5): one sub-block per RRTR sender answered.
+    case dlrr([RTCPDLRRSubBlock])
+}
+
 /// One RTCP packet of a compound packet.
 public enum RTCPPacket: Equatable, Sendable {
     case senderReport(RTCPSenderReport)
@@ -77,7 +97,10 @@ public enum RTCPPacket: Equatable, Sendable {
     /// Full intra request (RFC 5104 §4.3.1): (ssrc, command sequence number) entries.
     case fir(senderSSRC: UInt32, entries: [FIREntry])
     case transportCC(TransportCCFeedback)
-    /// Anything else (APP, XR, REMB, ...), kept raw: the header's count/FMT field and the payload after the header.
+    /// Extended report (RFC 3611, PT 207): the sender's SSRC and its RRTR and DLRR blocks (blocks of other types are
+    /// skipped when parsed).
+    case extendedReport(senderSSRC: UInt32, blocks: [RTCPXRBlock])
+    /// Anything else (APP, REMB, ...), kept raw: the header's count/FMT field and the payload after the header.
     case other(packetType: UInt8, count: UInt8, payload: [UInt8])
 
     public struct FIREntry: Equatable, Sendable {
@@ -87,10 +110,11 @@ public enum RTCPPacket: Equatable, Sendable {
     }
 }
 
-/// RTCP compound packet parsing and building (RFC 3550, RFC 4585, RFC 5104).
+/// RTCP compound packet parsing and building (RFC 3550, RFC 4585, RFC 5104, RFC 3611 XR).
 public enum RTCP {
     public static let senderReportType: UInt8 = 200, receiverReportType: UInt8 = 201, sdesType: UInt8 = 202
-    public static let byeType: UInt8 = 203, rtpfbType: UInt8 = 205, psfbType: UInt8 = 206
+    public static let byeType: UInt8 = 203, rtpfbType: UInt8 = 205, psfbType: UInt8 = 206, xrType: UInt8 = 207
+    static let rrtrBlockType: UInt8 = 4, dlrrBlockType: UInt8 = 5
 
     /// Parses every packet of a compound RTCP packet. Throws `WireError` on malformed input.
     public static func parse(_ bytes: ArraySlice<UInt8>) throws -> [RTCPPacket] {
@@ -192,9 +216,40 @@ public enum RTCP {
                 entries.append(.init(ssrc: ssrc, sequence: seq))
             }
             return .fir(senderSSRC: s, entries: entries)
+        case xrType:
+            return try parseExtendedReport(&r)
         default:
             return .other(packetType: pt, count: count, payload: Array(body))
         }
+    }
+
+    /// XR (RFC 3611 §3): each block's length is checked against the packet's; blocks of other types are skipped.
+    private static func parseExtendedReport(_ r: inout ByteReader) throws -> RTCPPacket {
+        let ssrc = try r.u32("XR sender SSRC")
+        var blocks: [RTCPXRBlock] = []
+        while r.remaining > 0 {
+            guard r.remaining >= 4 else { throw WireError("RTCP XR: \(r.remaining) bytes left, shorter than a block header") }
+            let type = try r.u8("XR block type")
+            try r.skip(1, "XR block")
+            let length = Int(try r.u16("XR block length")) * 4
+            guard length <= r.remaining else { throw WireError("RTCP XR: block type \(type) of \(length) bytes, \(r.remaining) left") }
+            switch type {
+            case rrtrBlockType:
+                guard length == 8 else { throw WireError("RTCP XR: RRTR block of \(length) bytes, expected 8") }
+                blocks.append(.receiverReferenceTime(ntp: try r.u64("XR RRTR")))
+            case dlrrBlockType:
+                guard length % 12 == 0 else { throw WireError("RTCP XR: DLRR block of \(length) bytes, not a multiple of 12") }
+                var subs: [RTCPDLRRSubBlock] = []
+                subs.reserveCapacity(length / 12)
+                for _ in 0..<length / 12 {
+                    subs.append(RTCPDLRRSubBlock(ssrc: try r.u32("XR DLRR"), lastRR: try r.u32("XR DLRR"), delaySinceLastRR: try r.u32("XR DLRR")))
+                }
+                blocks.append(.dlrr(subs))
+            default:
+                try r.skip(length, "XR block")
+            }
+        }
+        return .extendedReport(senderSSRC: ssrc, blocks: blocks)
     }
 
     private static func parseTransportCC(_ r: inout ByteReader) throws -> TransportCCFeedback {
@@ -310,6 +365,21 @@ public enum RTCP {
         case .transportCC(let fb):
             let s = header(&w, count: 15, pt: rtpfbType)
             writeTransportCC(fb, &w)
+            finish(&w, s)
+        case .extendedReport(let ssrc, let blocks):
+            let s = header(&w, count: 0, pt: xrType)
+            w.u32(ssrc)
+            for b in blocks {
+                switch b {
+                case .receiverReferenceTime(let ntp):
+                    w.u8(rrtrBlockType); w.u8(0); w.u16(2); w.u64(ntp)
+                case .dlrr(let subs):
+                    // A block's length is 16 bits of words: 21845 sub-blocks at most.
+                    let kept = subs.prefix(0xFFFF / 3)
+                    w.u8(dlrrBlockType); w.u8(0); w.u16(UInt16(kept.count * 3))
+                    for d in kept { w.u32(d.ssrc); w.u32(d.lastRR); w.u32(d.delaySinceLastRR) }
+                }
+            }
             finish(&w, s)
         case .other(let pt, let count, let payload):
             let s = header(&w, count: count, pt: pt)

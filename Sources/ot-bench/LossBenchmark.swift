@@ -260,6 +260,8 @@ private func runLossSession(_ args: [String]) throws {
         counters["routerUpNacked"] = up?.nackedSequences ?? 0
         counters["routerUpRepaired"] = up?.nackRepaired ?? 0
         counters["routerUpGivenUp"] = up?.nackGivenUp ?? 0
+        // The uplink's round trip as RTCP measured it (XR DLRR answers; absent: never measured).
+        if let rtt = up?.roundTripTime { counters["routerUpRttMicros"] = Int(rtt.microseconds) }
         counters["routerDownRetransmissions"] = downs.map(\.retransmissionsSent).reduce(0, +)
         counters["routerDownMisses"] = downs.map(\.retransmissionMisses).reduce(0, +)
         counters["routerDownFEC"] = downs.map(\.fecPacketsSent).reduce(0, +)

@@ -147,6 +147,28 @@ final class MediaRouterTests: RouterTestCase {
         XCTAssertGreaterThanOrEqual(c.packetsOut, 120)
     }
 
+    /// The publisher's uplink only receives, so no report block measures its round trip: it asks with XR RRTRs, the
+    /// publisher's connection answers with DLRRs, and the measured round trip is in the stream's counters and stats.
+    func testThePublishersUplinkMeasuresItsRoundTripFromXR() throws {
+        let (pub, _, _) = try setUpRoute()
+        XCTAssertNil(router.counters(streamId: "st1")?.publisherRoundTripTime, "not measured before any media")
+        var seq: UInt16 = 0
+        let measured = waitFor(seconds: 30) {
+            send(pub, video: seq..<seq + 1, keyframeEvery: 50)
+            seq &+= 1
+            usleep(20_000)
+            return self.router.counters(streamId: "st1")?.publisherRoundTripTime != nil
+        }
+        XCTAssertTrue(measured, "no DLRR answer measured the uplink after \(seq) packets")
+        let rtt = try XCTUnwrap(router.counters(streamId: "st1")?.publisherRoundTripTime)
+        XCTAssertGreaterThanOrEqual(rtt, .zero)
+        let stats = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(router.statsJSON(apiKey: nil))) as? [String: Any])
+        let stream = ((stats["sessions"] as? [String: Any])?["sess"] as? [String: Any]).flatMap { ($0["streams"] as? [String: Any])?["st1"] as? [String: Any] }
+        XCTAssertNotNil(stream?["publisherRttMs"] as? Double, "\(stats)")
+        // The publisher's side: its connection answered RRTRs (its own RTT comes from the router's report blocks).
+        XCTAssertTrue(pub.events.withLock { $0.contains { if case .roundTripTime = $0 { true } else { false } } })
+    }
+
     func testVideoToggleStopsAndResumesWithoutASequenceGap() throws {
         let (pub, s1, s2) = try setUpRoute()
         send(pub, video: 0..<10, keyframeEvery: 100)  // keyframe at 0

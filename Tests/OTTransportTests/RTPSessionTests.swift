@@ -17,6 +17,27 @@ func testRTPFields(_ b: [UInt8]) -> (ssrc: UInt32, seq: UInt16, ts: UInt32)? {
     return (ssrc, seq, ts)
 }
 
+/// Where `exchange`'s sender and receiver are.
+let senderAddress = TransportAddress("10.0.0.1:5000")!, receiverAddress = TransportAddress("10.0.0.2:6000")!
+
+/// One step of a sending and a receiving session over `net` at `now`: both sessions' timers, their RTCP each way and
+/// the sender's retransmissions sent; what arrives delivered (RTCP to its session, RTP to the receiver, then `rtp`).
+func exchange(_ sender: RTPSession, _ receiver: RTPSession, over net: inout NetworkEmulator, clockRate: UInt32, now: Instant,
+              rtp: ([UInt8]) -> Void = { _ in }) throws {
+    sender.handleTimeout(now: now); receiver.handleTimeout(now: now)
+    while let r = sender.pollRTCP() { net.send(r, from: senderAddress, to: receiverAddress, now: now) }
+    while let r = sender.pollRetransmission() { net.send(r, from: senderAddress, to: receiverAddress, now: now) }
+    while let r = receiver.pollRTCP() { net.send(r, from: receiverAddress, to: senderAddress, now: now) }
+    while let d = net.poll(now: now) {
+        if DemuxKind.classify(d.bytes) == .rtcp {
+            try (d.to == senderAddress ? sender : receiver).handleRTCP(d.bytes, now: now)
+        } else if let f = testRTPFields(d.bytes) {
+            receiver.received(ssrc: f.ssrc, sequence: f.seq, rtpTimestamp: f.ts, clockRate: clockRate, now: now)
+            rtp(d.bytes)
+        }
+    }
+}
+
 final class RTPReceiveBufferTests: XCTestCase {
     func testReordersAndReportsMissing() {
         var buf = RTPReceiveBuffer<String>(capacity: 64)
@@ -74,7 +95,6 @@ final class RTPSessionTests: XCTestCase {
     func testNACKRecoversLostVideoPacketsOverLossyNetwork() throws {
         let clock = VirtualClock()
         var net = NetworkEmulator(seed: 77, conditions: LinkConditions(delay: .milliseconds(30), jitter: .milliseconds(5), loss: 0.10, reorder: 0.05))
-        let aAddr = TransportAddress("10.0.0.1:5000")!, bAddr = TransportAddress("10.0.0.2:6000")!
         let sender = RTPSession(config: .init(localSSRCs: [0x1111], cname: "a"), now: clock.now())
         let receiver = RTPSession(config: .init(localSSRCs: [0x2222], cname: "b"), now: clock.now())
         var buffer = RTPReceiveBuffer<[UInt8]>()
@@ -90,21 +110,13 @@ final class RTPSessionTests: XCTestCase {
             if nextSend < total && now.micros % 10_000 == 0 {
                 let pkt = testRTP(ssrc: 0x1111, seq: nextSend &+ 65000, ts: UInt32(nextSend) * 900, payload: [UInt8(truncatingIfNeeded: nextSend)])
                 sender.sent(ssrc: 0x1111, sequence: nextSend &+ 65000, rtpTimestamp: UInt32(nextSend) * 900, clockRate: 90000, payloadBytes: 1, packet: pkt, now: now)
-                net.send(pkt, from: aAddr, to: bAddr, now: now)
+                net.send(pkt, from: senderAddress, to: receiverAddress, now: now)
                 nextSend += 1
             }
-            sender.handleTimeout(now: now); receiver.handleTimeout(now: now)
-            while let r = sender.pollRTCP() { net.send(r, from: aAddr, to: bAddr, now: now) }
-            while let r = sender.pollRetransmission() { net.send(r, from: aAddr, to: bAddr, now: now) }
-            while let r = receiver.pollRTCP() { net.send(r, from: bAddr, to: aAddr, now: now) }
-            while let d = net.poll(now: now) {
-                if DemuxKind.classify(d.bytes) == .rtcp {
-                    try (d.to == aAddr ? sender : receiver).handleRTCP(d.bytes, now: now)
-                } else if let f = testRTPFields(d.bytes) {
-                    receiver.received(ssrc: f.ssrc, sequence: f.seq, rtpTimestamp: f.ts, clockRate: 90000, now: now)
-                    buffer.insert(sequence: f.seq, packet: d.bytes)
-                    while let p = buffer.pop() { delivered.append(p.sequence) }
-                }
+            try exchange(sender, receiver, over: &net, clockRate: 90000, now: now) { bytes in
+                guard let f = testRTPFields(bytes) else { return }
+                buffer.insert(sequence: f.seq, packet: bytes)
+                while let p = buffer.pop() { delivered.append(p.sequence) }
             }
             while let e = sender.pollEvent() {
                 if case .roundTripTime(let r) = e { rtts.append(r) }
@@ -124,6 +136,51 @@ final class RTPSessionTests: XCTestCase {
         XCTAssertEqual(keyframeRequests, 0)
         // The receiver's report of the stream shows the losses before NACK recovery.
         XCTAssertGreaterThan(try XCTUnwrap(receiver.statistics(ssrc: 0x1111)).received, Int64(total))  // retransmissions count too
+    }
+
+    /// A receive-only session (a router's uplink, a subscriber) gets no report block about a stream of its own; with
+    /// `receiverReferenceTime` its RRTRs, answered by the sender's DLRRs, measure two one-way delays of 40 ms, although
+    /// the sender answers only with its next report (0.5–1.5 s later: the DLRR's delay, subtracted). Without the
+    /// setting it never measures.
+    func testAReceiveOnlySessionMeasuresItsRoundTripFromXR() throws {
+        func run(receiverReferenceTime: Bool) throws -> (receiver: [Duration], sender: [Duration], final: Duration, measured: Bool) {
+            let clock = VirtualClock()
+            var net = NetworkEmulator(seed: 5, conditions: LinkConditions(delay: .milliseconds(40)))
+            let sender = RTPSession(config: .init(localSSRCs: [0x1111], cname: "a"), now: clock.now())
+            var rc = RTPSession.Config(localSSRCs: [0x2222], cname: "b")
+            rc.receiverReferenceTime = receiverReferenceTime
+            let receiver = RTPSession(config: rc, now: clock.now())
+            // What a DTLS handshake would have guessed, to be replaced.
+            receiver.setInitialRoundTripTime(.milliseconds(31))
+            var seq: UInt16 = 0
+            var receiverRTTs: [Duration] = [], senderRTTs: [Duration] = []
+            let end = clock.now() + .seconds(8)
+            while clock.now() < end {
+                let now = clock.now()
+                if now.micros % 20_000 == 0 {
+                    let pkt = testRTP(ssrc: 0x1111, seq: seq, ts: UInt32(seq) * 960, payload: [1])
+                    sender.sent(ssrc: 0x1111, sequence: seq, rtpTimestamp: UInt32(seq) * 960, clockRate: 48000, payloadBytes: 1, packet: pkt, now: now)
+                    net.send(pkt, from: senderAddress, to: receiverAddress, now: now)
+                    seq &+= 1
+                }
+                try exchange(sender, receiver, over: &net, clockRate: 48000, now: now)
+                while let e = receiver.pollEvent() { if case .roundTripTime(let r) = e { receiverRTTs.append(r) } }
+                while let e = sender.pollEvent() { if case .roundTripTime(let r) = e { senderRTTs.append(r) } }
+                clock.advance(by: .milliseconds(1))
+            }
+            return (receiverRTTs, senderRTTs, receiver.rtt, receiver.rttMeasured)
+        }
+        let xr = try run(receiverReferenceTime: true)
+        XCTAssertGreaterThanOrEqual(xr.receiver.count, 4, "one sample per answered report")
+        // 80 ms, and what the DLRR's 1/65536 s units truncate (under 16 µs).
+        for r in xr.receiver { XCTAssertTrue(r >= .milliseconds(80) && r < .microseconds(80_016), "\(xr.receiver)") }
+        XCTAssertTrue(xr.measured)
+        XCTAssertEqual(xr.final, xr.receiver.last)
+        XCTAssertGreaterThanOrEqual(xr.sender.count, 4, "the sender still measures from the receiver's report blocks")
+        let plain = try run(receiverReferenceTime: false)
+        XCTAssertEqual(plain.receiver, [])
+        XCTAssertFalse(plain.measured)
+        XCTAssertEqual(plain.final, .milliseconds(31))
     }
 
     func testPLIAndFIRRaiseKeyframeRequests() throws {

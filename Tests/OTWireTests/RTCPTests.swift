@@ -15,6 +15,9 @@ final class RTCPTests: XCTestCase {
             .transportCC(TransportCCFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequence: 65530, referenceTime: -5, feedbackCount: 3,
                                              deltas: [4, nil, 300, -2, 0] + Array(repeating: 8, count: 20) + [nil, nil])),
             .bye(ssrcs: [0xAAAA], reason: "done"),
+            .extendedReport(senderSSRC: 0xAAAA, blocks: [.receiverReferenceTime(ntp: 0xE000_0001_8000_0000),
+                                                         .dlrr([.init(ssrc: 2, lastRR: 0x0001_8000, delaySinceLastRR: 6554),
+                                                                .init(ssrc: 3, lastRR: 7, delaySinceLastRR: 0)])]),
             .other(packetType: 204, count: 0, payload: [1, 2, 3, 4, 5, 6, 7, 8]),
         ]
         let bytes = RTCP.serialize(packets)
@@ -52,5 +55,49 @@ final class RTCPTests: XCTestCase {
         XCTAssertThrowsError(try RTCP.parse([0xA1, 201, 0, 1, 0, 0, 0, 0]))  // padding byte 0
         // SR claiming one report block with no block bytes.
         XCTAssertThrowsError(try RTCP.parse([0x81, 200, 0, 6] + Array(repeating: 0, count: 24)))
+    }
+
+    func testExtendedReportWireLayout() throws {
+        // RFC 3611: RRTR block (BT 4, length 2) and DLRR block (BT 5, length 3 per sub-block).
+        let bytes = RTCP.serialize([.extendedReport(senderSSRC: 1, blocks: [.receiverReferenceTime(ntp: 0x0102_0304_0506_0708),
+                                                                           .dlrr([.init(ssrc: 2, lastRR: 3, delaySinceLastRR: 4)])])])
+        XCTAssertEqual(bytes, [0x80, 207, 0, 8, 0, 0, 0, 1,
+                               4, 0, 0, 2, 1, 2, 3, 4, 5, 6, 7, 8,
+                               5, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4])
+    }
+
+    func testExtendedReportSkipsUnknownBlocksAndKeepsTheCompound() throws {
+        // A VoIP metrics block (BT 7, 8 words) between an RRTR and a DLRR, then an RR: the unknown block is skipped by its
+        // length, the rest is read.
+        let xr: [UInt8] = [0x80, 207, 0, 17, 0, 0, 0, 9,
+                           4, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2,
+                           7, 0, 0, 8] + Array(repeating: 0xEE, count: 32) + [
+                           5, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4]
+        let rr = RTCP.serialize([.receiverReport(ssrc: 9, reports: [])])
+        XCTAssertEqual(try RTCP.parse(xr + rr), [
+            .extendedReport(senderSSRC: 9, blocks: [.receiverReferenceTime(ntp: 0x0000_0001_0000_0002),
+                                                    .dlrr([.init(ssrc: 2, lastRR: 3, delaySinceLastRR: 4)])]),
+            .receiverReport(ssrc: 9, reports: []),
+        ])
+        // No blocks at all is a valid XR.
+        XCTAssertEqual(try RTCP.parse([0x80, 207, 0, 1, 0, 0, 0, 9]), [.extendedReport(senderSSRC: 9, blocks: [])])
+    }
+
+    func testRejectsMalformedExtendedReport() {
+        func xr(_ blocks: [UInt8]) -> [UInt8] { [0x80, 207, 0, UInt8(1 + blocks.count / 4), 0, 0, 0, 9] + blocks }
+        // A block claiming more words than the packet holds.
+        XCTAssertThrowsError(try RTCP.parse(xr([7, 0, 0, 5, 0, 0, 0, 0]))) {
+            XCTAssertEqual("\($0)", "RTCP XR: block type 7 of 20 bytes, 4 left")
+        }
+        // An RRTR of the wrong length.
+        XCTAssertThrowsError(try RTCP.parse(xr([4, 0, 0, 1, 0, 0, 0, 1]))) {
+            XCTAssertEqual("\($0)", "RTCP XR: RRTR block of 4 bytes, expected 8")
+        }
+        // A DLRR whose length is not whole sub-blocks.
+        XCTAssertThrowsError(try RTCP.parse(xr([5, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2]))) {
+            XCTAssertEqual("\($0)", "RTCP XR: DLRR block of 8 bytes, not a multiple of 12")
+        }
+        // No room for the sender SSRC.
+        XCTAssertThrowsError(try RTCP.parse([0x80, 207, 0, 0]))
     }
 }

@@ -11,6 +11,7 @@ the Python package on the other side. Routed and relayed:
 - a page publishing in a relayed session refuses, naming its codec, a native subscriber whose offer lists none of its
   preferred codecs, as a native publisher does;
 - a viewer page (no camera permission: Chromium signals mDNS `.local` host candidates) receives the native stream;
+- a page publishing into the router answers the uplink's RTCP XR RRTRs with DLRRs: the router measures its round trip;
 - a moderator's forceMuteStream mutes the browser's publisher; the browser as moderator mutes and disconnects;
 - the page survives a cut of its signaling connection (a TCP proxy resets it): sessionReconnecting,
   sessionReconnected, signals and media flow again.
@@ -31,7 +32,7 @@ import otsession
 from browser import BROWSER_TONE_HZ, SITE_NAME, Page, PageError, TCPProxy, region_spread
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bindings", "python", "tests"))
-from session_recorder import SubscriberRecorder, wait_until  # noqa: E402
+from session_recorder import SubscriberRecorder, router_stats, wait_until  # noqa: E402
 
 NATIVE_TONE_HZ = 440
 W, H = 320, 240
@@ -202,6 +203,24 @@ def test_media_and_signals_both_ways(chromium, server, mode):
         assert native.expect(native.events, lambda e: e[0] == "has_video")[2] is False
         native.unsubscribe(viewer)
         viewer.close()
+
+
+def test_a_page_publishing_into_the_router_answers_its_uplinks_rrtr(chromium, server):
+    """The router's uplink from a publisher only receives, so no report block measures its round trip: it puts XR RRTRs
+    (RFC 3611 §4.4) in its reports and Chromium answers each with a DLRR sub-block in its next one (libwebrtc does,
+    without any SDP attribute); the router's stats show the round trip measured (`publisherRttMs`)."""
+    sid = server.create_session()
+    page = Page(chromium, f"http://127.0.0.1:{server.port}")
+    try:
+        page.call("connect", server.api_key, sid, server.token(sid, "publisher", data="browser"))
+        page.call("publish", {"name": "browser"})
+
+        def rtts():
+            return [st.get("publisherRttMs") for st in router_stats(server).get(sid, {}).get("streams", {}).values()]
+        assert wait_until(lambda: rtts() and None not in rtts(), timeout=30), (rtts(), page.log())
+        assert all(r >= 0 for r in rtts()), rtts()
+    finally:
+        page.close()
 
 
 def test_vp9_from_a_native_publisher_to_the_page_and_from_the_page_to_a_native_subscriber(chromium, server, mode):

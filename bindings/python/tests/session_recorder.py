@@ -1,9 +1,13 @@
 """A session and a subscriber that record their callbacks into a queue, for the tests (each test module adds the
 callbacks it needs)."""
 import contextlib
+import json
 import queue
 import threading
 import time
+import urllib.request
+
+import jwt
 
 import otsession
 
@@ -104,3 +108,13 @@ def wait_until(cond, timeout=15):
             return True
         time.sleep(0.05)
     return False
+
+
+def router_stats(server):
+    """The media router's stats of `server`'s project (the REST API's /v2/stats): its routed sessions by id."""
+    now = int(time.time())
+    auth = jwt.encode({"iss": server.api_key, "ist": "project", "iat": now, "exp": now + 60}, server.api_secret,
+                      algorithm="HS256")
+    req = urllib.request.Request(server.url.rstrip("/") + "/v2/stats", headers={"X-OPENTOK-AUTH": auth})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.load(r)["sessions"]

@@ -4,15 +4,12 @@ import json
 import math
 import threading
 import time
-import urllib.request
-
-import jwt
 
 import pytest
 
 import otsession
 from otsession import AudioSource, ErrorCode, OTError, PixelFormat, VideoReason, VideoSource
-from session_recorder import SubscriberRecorder, publisher_and_viewer, wait_until
+from session_recorder import SubscriberRecorder, publisher_and_viewer, router_stats, wait_until
 
 
 class Viewer(SubscriberRecorder):
@@ -136,13 +133,7 @@ def test_custom_capturer_frames_in_nv12(joined):
 
 def router_subscribers(server, stream_id):
     """How many subscribers the media router forwards `stream_id` to (the REST API's /v2/stats; 0 when it has none)."""
-    now = int(time.time())
-    auth = jwt.encode({"iss": server.api_key, "ist": "project", "iat": now, "exp": now + 60}, server.api_secret,
-                      algorithm="HS256")
-    req = urllib.request.Request(server.url.rstrip("/") + "/v2/stats", headers={"X-OPENTOK-AUTH": auth})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        sessions = json.load(r)["sessions"]
-    return sum(s["streams"].get(stream_id, {}).get("subscribers", 0) for s in sessions.values())
+    return sum(s["streams"].get(stream_id, {}).get("subscribers", 0) for s in router_stats(server).values())
 
 
 def test_closing_a_subscriber_ends_its_subscription(joined):
