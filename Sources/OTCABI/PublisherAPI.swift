@@ -281,9 +281,9 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
         var copies: [[UInt8]] = [], strideList: [Int] = []
         let geometry = pf.planeGeometry(width: Int(width), height: Int(height))
         for i in 0..<Int(plane_count) {
-            guard let base = planes[i], let span = planeBytes(pf, stride: Int(strides[i]), geometry[i]) else {
-                return Status.invalidParam
-            }
+            // A stride beyond any real layout (a row of 1 MiB, a JPEG of 64 MiB) is refused, not read.
+            guard let base = planes[i], strides[i] <= (pf == .mjpeg ? 1 << 26 : 1 << 20),
+                  let span = pf.planeSpan(stride: Int(strides[i]), geometry[i]) else { return Status.invalidParam }
             copies.append(Array(UnsafeBufferPointer(start: base, count: span)))
             strideList.append(Int(strides[i]))
         }
@@ -291,16 +291,6 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
                                   timestampMicros: timestamp_us)
         return capturer.provideFrame(frame) ? Status.ok : Status.of(.illegalState)
     }
-}
-
-/// How many bytes of a caller's plane a frame reads: full strides between rows, the last row only as wide as the
-/// picture (so a cropped view of a larger buffer, which ends there, is read within its bounds); MJPEG's "stride" is
-/// the JPEG's length. nil for a stride below the picture's row or beyond any real layout (a row of 1 MiB, a JPEG of
-/// 64 MiB).
-private func planeBytes(_ format: PixelFormat, stride: Int, _ plane: (minStride: Int, rows: Int)) -> Int? {
-    guard stride >= plane.minStride else { return nil }
-    if format == .mjpeg { return stride <= 1 << 26 ? stride : nil }
-    return stride <= 1 << 20 ? stride * (plane.rows - 1) + plane.minStride : nil
 }
 
 /// Writes captured 48 kHz mono int16 PCM (OT_AUDIO_SOURCE_CUSTOM), from any thread; `count` samples.

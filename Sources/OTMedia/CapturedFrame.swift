@@ -41,8 +41,7 @@ public struct CapturedFrame: Sendable {
             guard strides[i] >= g.minStride else {
                 throw OTError(.invalidParameter, "\(format) plane \(i) stride \(strides[i]) is below \(g.minStride)")
             }
-            let needed = format == .mjpeg ? strides[i]
-                : VideoFrame.planeSpan(stride: strides[i], rowBytes: g.minStride, rows: g.rows) ?? Int.max
+            let needed = format.planeSpan(stride: strides[i], g) ?? Int.max
             guard planes[i].count >= needed else {
                 throw OTError(.invalidParameter, "\(format) plane \(i) holds \(planes[i].count) bytes, needs \(needed)")
             }

@@ -67,6 +67,14 @@ public enum PixelFormat: Int32, Sendable, CaseIterable, CustomStringConvertible 
         }
     }
 
+    /// How many bytes of a plane (`planeGeometry`'s entry) a frame reads at `stride`: full strides between rows, the
+    /// last row only as wide as the picture (a cropped view of a larger buffer ends there); MJPEG's "stride" is the
+    /// JPEG's length. nil when the stride is below the picture's row or the span overflows.
+    public func planeSpan(stride: Int, _ plane: (minStride: Int, rows: Int)) -> Int? {
+        if self == .mjpeg { return stride >= plane.minStride ? stride : nil }
+        return VideoFrame.planeSpan(stride: stride, rowBytes: plane.minStride, rows: plane.rows)
+    }
+
     public var description: String {
         switch self {
         case .i420: "I420"
