@@ -26,10 +26,9 @@ final class PublisherObject: @unchecked Sendable {
         s.maxBitrateKbps = Int(settings.max_bitrate_kbps)
         s.startBitrateKbps = Int(settings.start_bitrate_kbps)
         s.minBitrateKbps = Int(settings.min_bitrate_kbps)
-        guard (6_000...510_000).contains(settings.audio_bitrate_bps) else {
-            throw OTError(.invalidParameter, "audio_bitrate_bps \(settings.audio_bitrate_bps) is not 6000..510000")
-        }
         s.audioBitrateBps = Int(settings.audio_bitrate_bps)
+        // The numbers, before a capturer is made of them (Publisher.init checks all again once the sources are set).
+        try s.validate(naming: CMemberNames.of)
         s.publishAudio = settings.publish_audio != 0
         s.publishVideo = settings.publish_video != 0
         s.audioFallbackEnabled = settings.audio_fallback_enabled != 0
@@ -187,7 +186,10 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
     var s = ot_publisher_settings()
     if let settings { s = settings.pointee } else { _ = ot_publisher_settings_default(&s) }
     if s.name != nil, CArg.string(s.name) == nil { return nil }
-    do { return try PublisherObject(settings: s, callbacks: callbacks.pointee).handle } catch { return nil }
+    do { return try PublisherObject(settings: s, callbacks: callbacks.pointee).handle } catch {
+        Log.warn("capi", "ot_publisher_new: \((error as? OTError)?.message ?? "\(error)")")
+        return nil
+    }
 }
 
 /// Deletes a publisher: unpublishes it if published, waits for its callback in flight (unless called from

@@ -191,19 +191,21 @@ NOT_SWEPT = {
 }
 
 
-def _absurd_sweep():
-    """Calls every function with each extreme of its numeric parameters (all at once: minimum, -1, maximum), live
-    handles of the right kind, a zeroed 64 KiB buffer for every other pointer and NULL callbacks; returns
+def _absurd_sweep(live=None, only=None):
+    """Calls every function (or those named in `only`) with each extreme of its numeric parameters (all at once:
+    minimum, -1, maximum), handles of the right kind from `live` (default: _live_handles(), deleted after), a zeroed
+    64 KiB buffer for every other pointer and NULL callbacks; returns
     name -> [(flavour, status, or for functions that return a pointer whether it is not NULL)]."""
     l = lib()
-    live = _live_handles()
+    own = live is None
+    live = _live_handles() if own else live
     buf = ctypes.create_string_buffer(65536)
     extremes = {"min": lambda t: -(1 << (8 * ctypes.sizeof(t) - 1)) if t(-1).value < 0 else (1 << (8 * ctypes.sizeof(t))) - 1,
                 "minus_one": lambda t: -1 if t(-1).value < 0 else (1 << (8 * ctypes.sizeof(t))) - 1,
                 "max": lambda t: (1 << (8 * ctypes.sizeof(t) - 1)) - 1 if t(-1).value < 0 else (1 << (8 * ctypes.sizeof(t) - 1))}
     results = {}
     for name, params in sorted(_parameters().items()):
-        if name in NOT_SWEPT or name.endswith("_delete"):
+        if name in NOT_SWEPT or name.endswith("_delete") or (only is not None and name not in only):
             continue
         restype, argtypes = l.decl.functions[name]
         for flavour, value in extremes.items():
@@ -223,19 +225,20 @@ def _absurd_sweep():
             ctypes.memset(buf, 0, len(buf))  # what an earlier call wrote there is no argument of this one
             result = getattr(l.fn, name)(*args)
             results.setdefault(name, []).append((flavour, bool(result) if _is_pointer(restype) else result))
-    _delete_live(live)
+    if own:
+        _delete_live(live)
     return results
 
 
-def _in_child(function):
-    """Runs `function` of this module in a child process (so that a crash is a failure with a message, not the end
-    of the test run) and returns what it returned, through JSON."""
+def _in_child(function, module="test_abi_robustness"):
+    """Runs `function` of `module` (a test module beside this one) in a child process (so that a crash is a failure
+    with a message, not the end of the test run) and returns what it returned, through JSON."""
     code = textwrap.dedent("""
         import json, sys
         sys.path.insert(0, %r)
-        import test_abi_robustness as t
+        import %s as t
         print(json.dumps(t.%s()))
-    """) % (str(__import__("pathlib").Path(__file__).parent), function)
+    """) % (str(__import__("pathlib").Path(__file__).parent), module, function)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"{function} crashed ({r.returncode}): {r.stderr[-2000:]}"
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -247,14 +250,24 @@ def test_absurd_numbers_in_every_numeric_argument():
     has a range fails: with OT_ERR_INVALID_PARAM (or NULL) where its handles are live, so the number was judged."""
     results = _in_child("_absurd_sweep")
     assert len(results) > 80
-    params = _parameters()
-    ranged = [n for n in results
-              if any(not _is_pointer(a) and pname not in PERMISSIVE_NUMBERS
-                     for (_, pname), a in zip(params[n], lib().decl.functions[n][1]))]
     assert {"ot_publisher_provide_video_frame", "ot_publisher_write_audio", "ot_session_force_mute_all", "ot_token_new",
-            "ot_server_new_token", "ot_device_list_new", "ot_log_set_level"} <= set(ranged)
-    live_kinds = {"ot_server", "ot_session", "ot_publisher"}
-    for name in ranged:
+            "ot_server_new_token", "ot_device_list_new", "ot_log_set_level"} <= set(_ranged(results))
+    _check_absurd_results(results, live_kinds={"ot_server", "ot_session", "ot_publisher"})
+
+
+def _ranged(results):
+    """The functions of an absurd sweep that have a number with a range."""
+    params = _parameters()
+    return [n for n in results
+            if any(not _is_pointer(a) and pname not in PERMISSIVE_NUMBERS
+                   for (_, pname), a in zip(params[n], lib().decl.functions[n][1]))]
+
+
+def _check_absurd_results(results, live_kinds):
+    """No function made an object from absurd numbers, and each with a ranged number refused them: with
+    OT_ERR_INVALID_PARAM where all its handles were live (of `live_kinds`), so the number was judged."""
+    params = _parameters()
+    for name in _ranged(results):
         judged = all(_handle_kind(t) in live_kinds | {None} for t, _ in params[name])
         for flavour, result in results[name]:
             if result is False or result is True:
