@@ -46,7 +46,7 @@ final class PublisherObject: @unchecked Sendable {
         case Int32(OT_VIDEO_TYPE_CAMERA.rawValue): s.videoType = .camera
         case Int32(OT_VIDEO_TYPE_SCREEN.rawValue): s.videoType = .screen
         case Int32(OT_VIDEO_TYPE_CUSTOM.rawValue): s.videoType = .custom
-        default: throw OTError(.invalidParameter, "unknown video type \(settings.video_type)")
+        default: throw OTError(.invalidParameter, "video_type \(settings.video_type) is not an ot_video_type")
         }
         let ref = OwnerRef()
         switch settings.video_source {
@@ -64,13 +64,13 @@ final class PublisherObject: @unchecked Sendable {
                                  stopCapture: { ref.post { o, cb in cb.on_capture_stop?(o.handle, cb.user_data) }; return true }))
             s.videoSource = .capturer(c); capturer = c
         default:
-            throw OTError(.invalidParameter, "unknown video source \(settings.video_source)")
+            throw OTError(.invalidParameter, "video_source \(settings.video_source) is not an ot_video_source")
         }
         switch settings.audio_source {
         case Int32(OT_AUDIO_SOURCE_SILENCE.rawValue):
             s.audioDevice = try HeadlessAudioDevice(capture: .silence); customAudio = nil
         case Int32(OT_AUDIO_SOURCE_TONE.rawValue):
-            guard settings.tone_hz > 0, settings.tone_hz < 24_000 else { throw OTError(.invalidParameter, "tone_hz must be in (0, 24000)") }
+            guard settings.tone_hz > 0, settings.tone_hz < 24_000 else { throw OTError(.invalidParameter, "tone_hz \(settings.tone_hz) is not in (0, 24000)") }
             s.audioDevice = try HeadlessAudioDevice(capture: .tone(frequency: settings.tone_hz, amplitude: 0.3)); customAudio = nil
         case Int32(OT_AUDIO_SOURCE_CUSTOM.rawValue):
             let d = try CustomAudioDevice(captureSettings: AudioDeviceSettings(), renderSettings: AudioDeviceSettings())
@@ -81,7 +81,7 @@ final class PublisherObject: @unchecked Sendable {
             if settings.microphone != nil, CArg.string(settings.microphone) == nil { throw OTError(.invalidParameter, "microphone is not UTF-8") }
             s.audioDevice = try PulseAudioDevice(source: CArg.string(settings.microphone)); customAudio = nil
         default:
-            throw OTError(.invalidParameter, "unknown audio source \(settings.audio_source)")
+            throw OTError(.invalidParameter, "audio_source \(settings.audio_source) is not an ot_audio_source")
         }
         publisher = try Publisher(delegate: nil, settings: s)
         adapter = PublisherAdapter(ref)

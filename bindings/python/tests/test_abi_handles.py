@@ -12,7 +12,7 @@ import otsession
 from otsession._lib import lib
 from session_recorder import publisher_and_viewer, wait_until
 from test_abi_robustness import (ACCEPT_NULLS, _absurd_sweep, _check_absurd_results, _extremes, _handle_kind, _in_child,
-                                 _is_pointer, _parameters)
+                                 _is_pointer, _logged, _parameters)
 
 E = otsession.ErrorCode
 
@@ -222,24 +222,11 @@ def _owners_gone(live, viewer, watcher, w):
     return out
 
 
-def _logged(call):
-    """Runs `call()` with the library's log lines collected: (its result, the lines)."""
-    f, d = lib().fn, lib().decl
-    lines = []
-    cb = d.callbacks["ot_log_callback"](lambda level, message, _ud: lines.append(message.decode(errors="replace")))
-    f.ot_log_set_callback(cb, None)
-    try:
-        return call(), lines
-    finally:
-        f.ot_log_set_callback(d.callbacks["ot_log_callback"](), None)
-
-
 def _subscriber_settings_sweep(stream, callbacks):
     """Each numeric member of ot_subscriber_settings at each extreme (NULL settings too): [member, flavour, made,
     whether the refusal's log line names the member]."""
     f, d = lib().fn, lib().decl
     rows = []
-    assert f.ot_log_set_level(d.constants["OT_LOG_WARN"]) == 0
 
     def make(s):
         h, lines = _logged(lambda: f.ot_subscriber_new_with_settings(stream, ctypes.byref(s) if s is not None else None,
