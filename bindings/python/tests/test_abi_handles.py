@@ -24,12 +24,15 @@ class _Watcher:
     def __init__(self):
         d, f = lib().decl, lib().fn
         self.borrowed, self.copies, self.inside = {}, {}, {}
+        self.frames = 0
         self.event = threading.Event()
         self._keep = []
 
         def lend(kind, copy, delete):
             def record(*args):
                 h = args[-1]
+                if kind == "frame":
+                    self.frames += 1
                 if kind in self.borrowed or not h:
                     return
                 self.borrowed[kind] = h
@@ -105,6 +108,7 @@ def _connected_sweep():
             dead["deleted ot_subscriber"] = ("ot_subscriber", never)
 
             out["calls"] = _wrong_handle_calls(live, dead)
+            out["other_session"] = _other_session(pub_s._handle(), live, w)
             out["session_connection"] = _session_connection(watcher)
             out["answers"] = _answers(live)
             out["absurd"] = _absurd_sweep(live, only=_numeric_functions_of(NEW_KINDS))
@@ -170,6 +174,20 @@ def _wrong_handle_calls(live, dead):
                 result = getattr(l.fn, name)(*_args(name, params, position, h, live, buf))
                 calls.append((name, label, bool(result) if _is_pointer(restype) else result))
     return calls
+
+
+def _other_session(other, live, w):
+    """Handles of the right type that belong to another session (`other`, the publisher's, where `live`'s subscriber
+    is not subscribed and its publisher is published): refused with the status that says so; the subscriber still
+    receives in its own session afterwards."""
+    f = lib().fn
+    frames = w.frames
+    out = {"unsubscribe": f.ot_session_unsubscribe(other, live["ot_subscriber"]),
+           "unpublish": f.ot_session_unpublish(live["ot_session"], live["ot_publisher"]),
+           "subscribe again elsewhere": f.ot_session_subscribe(other, live["ot_subscriber"]),
+           "publish again elsewhere": f.ot_session_publish(live["ot_session"], live["ot_publisher"])}
+    out["still receiving"] = wait_until(lambda: w.frames > frames + 10, timeout=15)
+    return out
 
 
 def _answers(live):
@@ -295,6 +313,15 @@ def test_borrowed_handles_cannot_be_deleted(swept):
     assert swept["inside"] == {k: [E.INVALID_HANDLE, True] for k in ("session_stream", "connection", "subscriber_stream", "frame")}, \
         swept["inside"]
     assert swept["session_connection"] == {"delete": E.INVALID_HANDLE, "same": True, "answers": True}
+
+
+def test_handles_of_another_session_are_refused(swept):
+    """A subscriber or publisher handed to a session it is not in: unsubscribe and unpublish say it is not there,
+    subscribe says it is in use elsewhere, publish into the viewer's session is refused for its role (checked before
+    the publisher's state); the subscriber goes on receiving in its own session."""
+    assert swept["other_session"] == {"unsubscribe": E.SUBSCRIBER_NOT_FOUND, "unpublish": E.PUBLISHER_NOT_FOUND,
+                                      "subscribe again elsewhere": E.ILLEGAL_STATE, "publish again elsewhere": E.UNABLE_TO_PUBLISH,
+                                      "still receiving": True}, swept["other_session"]
 
 
 def test_handles_after_their_owner_went(swept):
