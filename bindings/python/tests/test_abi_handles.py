@@ -4,6 +4,7 @@ deleted, after its callback returned (a borrowed one) and after its owner went; 
 signal take, at absurd values. Real objects come from an embedded server on loopback, in a child process so that a
 crash is a failure with a message."""
 import ctypes
+import re
 import threading
 
 import pytest
@@ -136,13 +137,24 @@ def _numeric_functions_of(kinds):
             and any(not _is_pointer(a) for a in lib().decl.functions[name][1])}
 
 
+def _array_kind(ctype):
+    """The handle type of an array-of-handles parameter (`ot_stream const * const *`), else None."""
+    m = re.fullmatch(r"(ot_\w+) const \* const \*", ctype)
+    return m.group(1) if m and m.group(1) in lib().decl.opaque else None
+
+
 def _args(name, params, position, handle, live, buf):
-    """The arguments of `name` with `handle` in handle parameter `position`, live handles of the right type in the
-    others, the zeroed buffer for every other pointer, NULL callbacks and 0 for every number."""
+    """The arguments of `name` with `handle` in handle parameter `position` (an array of handles: that one handle, and
+    1 in the count after it), live handles of the right type in the others, the zeroed buffer for every other
+    pointer, NULL callbacks and 0 for every other number."""
     args = []
     for i, ((ctype, _), a) in enumerate(zip(params, lib().decl.functions[name][1])):
         kind = _handle_kind(ctype)
-        if kind:
+        if i == position and _array_kind(ctype):
+            args.append(ctypes.cast((ctypes.c_void_p * 1)(handle), a))
+        elif i == position + 1 and _array_kind(params[position][0]):
+            args.append(a(1))
+        elif kind:
             args.append(handle if i == position else live[kind])
         elif isinstance(a, type) and issubclass(a, ctypes._CFuncPtr):
             args.append(a())
@@ -164,7 +176,7 @@ def _wrong_handle_calls(live, dead):
             continue
         restype = l.decl.functions[name][0]
         for position, (ctype, _) in enumerate(params):
-            kind = _handle_kind(ctype)
+            kind = _handle_kind(ctype) or _array_kind(ctype)
             if not kind:
                 continue
             for label, k, h in wrong:
@@ -297,6 +309,7 @@ def test_connected_handles_of_every_type_in_the_wrong_place_or_dead_are_refused(
     assert labels == {f"live {k}" for k in ALL_KINDS} | {f"deleted {k}" for k in NEW_KINDS} \
         | {"borrowed session_stream", "borrowed subscriber_stream", "borrowed connection", "borrowed frame"}, labels
     assert len(swept["calls"]) > 1000
+    assert "ot_session_force_mute_all_streams" in {name for name, label, _ in swept["calls"] if label == "live ot_connection"}
     bad = []
     for name, label, result in swept["calls"]:
         pointer = _is_pointer(lib().decl.functions[name][0])
