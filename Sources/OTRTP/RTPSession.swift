@@ -213,9 +213,13 @@ public final class RTPSession {
         transportFeedbackSent += 1
     }
 
-    /// Handles a received (already unprotected) RTCP compound packet.
-    public func handleRTCP(_ bytes: [UInt8], now: Instant) throws {
-        for p in try RTCP.parse(bytes) {
+    /// Handles a received (already unprotected) RTCP compound packet: every packet of it that parses
+    /// (`RTCP.parseCompound`: a malformed one is skipped, the others are handled). Returns what it read, for a caller
+    /// that looks at the packets too or counts what was skipped.
+    @discardableResult
+    public func handleRTCP(_ bytes: [UInt8], now: Instant) -> RTCPCompound {
+        let compound = RTCP.parseCompound(bytes)
+        for p in compound.packets {
             switch p {
             case .senderReport(let sr):
                 if let c = receiveChain(sr.ssrc), c.hasMedia { c.stats.senderReport(ntpTime: sr.ntpTime, now: now) }
@@ -254,6 +258,7 @@ public final class RTPSession {
                 break
             }
         }
+        return compound
     }
 
     private func reportBlocks(_ blocks: [RTCPReportBlock], now: Instant) {

@@ -131,6 +131,9 @@ public struct PeerConnectionStats: Sendable, Equatable {
     public var bytesReceived = 0
     public var rtcpSent = 0
     public var rtcpReceived = 0
+    /// Packets of received RTCP compounds that did not parse, skipped (the rest of each compound is still handled;
+    /// `RTCP.parseCompound`).
+    public var rtcpPacketsSkipped = 0
     /// Packets resent in answer to NACKs, and their bytes (RTP before SRTP, as `bytesSent`).
     public var retransmissionsSent = 0
     public var retransmittedBytesSent = 0
@@ -157,9 +160,8 @@ public struct PeerConnectionStats: Sendable, Equatable {
     public var keyframeRequestsReceived = 0
     /// SRTP packets dropped as replays (a retransmission of a packet that had arrived): not errors.
     public var replaysDropped = 0
-    /// SRTP packets that failed authentication or were malformed, and RTCP that did not parse.
+    /// SRTP packets that failed authentication or were malformed.
     public var srtpErrors = 0
-    public var rtcpErrors = 0
     /// Media we were asked to send before DTLS finished, dropped.
     public var sendsBeforeConnected = 0
     /// Packets given to `sendRTP` that were not RTP, dropped.
@@ -980,14 +982,13 @@ public final class PeerConnection {
         var p = bytes
         do { try srtp.unprotectRTCP(&p) } catch SRTPError.replayed { counters.replaysDropped += 1; return } catch { counters.srtpErrors += 1; return }
         counters.rtcpReceived += 1
-        do {
-            try rtpSession.handleRTCP(p, now: now)
-            // NACKs were answered by the session from its cache; report them too (a pipeline may count them).
-            for case .nack(_, let media, let lost) in try RTCP.parse(p) {
-                counters.nacksReceived += 1
-                events.push(.nackRequested(ssrc: media, sequences: lost))
-            }
-        } catch { counters.rtcpErrors += 1 }
+        let compound = rtpSession.handleRTCP(p, now: now)
+        counters.rtcpPacketsSkipped += compound.skipped
+        // NACKs were answered by the session from its cache; report them too (a pipeline may count them).
+        for case .nack(_, let media, let lost) in compound.packets {
+            counters.nacksReceived += 1
+            events.push(.nackRequested(ssrc: media, sequences: lost))
+        }
     }
 
     /// SSRC, sequence number, timestamp and payload type of an RTP header, without copying.

@@ -138,6 +138,29 @@ final class PeerConnectionTests: XCTestCase {
         XCTAssertLessThan(env.clock.now() - t, .milliseconds(100), "still within the held request's interval")
     }
 
+    /// One malformed packet in a received compound is skipped and counted (`rtcpPacketsSkipped`); the PLI before it and
+    /// the NACK after it still reach the sender, which resends the packet asked for.
+    func testAMalformedRTCPPacketIsCountedAndTheRestOfItsCompoundHandled() throws {
+        let env = EmulatedPeerConnections(seed: 9, conditions: LinkConditions(delay: .milliseconds(5)))
+        let (a, b) = try env.connectedPair(peerConfig(audioSSRC: nil, videoSSRC: 0x77, seed: 9),
+                                           peerConfig(audioSSRC: nil, videoSSRC: nil, seed: 10))
+        for seq: UInt16 in 1...3 {
+            var p = testRTP(ssrc: 0x77, seq: seq, ts: 0, payload: [1, 2, 3])
+            XCTAssertTrue(a.sendRTP(&p, now: env.clock.now()))
+        }
+        env.run(for: .milliseconds(50))
+        // An XR whose block claims 20 bytes of the 4 its packet holds, between a PLI and a NACK.
+        let badXR: [UInt8] = [0x80, 207, 0, 3, 0, 0, 0, 9, 7, 0, 0, 5, 0, 0, 0, 0]
+        let compound = RTCP.serialize([.pli(senderSSRC: 9, mediaSSRC: 0x77)]) + badXR
+            + RTCP.serialize([.nack(senderSSRC: 9, mediaSSRC: 0x77, lost: [2])])
+        XCTAssertTrue(b.sendRTCP(compound))
+        XCTAssertTrue(env.run(for: .seconds(1)) { env.events[0].contains(.nackRequested(ssrc: 0x77, sequences: [2])) })
+        XCTAssertTrue(env.events[0].contains(.keyframeRequested(ssrc: 0x77)))
+        XCTAssertEqual(a.stats.rtcpPacketsSkipped, 1)
+        XCTAssertEqual(a.stats.retransmissionsSent, 1)
+        XCTAssertEqual(b.stats.rtcpPacketsSkipped, 0, "what a connection sends parses")
+    }
+
     /// The transport parses each packet once and assigns it to the negotiated section its payload type names: Opus
     /// (111) to audio, VP8 (96) to video, with the format; a payload type no section negotiated comes up unassigned.
     func testReceivedRTPIsDemultiplexedByPayloadTypeOntoTheNegotiatedSections() throws {
