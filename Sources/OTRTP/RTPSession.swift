@@ -51,8 +51,9 @@ public final class RTPSession {
         /// subscriber of a stream from the stream's one history instead of a copy per subscriber.
         public var sendHistory = true
         /// Put an XR Receiver Reference Time Report in our reports while we receive media and send none, so that the
-        /// peer's DLRR answer measures the round trip (RFC 3611 §4.4-4.5; `XRRoundTrip`). Every session answers RRTRs.
-        public var receiverReferenceTime = false
+        /// peer's DLRR answer measures the round trip (RFC 3611 §4.4-4.5; `XRRoundTrip`): a session that sends is
+        /// measured by the report blocks about its SSRCs and asks with no RRTR. Every session answers RRTRs.
+        public var receiverReferenceTime = true
         /// Seed for the report interval randomization.
         public var seed: UInt64 = 1
         /// How long after the first packet it covers transport-wide feedback is sent.

@@ -38,9 +38,9 @@ public struct PeerConnectionConfig: Sendable {
     /// and are answered with `resendRTP`.
     public var sendHistory = true
     /// Ask for the round trip with RTCP XR RRTRs while media comes in and none goes out (RFC 3611; the peer answers with
-    /// DLRR): nil, as long as the connection sends no track (`audioTrack` and `videoTrack` nil, e.g. a subscriber).
-    /// A leg that only receives gets no report block about a stream of its own to measure it from.
-    public var receiverReferenceTime: Bool?
+    /// DLRR; `RTPSession.Config.receiverReferenceTime`): a leg that only receives (a subscriber, the router's uplink)
+    /// gets no report block about a stream of its own to measure it from.
+    public var receiverReferenceTime = true
     /// Offer/answer video FEC (ULPFEC inside RED), sent when the measured loss calls for it.
     public var videoFEC = true
     /// Overrides of the ICE timers (consent, pacing); role, lite and credentials are set by the connection.
@@ -282,7 +282,7 @@ public final class PeerConnection {
         var rc = RTPSession.Config(localSSRCs: ssrcs.isEmpty ? [UInt32.random(in: 1 ... .max, using: &rng)] : ssrcs, cname: config.cname)
         rc.nack = config.nack
         rc.sendHistory = config.sendHistory
-        rc.receiverReferenceTime = config.receiverReferenceTime ?? (config.audioTrack == nil && config.videoTrack == nil)
+        rc.receiverReferenceTime = config.receiverReferenceTime
         rc.seed = config.seed
         rc.transportFeedbackInterval = config.transportFeedbackInterval
         rtpSession = RTPSession(config: rc, now: now)

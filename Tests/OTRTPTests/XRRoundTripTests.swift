@@ -72,13 +72,11 @@ final class XRRoundTripTests: XCTestCase {
                        (0..<UInt32(XRRoundTrip.maxRemembered)).map { $0 })
     }
 
-    /// A session with `receiverReferenceTime` that receives and sends nothing puts an RRTR in its reports; another
-    /// session's DLRR answer sets its `rtt` as a report block would (`rttMeasured`, `.roundTripTime`); a malformed XR
-    /// is skipped and changes nothing.
+    /// A session (`receiverReferenceTime` is on by default) that receives and sends nothing puts an RRTR in its reports;
+    /// another session's DLRR answer sets its `rtt` as a report block would (`rttMeasured`, `.roundTripTime`); a
+    /// malformed XR is skipped and changes nothing.
     func testASessionAsksWithRRTRAndTakesTheDLRRAsItsRoundTrip() throws {
-        var config = RTPSession.Config(localSSRCs: [0x2222], cname: "r")
-        config.receiverReferenceTime = true
-        let receiver = RTPSession(config: config, now: t0)
+        let receiver = RTPSession(config: .init(localSSRCs: [0x2222], cname: "r"), now: t0)
         let sender = RTPSession(config: .init(localSSRCs: [0x1111], cname: "s"), now: t0)
         receiver.setInitialRoundTripTime(.milliseconds(31))
         receiver.received(ssrc: 0x1111, sequence: 1, rtpTimestamp: 0, clockRate: 90000, now: t0)
@@ -114,10 +112,10 @@ final class XRRoundTripTests: XCTestCase {
     }
 
     func testASessionWithoutTheSettingOrThatSendsAsksWithNoRRTR() throws {
-        let plain = RTPSession(config: .init(localSSRCs: [1], cname: "p"), now: t0)
-        var config = RTPSession.Config(localSSRCs: [2], cname: "s")
-        config.receiverReferenceTime = true
-        let sending = RTPSession(config: config, now: t0)
+        var config = RTPSession.Config(localSSRCs: [1], cname: "p")
+        config.receiverReferenceTime = false
+        let plain = RTPSession(config: config, now: t0)
+        let sending = RTPSession(config: .init(localSSRCs: [2], cname: "s"), now: t0)
         let now = t0 + .milliseconds(500)
         for s in [plain, sending] { s.received(ssrc: 9, sequence: 1, rtpTimestamp: 0, clockRate: 90000, now: t0) }
         sending.sent(ssrc: 2, sequence: 1, rtpTimestamp: 0, clockRate: 90000, payloadBytes: 1, packet: [0], now: t0)
