@@ -22,7 +22,7 @@ func fuzzWire(_ data: [UInt8]) {
     let compound = RTCP.parseCompound(data)
     if !compound.packets.isEmpty {
         let again = RTCP.parseCompound(RTCP.serialize(compound.packets))
-        if again.skipped != 0 || again.packets.count != compound.packets.count {
+        if again.skipped != 0 || again.xrBlocksSkipped != 0 || again.packets.count != compound.packets.count {
             fatalError("RTCP re-encoding: \(compound.packets) read back as \(again)")
         }
     }

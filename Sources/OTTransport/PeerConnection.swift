@@ -134,6 +134,9 @@ public struct PeerConnectionStats: Sendable, Equatable {
     /// Packets of received RTCP compounds that did not parse, skipped (the rest of each compound is still handled;
     /// `RTCP.parseCompound`).
     public var rtcpPacketsSkipped = 0
+    /// Malformed blocks skipped inside received XR packets whose other blocks were handled (`RTCPCompound.xrBlocksSkipped`):
+    /// apart from `rtcpPacketsSkipped`, because such an XR was read, not lost.
+    public var rtcpXRBlocksSkipped = 0
     /// Packets resent in answer to NACKs, and their bytes (RTP before SRTP, as `bytesSent`).
     public var retransmissionsSent = 0
     public var retransmittedBytesSent = 0
@@ -984,6 +987,7 @@ public final class PeerConnection {
         counters.rtcpReceived += 1
         let compound = rtpSession.handleRTCP(p, now: now)
         counters.rtcpPacketsSkipped += compound.skipped
+        counters.rtcpXRBlocksSkipped += compound.xrBlocksSkipped
         // NACKs were answered by the session from its cache; report them too (a pipeline may count them).
         for case .nack(_, let media, let lost) in compound.packets {
             counters.nacksReceived += 1

@@ -97,8 +97,8 @@ public enum RTCPPacket: Equatable, Sendable {
     /// Full intra request (RFC 5104 §4.3.1): (ssrc, command sequence number) entries.
     case fir(senderSSRC: UInt32, entries: [FIREntry])
     case transportCC(TransportCCFeedback)
-    /// Extended report (RFC 3611, PT 207): the sender's SSRC and its RRTR and DLRR blocks (blocks of other types are
-    /// skipped when parsed).
+    /// Extended report (RFC 3611, PT 207): the sender's SSRC and its RRTR and DLRR blocks (blocks of other types, and
+    /// malformed ones, are skipped when parsed).
     case extendedReport(senderSSRC: UInt32, blocks: [RTCPXRBlock])
     /// Anything else (APP, REMB, ...), kept raw: the header's count/FMT field and the payload after the header.
     case other(packetType: UInt8, count: UInt8, payload: [UInt8])
@@ -117,15 +117,23 @@ public struct RTCPCompound: Equatable, Sendable {
     /// Packets skipped: each one whose body did not parse, and one more when a header that did not parse ended the
     /// compound (what followed it was not read).
     public var skipped = 0
-    /// Why the first skipped packet was skipped; nil when nothing was.
+    /// XR blocks skipped inside XR packets that were read (`packets` holds each such XR with its other blocks): an
+    /// RRTR or DLRR block of the wrong size, and one more when a block running past its packet ended the XR's blocks.
+    public var xrBlocksSkipped = 0
+    /// Why the first skipped packet or XR block was skipped; nil when nothing was.
     public var firstError: WireError?
-    public init(packets: [RTCPPacket] = [], skipped: Int = 0, firstError: WireError? = nil) {
-        self.packets = packets; self.skipped = skipped; self.firstError = firstError
+    public init(packets: [RTCPPacket] = [], skipped: Int = 0, xrBlocksSkipped: Int = 0, firstError: WireError? = nil) {
+        self.packets = packets; self.skipped = skipped; self.xrBlocksSkipped = xrBlocksSkipped; self.firstError = firstError
     }
 
     mutating func skip(_ error: any Error) {
         skipped += 1
         if firstError == nil { firstError = error as? WireError ?? WireError("\(error)") }
+    }
+
+    mutating func skipBlock(_ error: WireError) {
+        xrBlocksSkipped += 1
+        if firstError == nil { firstError = error }
     }
 }
 
@@ -138,8 +146,8 @@ public enum RTCP {
     /// Reads a compound RTCP packet by the rule libwebrtc follows (`RTCPReceiver::ParseCompoundPacket`), so that one
     /// bad packet costs only itself: a packet whose header is sound but whose body does not parse is skipped and
     /// counted, and the packets before and after it are kept; a header that does not parse (not version 2, a length
-    /// past the datagram, bad padding, fewer than 4 bytes) ends the compound and keeps what came before it. Never
-    /// throws and never traps.
+    /// past the datagram, bad padding, fewer than 4 bytes) ends the compound and keeps what came before it. Inside an
+    /// XR, a malformed block likewise costs only itself (`xrBlocksSkipped`). Never throws and never traps.
     public static func parseCompound(_ bytes: ArraySlice<UInt8>) -> RTCPCompound {
         var compound = RTCPCompound()
         var r = ByteReader(bytes)
@@ -149,15 +157,18 @@ public enum RTCP {
                 compound.skip(error)
                 break
             }
-            do { compound.packets.append(try parseOne(pt: pt, count: count, body: body)) } catch { compound.skip(error) }
+            do {
+                let packet = try parseOne(pt: pt, count: count, body: body, &compound)
+                compound.packets.append(packet)
+            } catch { compound.skip(error) }
         } while r.remaining > 0
         return compound
     }
 
     public static func parseCompound(_ bytes: [UInt8]) -> RTCPCompound { parseCompound(bytes[...]) }
 
-    /// Parses every packet of a compound RTCP packet, strictly: throws the `WireError` of the first packet that does not
-    /// parse (fuzzers and tests; a receiver uses `parseCompound`, which keeps the rest).
+    /// Parses every packet of a compound RTCP packet, strictly: throws the `WireError` of the first packet or XR block
+    /// that does not parse (fuzzers and tests; a receiver uses `parseCompound`, which keeps the rest).
     public static func parse(_ bytes: ArraySlice<UInt8>) throws -> [RTCPPacket] {
         let compound = parseCompound(bytes)
         if let error = compound.firstError { throw error }
@@ -195,7 +206,8 @@ public enum RTCP {
         return blocks
     }
 
-    private static func parseOne(pt: UInt8, count: UInt8, body: ArraySlice<UInt8>) throws -> RTCPPacket {
+    /// One packet's body; an XR counts the blocks it skips in `compound`.
+    private static func parseOne(pt: UInt8, count: UInt8, body: ArraySlice<UInt8>, _ compound: inout RTCPCompound) throws -> RTCPPacket {
         var r = ByteReader(body)
         switch pt {
         case senderReportType:
@@ -258,36 +270,53 @@ public enum RTCP {
             }
             return .fir(senderSSRC: s, entries: entries)
         case xrType:
-            return try parseExtendedReport(&r)
+            return try parseExtendedReport(&r, &compound)
         default:
             return .other(packetType: pt, count: count, payload: Array(body))
         }
     }
 
-    /// XR (RFC 3611 §3): each block's length is checked against the packet's; blocks of other types are skipped.
-    private static func parseExtendedReport(_ r: inout ByteReader) throws -> RTCPPacket {
+    /// XR (RFC 3611 §3), one block at a time as libwebrtc reads it (`ExtendedReports::Parse`): an RRTR or DLRR block
+    /// whose length is wrong for its type is skipped and counted in `compound`, and the other blocks are kept; a block
+    /// whose length runs past the packet (or fewer than a block header's 4 bytes left) ends the blocks, keeping those
+    /// before it, and counts as one skipped block; blocks of other types are passed over by their length.
+    private static func parseExtendedReport(_ r: inout ByteReader, _ compound: inout RTCPCompound) throws -> RTCPPacket {
         let ssrc = try r.u32("XR sender SSRC")
         var blocks: [RTCPXRBlock] = []
         while r.remaining > 0 {
-            guard r.remaining >= 4 else { throw WireError("RTCP XR: \(r.remaining) bytes left, shorter than a block header") }
+            guard r.remaining >= 4 else {
+                compound.skipBlock(WireError("RTCP XR: \(r.remaining) bytes left, shorter than a block header"))
+                break
+            }
             let type = try r.u8("XR block type")
             try r.skip(1, "XR block")
             let length = Int(try r.u16("XR block length")) * 4
-            guard length <= r.remaining else { throw WireError("RTCP XR: block type \(type) of \(length) bytes, \(r.remaining) left") }
+            guard length <= r.remaining else {
+                compound.skipBlock(WireError("RTCP XR: block type \(type) of \(length) bytes, \(r.remaining) left"))
+                break
+            }
+            var block = ByteReader(try r.take(length, "XR block"))
             switch type {
             case rrtrBlockType:
-                guard length == 8 else { throw WireError("RTCP XR: RRTR block of \(length) bytes, expected 8") }
-                blocks.append(.receiverReferenceTime(ntp: try r.u64("XR RRTR")))
+                guard length == 8 else {
+                    compound.skipBlock(WireError("RTCP XR: RRTR block of \(length) bytes, expected 8"))
+                    continue
+                }
+                blocks.append(.receiverReferenceTime(ntp: try block.u64("XR RRTR")))
             case dlrrBlockType:
-                guard length % 12 == 0 else { throw WireError("RTCP XR: DLRR block of \(length) bytes, not a multiple of 12") }
+                guard length % 12 == 0 else {
+                    compound.skipBlock(WireError("RTCP XR: DLRR block of \(length) bytes, not a multiple of 12"))
+                    continue
+                }
                 var subs: [RTCPDLRRSubBlock] = []
                 subs.reserveCapacity(length / 12)
                 for _ in 0..<length / 12 {
-                    subs.append(RTCPDLRRSubBlock(ssrc: try r.u32("XR DLRR"), lastRR: try r.u32("XR DLRR"), delaySinceLastRR: try r.u32("XR DLRR")))
+                    subs.append(RTCPDLRRSubBlock(ssrc: try block.u32("XR DLRR"), lastRR: try block.u32("XR DLRR"),
+                                                 delaySinceLastRR: try block.u32("XR DLRR")))
                 }
                 blocks.append(.dlrr(subs))
             default:
-                try r.skip(length, "XR block")
+                break
             }
         }
         return .extendedReport(senderSSRC: ssrc, blocks: blocks)

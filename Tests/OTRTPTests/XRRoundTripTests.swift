@@ -19,6 +19,18 @@ final class XRRoundTripTests: XCTestCase {
         return blocks.flatMap { b -> [RTCPDLRRSubBlock] in if case .dlrr(let s) = b { return s } else { return [] } }
     }
 
+    /// `compound` with `block` put first among the blocks of its XR, whose length grows by the block's words.
+    private func withBlock(_ block: [UInt8], inXROf compound: [UInt8]) throws -> [UInt8] {
+        let packets = try RTCP.parse(compound)
+        let i = try XCTUnwrap(packets.firstIndex { if case .extendedReport = $0 { true } else { false } })
+        var xr = RTCP.serialize([packets[i]])
+        xr.insert(contentsOf: block, at: 8)
+        let words = (Int(xr[2]) << 8 | Int(xr[3])) + block.count / 4
+        xr[2] = UInt8(words >> 8)
+        xr[3] = UInt8(words & 0xFF)
+        return RTCP.serialize(Array(packets[..<i])) + xr + RTCP.serialize(Array(packets[(i + 1)...]))
+    }
+
     /// RRTR out; the peer's DLRR (the RRTR's middle bits, and how long it held it) comes back: RTT = now − LRR − DLRR.
     func testAnRRTRAnsweredByADLRRGivesTheRoundTrip() {
         var x = XRRoundTrip()
@@ -73,8 +85,8 @@ final class XRRoundTripTests: XCTestCase {
     }
 
     /// A session (`receiverReferenceTime` is on by default) that receives and sends nothing puts an RRTR in its reports;
-    /// another session's DLRR answer sets its `rtt` as a report block would (`rttMeasured`, `.roundTripTime`); a
-    /// malformed XR is skipped and changes nothing.
+    /// another session's DLRR answer sets its `rtt` as a report block would (`rttMeasured`, `.roundTripTime`), also when
+    /// its XR carries a malformed block; a malformed block is skipped and changes nothing.
     func testASessionAsksWithRRTRAndTakesTheDLRRAsItsRoundTrip() throws {
         let receiver = RTPSession(config: .init(localSSRCs: [0x2222], cname: "r"), now: t0)
         let sender = RTPSession(config: .init(localSSRCs: [0x1111], cname: "s"), now: t0)
@@ -95,11 +107,15 @@ final class XRRoundTripTests: XCTestCase {
         XCTAssertEqual(dlrr(try RTCP.parse(answer).last).map(\.ssrc), [0x2222])
         XCTAssertNil(rrtr(try RTCP.parse(answer).last), "the sender asks with SRs, not RRTRs")
         now = now + .milliseconds(20)
-        // A malformed XR (an RRTR block with no room for its 8 bytes) is skipped and measures nothing.
-        XCTAssertEqual(receiver.handleRTCP([0x80, 207, 0, 2, 0, 0, 0, 9, 4, 0, 0, 2], now: now).skipped, 1)
+        // An XR whose one block (an RRTR with no room for its 8 bytes) is malformed: the block is skipped, nothing measured.
+        let empty = receiver.handleRTCP([0x80, 207, 0, 2, 0, 0, 0, 9, 4, 0, 0, 2], now: now)
+        XCTAssertEqual(empty.xrBlocksSkipped, 1)
         XCTAssertFalse(receiver.rttMeasured)
         XCTAssertEqual(receiver.rtt, .milliseconds(31))
-        receiver.handleRTCP(answer, now: now)
+        // The answer with a DLRR of the wrong size (8 bytes, naming us) before the real one: only that block is lost.
+        let handled = receiver.handleRTCP(try withBlock([5, 0, 0, 2, 0, 0, 0x22, 0x22, 0, 1, 0x80, 0], inXROf: answer), now: now)
+        XCTAssertEqual(handled.skipped, 0)
+        XCTAssertEqual(handled.xrBlocksSkipped, 1)
         XCTAssertTrue(receiver.rttMeasured)
         // 40 ms, and what the DLRR's 1/65536 s units truncate (13 µs here).
         let rtt = receiver.rtt

@@ -138,8 +138,9 @@ final class PeerConnectionTests: XCTestCase {
         XCTAssertLessThan(env.clock.now() - t, .milliseconds(100), "still within the held request's interval")
     }
 
-    /// One malformed packet in a received compound is skipped and counted (`rtcpPacketsSkipped`); the PLI before it and
-    /// the NACK after it still reach the sender, which resends the packet asked for.
+    /// One malformed packet in a received compound is skipped and counted (`rtcpPacketsSkipped`), and so is a malformed
+    /// block in an XR that is read (`rtcpXRBlocksSkipped`); the PLI before them and the NACK after them still reach the
+    /// sender, which resends the packet asked for.
     func testAMalformedRTCPPacketIsCountedAndTheRestOfItsCompoundHandled() throws {
         let env = EmulatedPeerConnections(seed: 9, conditions: LinkConditions(delay: .milliseconds(5)))
         let (a, b) = try env.connectedPair(peerConfig(audioSSRC: nil, videoSSRC: 0x77, seed: 9),
@@ -149,16 +150,19 @@ final class PeerConnectionTests: XCTestCase {
             XCTAssertTrue(a.sendRTP(&p, now: env.clock.now()))
         }
         env.run(for: .milliseconds(50))
-        // An XR whose block claims 20 bytes of the 4 its packet holds, between a PLI and a NACK.
-        let badXR: [UInt8] = [0x80, 207, 0, 3, 0, 0, 0, 9, 7, 0, 0, 5, 0, 0, 0, 0]
-        let compound = RTCP.serialize([.pli(senderSSRC: 9, mediaSSRC: 0x77)]) + badXR
+        // Between a PLI and a NACK: an XR with no room for its sender SSRC, and one whose block claims 20 bytes of the 4
+        // its packet holds.
+        let badXR: [UInt8] = [0x80, 207, 0, 0], badBlock: [UInt8] = [0x80, 207, 0, 3, 0, 0, 0, 9, 7, 0, 0, 5, 0, 0, 0, 0]
+        let compound = RTCP.serialize([.pli(senderSSRC: 9, mediaSSRC: 0x77)]) + badXR + badBlock
             + RTCP.serialize([.nack(senderSSRC: 9, mediaSSRC: 0x77, lost: [2])])
         XCTAssertTrue(b.sendRTCP(compound))
         XCTAssertTrue(env.run(for: .seconds(1)) { env.events[0].contains(.nackRequested(ssrc: 0x77, sequences: [2])) })
         XCTAssertTrue(env.events[0].contains(.keyframeRequested(ssrc: 0x77)))
         XCTAssertEqual(a.stats.rtcpPacketsSkipped, 1)
+        XCTAssertEqual(a.stats.rtcpXRBlocksSkipped, 1)
         XCTAssertEqual(a.stats.retransmissionsSent, 1)
         XCTAssertEqual(b.stats.rtcpPacketsSkipped, 0, "what a connection sends parses")
+        XCTAssertEqual(b.stats.rtcpXRBlocksSkipped, 0)
     }
 
     /// An answer without RTX means that no RTX is sent, so there is nothing to unwrap (stop 23's open case, decided): an

@@ -64,8 +64,8 @@ final class RTCPTests: XCTestCase {
                                                           octetCount: 100, reports: [RTCPReportBlock(ssrc: 9, fractionLost: 3)]))
         let nack = RTCPPacket.nack(senderSSRC: 7, mediaSSRC: 9, lost: [100, 102])
         let pli = RTCPPacket.pli(senderSSRC: 7, mediaSSRC: 9)
-        // An XR whose block claims 20 bytes of the 4 its packet holds.
-        let badXR: [UInt8] = [0x80, 207, 0, 3, 0, 0, 0, 7, 7, 0, 0, 5, 0, 0, 0, 0]
+        // An XR with no room for its sender SSRC (a bad block inside a sound XR costs only the block: below).
+        let badXR: [UInt8] = [0x80, 207, 0, 0]
         // A NACK whose FCI is 2 bytes (its header's length counts the SSRCs and one padded word).
         let oddNACK: [UInt8] = [0xA1, 205, 0, 3, 0, 0, 0, 7, 0, 0, 0, 9, 0, 100, 0, 2]
         // An SR that claims two report blocks and carries one.
@@ -76,9 +76,9 @@ final class RTCPTests: XCTestCase {
         let middle = compound([RTCP.serialize([sr]), badXR, RTCP.serialize([nack])])
         XCTAssertEqual(middle.packets, [sr, nack])
         XCTAssertEqual(middle.skipped, 1)
-        XCTAssertEqual(middle.firstError, WireError("RTCP XR: block type 7 of 20 bytes, 4 left"))
+        XCTAssertEqual(middle.firstError, WireError("truncated XR sender SSRC: need 4 bytes at offset 0, have 0"))
         XCTAssertThrowsError(try RTCP.parse(Array([RTCP.serialize([sr]), badXR, RTCP.serialize([nack])].joined()))) {
-            XCTAssertEqual("\($0)", "RTCP XR: block type 7 of 20 bytes, 4 left")
+            XCTAssertEqual("\($0)", "truncated XR sender SSRC: need 4 bytes at offset 0, have 0")
         }
         // First, last, alone; two of them, of other kinds.
         XCTAssertEqual(compound([badXR, RTCP.serialize([sr, nack])]).packets, [sr, nack])
@@ -142,8 +142,11 @@ final class RTCPTests: XCTestCase {
         XCTAssertEqual(try RTCP.parse([0x80, 207, 0, 1, 0, 0, 0, 9]), [.extendedReport(senderSSRC: 9, blocks: [])])
     }
 
+    /// An XR from SSRC 9 carrying `blocks` (whole words).
+    private func xr(_ blocks: [UInt8]) -> [UInt8] { [0x80, 207, 0, UInt8(1 + blocks.count / 4), 0, 0, 0, 9] + blocks }
+
+    /// `parse` is strict: the first malformed block throws (`parseCompound` skips it: below).
     func testRejectsMalformedExtendedReport() {
-        func xr(_ blocks: [UInt8]) -> [UInt8] { [0x80, 207, 0, UInt8(1 + blocks.count / 4), 0, 0, 0, 9] + blocks }
         // A block claiming more words than the packet holds.
         XCTAssertThrowsError(try RTCP.parse(xr([7, 0, 0, 5, 0, 0, 0, 0]))) {
             XCTAssertEqual("\($0)", "RTCP XR: block type 7 of 20 bytes, 4 left")
@@ -158,5 +161,48 @@ final class RTCPTests: XCTestCase {
         }
         // No room for the sender SSRC.
         XCTAssertThrowsError(try RTCP.parse([0x80, 207, 0, 0]))
+    }
+
+    /// A malformed XR block costs only itself (libwebrtc's `ExtendedReports::Parse`): an RRTR or DLRR of the wrong size
+    /// is skipped and counted, the XR's other blocks are kept, and the XR is no skipped packet.
+    func testAWrongSizeXRBlockIsSkippedAndTheOtherBlocksKept() {
+        let rrtr: [UInt8] = [4, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2]
+        let shortDLRR: [UInt8] = [5, 0, 0, 2, 0, 0, 0, 7, 0, 0, 0, 3]
+        let dlrr: [UInt8] = [5, 0, 0, 3, 0, 0, 0, 7, 0, 0, 0, 4, 0, 0, 0, 5]
+        let pli = RTCP.serialize([.pli(senderSSRC: 9, mediaSSRC: 7)])
+        let c = RTCP.parseCompound(xr(rrtr + shortDLRR + dlrr) + pli)
+        XCTAssertEqual(c.packets, [.extendedReport(senderSSRC: 9, blocks: [.receiverReferenceTime(ntp: 0x0000_0001_0000_0002),
+                                                                           .dlrr([.init(ssrc: 7, lastRR: 4, delaySinceLastRR: 5)])]),
+                                   .pli(senderSSRC: 9, mediaSSRC: 7)])
+        XCTAssertEqual(c.skipped, 0, "the XR was read")
+        XCTAssertEqual(c.xrBlocksSkipped, 1)
+        XCTAssertEqual(c.firstError?.message, "RTCP XR: DLRR block of 8 bytes, not a multiple of 12")
+        // An RRTR of the wrong size before a DLRR, and an unknown block (passed over, not counted) after it.
+        let longRRTR: [UInt8] = [4, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3]
+        let twice = RTCP.parseCompound(xr(longRRTR + dlrr + [7, 0, 0, 1, 0xEE, 0xEE, 0xEE, 0xEE] + shortDLRR))
+        XCTAssertEqual(twice.packets, [.extendedReport(senderSSRC: 9, blocks: [.dlrr([.init(ssrc: 7, lastRR: 4, delaySinceLastRR: 5)])])])
+        XCTAssertEqual(twice.xrBlocksSkipped, 2)
+        XCTAssertEqual(twice.firstError?.message, "RTCP XR: RRTR block of 12 bytes, expected 8", "the first is named")
+        XCTAssertEqual(RTCP.parseCompound(xr(rrtr + dlrr)).xrBlocksSkipped, 0)
+    }
+
+    /// A block whose length runs past its packet ends the XR's blocks: those before it are kept, it counts as one
+    /// skipped block, and the compound goes on after the XR (whose own length is sound). So do 1 to 3 bytes left after
+    /// the last block (a padded XR whose padding does not end on a block).
+    func testAnXRBlockPastItsPacketEndsItsBlocksAndKeepsThoseBefore() {
+        let rrtr: [UInt8] = [4, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2]
+        let nack = RTCPPacket.nack(senderSSRC: 9, mediaSSRC: 7, lost: [3])
+        let kept = RTCPPacket.extendedReport(senderSSRC: 9, blocks: [.receiverReferenceTime(ntp: 0x0000_0001_0000_0002)])
+        // A DLRR claiming 5 sub-blocks with 1 in the packet; what follows it inside the XR is not read.
+        let past = RTCP.parseCompound(xr(rrtr + [5, 0, 0, 15, 0, 0, 0, 7, 0, 0, 0, 4, 0, 0, 0, 5] + rrtr) + RTCP.serialize([nack]))
+        XCTAssertEqual(past.packets, [kept, nack])
+        XCTAssertEqual(past.skipped, 0)
+        XCTAssertEqual(past.xrBlocksSkipped, 1)
+        XCTAssertEqual(past.firstError?.message, "RTCP XR: block type 5 of 60 bytes, 24 left")
+        // SSRC, RRTR, then 2 stray bytes and 2 of padding: the header's length is sound, the blocks end short.
+        let ragged = RTCP.parseCompound([0xA0, 207, 0, 5, 0, 0, 0, 9] + rrtr + [4, 0, 0, 2] + RTCP.serialize([nack]))
+        XCTAssertEqual(ragged.packets, [kept, nack])
+        XCTAssertEqual(ragged.xrBlocksSkipped, 1)
+        XCTAssertEqual(ragged.firstError?.message, "RTCP XR: 2 bytes left, shorter than a block header")
     }
 }
