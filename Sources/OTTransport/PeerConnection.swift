@@ -261,7 +261,7 @@ public final class PeerConnection {
     /// receive is recorded, and its feedback sent, by the RTP session).
     private var transportCCId: UInt8?
     private var transportStamper = TransportSequenceStamper()
-    /// Where received SRTP is decrypted: the datagram is copied in and unprotected in place, so a steady stream
+    /// Where received SRTP and SRTCP are decrypted: the datagram is copied in and unprotected in place, so a steady stream
     /// allocates nothing for it (in place in the datagram, which its driver still holds, copied it on write: one
     /// allocation per packet). Its storage is reused once the packet's event is gone; a receiver that keeps a packet
     /// keeps it, and the next one gets storage of its own.
@@ -982,10 +982,11 @@ public final class PeerConnection {
 
     private func receiveRTCP(_ bytes: [UInt8], now: Instant) {
         guard let srtp else { return }
-        var p = bytes
-        do { try srtp.unprotectRTCP(&p) } catch SRTPError.replayed { counters.replaysDropped += 1; return } catch { counters.srtpErrors += 1; return }
+        received.removeAll(keepingCapacity: true)
+        received.append(contentsOf: bytes)
+        do { try srtp.unprotectRTCP(&received) } catch SRTPError.replayed { counters.replaysDropped += 1; return } catch { counters.srtpErrors += 1; return }
         counters.rtcpReceived += 1
-        let compound = rtpSession.handleRTCP(p, now: now)
+        let compound = rtpSession.handleRTCP(received, now: now)
         counters.rtcpPacketsSkipped += compound.skipped
         counters.rtcpXRBlocksSkipped += compound.xrBlocksSkipped
         // NACKs were answered by the session from its cache; report them too (a pipeline may count them).

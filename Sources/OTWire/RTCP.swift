@@ -336,7 +336,7 @@ public enum RTCP {
             if chunk & 0x8000 == 0 {
                 let sym = UInt8((chunk >> 13) & 3), run = Int(chunk & 0x1FFF)
                 guard run > 0 else { throw WireError("TWCC: run-length chunk with length 0") }
-                symbols.append(contentsOf: repeatElement(sym, count: min(run, statusCount - symbols.count)))
+                for _ in 0..<min(run, statusCount - symbols.count) { symbols.append(sym) }
             } else if chunk & 0x4000 == 0 {
                 for i in 0..<14 where symbols.count < statusCount { symbols.append(UInt8((chunk >> (13 - i)) & 1)) }
             } else {
@@ -345,8 +345,9 @@ public enum RTCP {
         }
         var deltas: [Int32?] = []
         deltas.reserveCapacity(statusCount)
-        for sym in symbols {
-            switch sym {
+        // Indexed: an array's iterator allocates per element in unoptimized builds, which the allocation tests count.
+        for i in 0..<symbols.count {
+            switch symbols[i] {
             case 0: deltas.append(nil)
             case 1: deltas.append(Int32(try r.u8("TWCC small delta")))
             case 2: deltas.append(Int32(Int16(bitPattern: try r.u16("TWCC large delta"))))
