@@ -27,13 +27,12 @@ final class SubscriberObject: @unchecked Sendable {
     var handle: UnsafeMutablePointer<ot_subscriber>? { Handle.pointer(handleBits.load(ordering: .acquiring), as: ot_subscriber.self) }
     var sink: CallbackSink? { attached.withLock { $0.sink } }
 
-    /// Subscribing in `session`: callbacks go where the session's go from now on; returns what it was.
-    func attach(to session: SessionObject) -> (sink: CallbackSink?, own: Bool, session: SessionObject?) {
+    /// Subscribes in `session`; once the session has accepted (a refused subscribe leaves everything as it was), the
+    /// callbacks go where the session's go, before any callback of the new subscription.
+    func subscribe(in session: SessionObject) throws {
         let own = session.session.isOwn(subscriber.stream)
-        return attached.withLock { a in defer { a = (session.sink, own, session) }; return a }
+        try session.session.subscribe(subscriber) { attached.withLock { $0 = (session.sink, own, session) } }
     }
-    /// Undoes `attach` (the subscribe was refused).
-    func restore(_ previous: (sink: CallbackSink?, own: Bool, session: SessionObject?)) { attached.withLock { $0 = previous } }
 
     /// The stream as a handle's object.
     func streamObject() -> StreamObject { StreamObject(subscriber.stream, own: attached.withLock { $0.own }) }
@@ -183,13 +182,7 @@ private func subscriberSettings(_ c: ot_subscriber_settings) -> Result<Subscribe
 /// From now on the subscriber's callbacks come where the session's do, in one order with them.
 @c(ot_session_subscribe) public func ot_session_subscribe(_ session: UnsafeMutablePointer<ot_session>?,
                                                           _ subscriber: UnsafeMutablePointer<ot_subscriber>?) -> ot_status {
-    withSession(session, and: subscriber, as: SubscriberObject.self) { s, sub in
-        let previous = sub.attach(to: s)
-        do { try s.session.subscribe(sub.subscriber) } catch {
-            sub.restore(previous)
-            throw error
-        }
-    }
+    withSession(session, and: subscriber, as: SubscriberObject.self) { s, sub in try sub.subscribe(in: s) }
 }
 
 /// Ends a subscription (no subscriber callback follows: the subscription is over when this returns).
