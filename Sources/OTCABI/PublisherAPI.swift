@@ -12,8 +12,9 @@ final class PublisherObject: @unchecked Sendable {
     let publisher: Publisher
     let owner = CallbackOwner()
     let callbacks: ot_publisher_callbacks
-    /// The session it was last published in.
-    private let attached = Mutex<(sink: CallbackSink?, session: SessionObject?)>((nil, nil))
+    /// The session it was last published in, and whether it is being deleted (then no publish is accepted: one in
+    /// flight on another thread is refused).
+    private let attached = Mutex<(sink: CallbackSink?, session: SessionObject?, closed: Bool)>((nil, nil, false))
     let capturer: CallbackVideoCapturer?
     let customAudio: CustomAudioDevice?
     private let adapter: PublisherAdapter
@@ -95,15 +96,20 @@ final class PublisherObject: @unchecked Sendable {
     /// Publishes into `session`; once the session has accepted (a refused publish leaves everything as it was), the
     /// callbacks go where the session's go, before any callback of the publish (on_capture_start comes during it).
     func publish(in session: SessionObject) throws {
-        try session.session.publish(publisher) { attached.withLock { $0 = (session.sink, session) } }
+        try session.session.publish(publisher) {
+            try attached.withLock { a in
+                guard !a.closed else { throw OTError(.invalidHandle, "the publisher is being deleted") }
+                a = (session.sink, session, false)
+            }
+        }
     }
     var sink: CallbackSink? { attached.withLock { $0.sink } }
 
     /// Unpublishes it if published, and stops callbacks (waiting for the one in flight).
     func close() {
         publisher.delegate = nil
-        if let s = attached.withLock({ $0.session }) { try? s.session.unpublish(publisher) }
-        attached.withLock { $0.session = nil }
+        let s = attached.withLock { a in defer { a.session = nil; a.closed = true }; return a.session }
+        if let s { try? s.session.unpublish(publisher) }
         owner.close()
     }
 }

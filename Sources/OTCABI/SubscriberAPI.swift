@@ -10,8 +10,9 @@ final class SubscriberObject: @unchecked Sendable {
     let subscriber: Subscriber
     let owner = CallbackOwner()
     let callbacks: ot_subscriber_callbacks
-    /// The session it was last subscribed in, and whether the stream is this client's own (known once subscribed).
-    private let attached = Mutex<(sink: CallbackSink?, own: Bool, session: SessionObject?)>((nil, false, nil))
+    /// The session it was last subscribed in, whether the stream is this client's own (known once subscribed), and
+    /// whether it is being deleted (then no subscribe is accepted: one in flight on another thread is refused).
+    private let attached = Mutex<(sink: CallbackSink?, own: Bool, session: SessionObject?, closed: Bool)>((nil, false, nil, false))
     private let adapter: SubscriberAdapter
     private let handleBits = Atomic<UInt>(0)
 
@@ -31,7 +32,12 @@ final class SubscriberObject: @unchecked Sendable {
     /// callbacks go where the session's go, before any callback of the new subscription.
     func subscribe(in session: SessionObject) throws {
         let own = session.session.isOwn(subscriber.stream)
-        try session.session.subscribe(subscriber) { attached.withLock { $0 = (session.sink, own, session) } }
+        try session.session.subscribe(subscriber) {
+            try attached.withLock { a in
+                guard !a.closed else { throw OTError(.invalidHandle, "the subscriber is being deleted") }
+                a = (session.sink, own, session, false)
+            }
+        }
     }
 
     /// The stream as a handle's object.
@@ -41,8 +47,8 @@ final class SubscriberObject: @unchecked Sendable {
     /// once the handle is gone), and stops callbacks (waiting for the one in flight).
     func close() {
         subscriber.delegate = nil
-        if let s = attached.withLock({ $0.session }) { try? s.session.unsubscribe(subscriber) }
-        attached.withLock { $0.session = nil }
+        let s = attached.withLock { a in defer { a.session = nil; a.closed = true }; return a.session }
+        if let s { try? s.session.unsubscribe(subscriber) }
         owner.close()
     }
 }

@@ -268,14 +268,15 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
     private var linkControl: PublisherLinkControl?
 
     /// Starts capture and announces the stream (from `Session.publish`); `onAccepted` runs under the publisher's lock
-    /// once it is this session's, before any message of the publish (not at all when refused).
-    func start(in session: Session, onAccepted: () -> Void) throws {
+    /// once the session may have it, before any message of the publish (not at all when refused); what it throws
+    /// refuses the publish.
+    func start(in session: Session, onAccepted: () throws -> Void) throws {
         let transform = try session.mediaTransform(configured: settings.frameTransform)
         try lock.withLock {
             guard self.session == nil, !active else { throw OTError(.illegalState, "this publisher is already published") }
+            try onAccepted()
             self.session = session
             active = true
-            onAccepted()
         }
         engine.onRouterLink = { [weak self, weak session] event in
             guard let self, let session else { return }
@@ -475,10 +476,11 @@ extension Session {
     /// published elsewhere. `publisher(_:streamCreated:)` follows; asynchronous failures go to the publisher's delegate.
     public func publish(_ publisher: Publisher) throws { try publish(publisher, onAccepted: {}) }
 
-    /// `publish(_:)` that runs `onAccepted` once this session has accepted the publisher, under the publisher's lock,
+    /// `publish(_:)` that runs `onAccepted` once this session would accept the publisher, under the publisher's lock,
     /// before any message of the publish (its capture's start included); a refused publish (any of the errors above)
-    /// never runs it. The C ABI moves the publisher's callbacks there.
-    package func publish(_ publisher: Publisher, onAccepted: () -> Void) throws {
+    /// never runs it, and what it throws refuses the publish too. The C ABI moves the publisher's callbacks there (and
+    /// refuses a publisher being deleted).
+    package func publish(_ publisher: Publisher, onAccepted: () throws -> Void) throws {
         guard status == .connected else { throw OTError(.notConnected) }
         guard capabilities?.canPublish == true else { throw OTError(.unableToPublish, "this token's role cannot publish") }
         try media.setPublisher(publisher)

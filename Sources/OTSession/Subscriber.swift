@@ -213,16 +213,16 @@ public final class Subscriber: SessionMediaClient, MediaSignalingPeer, @unchecke
     /// The subscription's control (`SubscriberControl`), on the session's executor.
     private var control: SubscriberControl?
 
-    /// Starts the subscription in `session`; `onAccepted` runs under the subscriber's lock once it is this session's,
-    /// before any message of the subscription (not at all when refused).
-    func start(in session: Session, onAccepted: () -> Void) throws {
+    /// Starts the subscription in `session`; `onAccepted` runs under the subscriber's lock once the session may have it,
+    /// before any message of the subscription (not at all when refused); what it throws refuses the subscribe.
+    func start(in session: Session, onAccepted: () throws -> Void) throws {
         try settings.validate()
         let transform = try session.mediaTransform(configured: settings.frameTransform)
         let (a, v, stream) = try lock.withLock { () -> (Bool, Bool, StreamInfo) in
             guard !active else { throw OTError(.illegalState, "this subscriber is already subscribed") }
+            try onAccepted()
             active = true
             self.session = session
-            onAccepted()
             return (_subscribeToAudio, _subscribeToVideo, _stream)
         }
         session.media.attach(self)
@@ -410,10 +410,11 @@ extension Session {
     /// `subscriberDidConnect(toStream:)` follows; asynchronous failures go to the subscriber's delegate.
     public func subscribe(_ subscriber: Subscriber) throws { try subscribe(subscriber, onAccepted: {}) }
 
-    /// `subscribe(_:)` that runs `onAccepted` once this session has accepted the subscriber, under the subscriber's
+    /// `subscribe(_:)` that runs `onAccepted` once this session would accept the subscriber, under the subscriber's
     /// lock, before any message of the subscription; a refused subscribe (any of the errors above) never runs it, and
-    /// leaves a subscription the subscriber has elsewhere as it was. The C ABI moves the subscriber's callbacks there.
-    package func subscribe(_ subscriber: Subscriber, onAccepted: () -> Void) throws {
+    /// leaves a subscription the subscriber has elsewhere as it was; what `onAccepted` throws refuses the subscribe
+    /// too. The C ABI moves the subscriber's callbacks there (and refuses a subscriber being deleted).
+    package func subscribe(_ subscriber: Subscriber, onAccepted: () throws -> Void) throws {
         guard status == .connected else { throw OTError(.notConnected) }
         guard capabilities?.canSubscribe == true else { throw OTError(.forceUnpublishOrInvalidStream, "this token's role cannot subscribe") }
         let id = subscriber.stream.id
