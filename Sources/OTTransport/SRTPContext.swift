@@ -196,16 +196,17 @@ public final class SRTPContext {
         return session
     }
 
+    /// Zeros to grow a packet by the trailer libsrtp writes (the tag, and SRTCP's index; no MKI).
+    private static let trailerRoom = [UInt8](repeating: 0, count: SRTPProfile.allCases.map(\.rtcpOverhead).max() ?? 0)
+
     private typealias Op = (srtp_t?, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int32>?) -> srtp_err_status_t
 
     private func run(_ packet: inout [UInt8], room: Int, minLength: Int, _ what: String,
                      session: srtp_t?, _ op: Op) throws {
         guard packet.count >= minLength else { throw SRTPError.malformed("\(what): \(packet.count) bytes") }
         let length = packet.count
-        // libsrtp writes the trailer past the end: make room inside the array's storage (an element at a time:
-        // `append(contentsOf:)` of a generic sequence allocates in unoptimized builds).
-        var grown = 0
-        while grown < room { packet.append(0); grown += 1 }
+        // libsrtp writes the trailer past the end: make room inside the array's storage.
+        if room > 0 { packet.append(contentsOf: Self.trailerRoom[..<room]) }
         var len = Int32(length)
         let st = packet.withUnsafeMutableBytes { op(session, $0.baseAddress, &len) }
         guard st == srtp_err_status_ok, len >= 0, Int(len) <= packet.count else {
@@ -217,7 +218,7 @@ public final class SRTPContext {
 
     /// Encrypts and authenticates an RTP packet in place (it grows by `profile.rtpOverhead`).
     public func protectRTP(_ packet: inout [UInt8]) throws {
-        try run(&packet, room: Int(SRTP_MAX_TRAILER_LEN), minLength: 12, "protect RTP", session: outbound) { srtp_protect($0, $1, $2) }
+        try run(&packet, room: profile.rtpOverhead, minLength: 12, "protect RTP", session: outbound) { srtp_protect($0, $1, $2) }
     }
 
     /// Verifies and decrypts an SRTP packet in place. Throws `.authenticationFailed` or `.replayed`.
@@ -227,7 +228,7 @@ public final class SRTPContext {
 
     /// Encrypts and authenticates an RTCP compound packet in place (grows by `profile.rtcpOverhead`).
     public func protectRTCP(_ packet: inout [UInt8]) throws {
-        try run(&packet, room: Int(SRTP_MAX_TRAILER_LEN) + 4, minLength: 8, "protect RTCP", session: outbound) { srtp_protect_rtcp($0, $1, $2) }
+        try run(&packet, room: profile.rtcpOverhead, minLength: 8, "protect RTCP", session: outbound) { srtp_protect_rtcp($0, $1, $2) }
     }
 
     /// Verifies and decrypts an SRTCP packet in place. Throws `.authenticationFailed` or `.replayed`.
