@@ -1,12 +1,12 @@
 /* libsrtp2's ciphers and authentication from OpenSSL's libcrypto.
  *
- * Debian builds libsrtp2 against NSS, which sets up a PK11 context on every srtp_protect/srtp_unprotect (a lock
- * and five allocations per call). libsrtp lets a program supply its own implementation of a cipher or
- * authentication id (srtp_replace_cipher_type / srtp_replace_auth_type); libsrtp keeps doing SRTP itself (key
- * derivation, packet index and ROC, replay, packet layout, where the tag goes), and calls these types for the
- * primitives only. Each instance owns one OpenSSL context, made at alloc and keyed at init; a packet only resets
- * its IV, so no packet allocates in AES-ICM or AES-GCM. HMAC-SHA1 goes through EVP_MAC, whose re-initialisation
- * in OpenSSL 3.0 duplicates the digest state (one allocation at start, one at the tag). */
+ * Debian builds libsrtp2 against NSS, which sets up a PK11 context on every srtp_protect/srtp_unprotect (a lock;
+ * 5 allocations per AES-GCM call, 14 per AES-CM with HMAC-SHA1). libsrtp lets a program supply its own
+ * implementation of a cipher or authentication id (srtp_replace_cipher_type / srtp_replace_auth_type); libsrtp keeps
+ * doing SRTP itself (key derivation, packet index and ROC, replay, packet layout, where the tag goes), and calls these
+ * types for the primitives only. Each instance owns one OpenSSL context, made at alloc and keyed at init; a packet
+ * only resets its IV, so no packet allocates in AES-ICM or AES-GCM. HMAC-SHA1 goes through EVP_MAC, whose
+ * re-initialisation in OpenSSL 3.0 duplicates the digest state (one allocation at start, one at the tag). */
 #include "ot_shims_srtp.h"
 #include <limits.h>
 #include <openssl/core_names.h>

@@ -103,7 +103,7 @@ public struct SRTPKeys: Sendable, Equatable {
 
 /// libsrtp's process-wide initialisation, run once (Swift globals initialise lazily and thread-safely): `srtp_init`,
 /// then OpenSSL's AES-ICM, AES-GCM and HMAC-SHA1 in place of libsrtp's own (Debian's: NSS, which sets up a context,
-/// takes a lock and allocates five times per packet). If libsrtp refuses them, SRTP stays on NSS (a warning says so).
+/// takes a lock and allocates 5 to 14 times per packet). If libsrtp refuses them, SRTP stays on NSS (a warning says so).
 private let srtpLibrary: (status: srtp_err_status_t, openSSL: Bool) = {
     let status = srtp_init()
     guard status == srtp_err_status_ok else { return (status, false) }

@@ -44,7 +44,7 @@ final class PacketPathAllocationTests: XCTestCase {
 
     /// A connected peer connection's receive path (SRTP unprotect, header parse, the RTP session's receive chain, the
     /// `.rtp` event) allocates nothing per packet: the datagram is decrypted in a reused buffer, not copied on write,
-    /// and libsrtp's AES-GCM is OpenSSL's, keyed once per connection (NSS's allocated five times per packet).
+    /// and libsrtp's AES-GCM is OpenSSL's, keyed once per connection (NSS allocated five times per packet).
     func testPeerConnectionReceivePathAllocatesNothingPerPacket() throws {
         let env = EmulatedPeerConnections(seed: 900, conditions: LinkConditions(delay: .milliseconds(1)))
         let start = env.clock.now()
