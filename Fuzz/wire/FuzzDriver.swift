@@ -18,8 +18,13 @@ func fuzzWire(_ data: [UInt8]) {
     } else if let m = try? STUNMessage.parse(data) {
         _ = m.encode()
     }
-    if let packets = try? RTCP.parse(data) {
-        _ = try? RTCP.parse(RTCP.serialize(packets))
+    // What a receiver reads of any input (a malformed packet skipped, the rest kept) re-encodes into packets that all parse.
+    let compound = RTCP.parseCompound(data)
+    if !compound.packets.isEmpty {
+        let again = RTCP.parseCompound(RTCP.serialize(compound.packets))
+        if again.skipped != 0 || again.packets.count != compound.packets.count {
+            fatalError("RTCP re-encoding: \(compound.packets) read back as \(again)")
+        }
     }
     let text = String(decoding: data, as: UTF8.self)
     if let sd = try? SessionDescription.parse(text) {

@@ -13,15 +13,27 @@ final class HandleRegistry: Sendable {
     private struct State {
         var next: UInt = 0x10_000
         var objects: [UInt: any AnyObject & Sendable] = [:]
+        /// Handles the library lends and takes back itself (borrowed in a callback, a session's own connection):
+        /// `remove` (the `*_delete` functions) refuses them.
+        var lent: Set<UInt> = []
     }
     private let state = Mutex(State())
 
-    /// Registers an object and returns its new handle bits (never 0, never reused).
-    func insert(_ object: any AnyObject & Sendable) -> UInt {
+    /// Registers an object and returns its new handle bits (never 0, never reused); a `lent` one is taken back with
+    /// `takeBack`, never by the caller's `*_delete`.
+    func insert(_ object: any AnyObject & Sendable, lent: Bool = false) -> UInt {
         state.withLock { s in
             s.next += 16
             s.objects[s.next] = object
+            if lent { s.lent.insert(s.next) }
             return s.next
+        }
+    }
+
+    /// Unregisters a handle `insert(_:lent:)` lent.
+    func takeBack(_ bits: UInt) {
+        state.withLock { s in
+            if s.lent.remove(bits) != nil { s.objects[bits] = nil }
         }
     }
 
@@ -30,10 +42,11 @@ final class HandleRegistry: Sendable {
         state.withLock { $0.objects[bits] as? T }
     }
 
-    /// Unregisters and returns the object of type `T`; nil when it was not live (so a second delete fails cleanly).
+    /// Unregisters and returns the object of type `T`; nil when it was not live (so a second delete fails cleanly) or
+    /// is lent.
     func remove<T: AnyObject & Sendable>(_ bits: UInt, as: T.Type) -> T? {
         state.withLock { s in
-            guard s.objects[bits] is T else { return nil }
+            guard s.objects[bits] is T, !s.lent.contains(bits) else { return nil }
             return s.objects.removeValue(forKey: bits) as? T
         }
     }

@@ -26,10 +26,9 @@ final class PublisherObject: @unchecked Sendable {
         s.maxBitrateKbps = Int(settings.max_bitrate_kbps)
         s.startBitrateKbps = Int(settings.start_bitrate_kbps)
         s.minBitrateKbps = Int(settings.min_bitrate_kbps)
-        guard (6_000...510_000).contains(settings.audio_bitrate_bps) else {
-            throw OTError(.invalidParameter, "audio_bitrate_bps \(settings.audio_bitrate_bps) is not 6000..510000")
-        }
         s.audioBitrateBps = Int(settings.audio_bitrate_bps)
+        // The numbers, before a capturer is made of them (Publisher.init checks all again once the sources are set).
+        try s.validate(naming: CMemberNames.of)
         s.publishAudio = settings.publish_audio != 0
         s.publishVideo = settings.publish_video != 0
         s.audioFallbackEnabled = settings.audio_fallback_enabled != 0
@@ -47,7 +46,7 @@ final class PublisherObject: @unchecked Sendable {
         case Int32(OT_VIDEO_TYPE_CAMERA.rawValue): s.videoType = .camera
         case Int32(OT_VIDEO_TYPE_SCREEN.rawValue): s.videoType = .screen
         case Int32(OT_VIDEO_TYPE_CUSTOM.rawValue): s.videoType = .custom
-        default: throw OTError(.invalidParameter, "unknown video type \(settings.video_type)")
+        default: throw OTError(.invalidParameter, "video_type \(settings.video_type) is not an ot_video_type")
         }
         let ref = OwnerRef()
         switch settings.video_source {
@@ -65,13 +64,13 @@ final class PublisherObject: @unchecked Sendable {
                                  stopCapture: { ref.post { o, cb in cb.on_capture_stop?(o.handle, cb.user_data) }; return true }))
             s.videoSource = .capturer(c); capturer = c
         default:
-            throw OTError(.invalidParameter, "unknown video source \(settings.video_source)")
+            throw OTError(.invalidParameter, "video_source \(settings.video_source) is not an ot_video_source")
         }
         switch settings.audio_source {
         case Int32(OT_AUDIO_SOURCE_SILENCE.rawValue):
             s.audioDevice = try HeadlessAudioDevice(capture: .silence); customAudio = nil
         case Int32(OT_AUDIO_SOURCE_TONE.rawValue):
-            guard settings.tone_hz > 0, settings.tone_hz < 24_000 else { throw OTError(.invalidParameter, "tone_hz must be in (0, 24000)") }
+            guard settings.tone_hz > 0, settings.tone_hz < 24_000 else { throw OTError(.invalidParameter, "tone_hz \(settings.tone_hz) is not in (0, 24000)") }
             s.audioDevice = try HeadlessAudioDevice(capture: .tone(frequency: settings.tone_hz, amplitude: 0.3)); customAudio = nil
         case Int32(OT_AUDIO_SOURCE_CUSTOM.rawValue):
             let d = try CustomAudioDevice(captureSettings: AudioDeviceSettings(), renderSettings: AudioDeviceSettings())
@@ -82,7 +81,7 @@ final class PublisherObject: @unchecked Sendable {
             if settings.microphone != nil, CArg.string(settings.microphone) == nil { throw OTError(.invalidParameter, "microphone is not UTF-8") }
             s.audioDevice = try PulseAudioDevice(source: CArg.string(settings.microphone)); customAudio = nil
         default:
-            throw OTError(.invalidParameter, "unknown audio source \(settings.audio_source)")
+            throw OTError(.invalidParameter, "audio_source \(settings.audio_source) is not an ot_audio_source")
         }
         publisher = try Publisher(delegate: nil, settings: s)
         adapter = PublisherAdapter(ref)
@@ -187,7 +186,10 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
     var s = ot_publisher_settings()
     if let settings { s = settings.pointee } else { _ = ot_publisher_settings_default(&s) }
     if s.name != nil, CArg.string(s.name) == nil { return nil }
-    do { return try PublisherObject(settings: s, callbacks: callbacks.pointee).handle } catch { return nil }
+    do { return try PublisherObject(settings: s, callbacks: callbacks.pointee).handle } catch {
+        Log.warn("capi", "ot_publisher_new: \((error as? OTError)?.message ?? "\(error)")")
+        return nil
+    }
 }
 
 /// Deletes a publisher: unpublishes it if published, waits for its callback in flight (unless called from

@@ -29,11 +29,12 @@ final class ConnectionObject: Sendable {
     init(_ info: ConnectionInfo) { self.info = info; id = OwnedCString(info.id); data = OwnedCString(info.data) }
 }
 
-/// Registers an object for the duration of a callback (a borrowed handle) and removes it after.
+/// Registers an object for the duration of a callback (a borrowed handle: its `*_delete` is refused) and removes it
+/// after, so that a use after the callback returned fails with OT_ERR_INVALID_HANDLE.
 func withBorrowedHandle<T: AnyObject & Sendable, P>(_ object: T, as: P.Type, _ body: (UnsafeMutablePointer<P>?) -> Void) {
-    let bits = HandleRegistry.shared.insert(object)
+    let bits = HandleRegistry.shared.insert(object, lent: true)
     body(Handle.pointer(bits, as: P.self))
-    _ = HandleRegistry.shared.remove(bits, as: T.self)
+    HandleRegistry.shared.takeBack(bits)
 }
 
 func streamObject(_ p: UnsafePointer<ot_stream>?) -> StreamObject? { object(p, as: StreamObject.self).object }
@@ -75,7 +76,8 @@ func connectionObject(_ p: UnsafePointer<ot_connection>?) -> ConnectionObject? {
     return Status.ok
 }
 
-/// Releases a stream handle made by ot_stream_copy.
+/// Releases a stream handle the caller was given to keep (ot_stream_copy, ot_session_get_streams, *_get_stream);
+/// OT_ERR_INVALID_HANDLE for a borrowed one (it cannot be released: the library takes it back when its callback returns).
 @c(ot_stream_delete) public func ot_stream_delete(_ stream: UnsafeMutablePointer<ot_stream>?) -> ot_status {
     removeObject(stream, as: StreamObject.self).status
 }
@@ -100,7 +102,8 @@ func connectionObject(_ p: UnsafePointer<ot_connection>?) -> ConnectionObject? {
     return Handle.pointer(HandleRegistry.shared.insert(ConnectionObject(c.info)), as: ot_connection.self)
 }
 
-/// Releases a connection handle made by ot_connection_copy.
+/// Releases a connection handle the caller was given to keep (ot_connection_copy, ot_session_get_connections,
+/// ot_stream_get_connection); OT_ERR_INVALID_HANDLE for a borrowed one or the session's own (ot_session_get_connection).
 @c(ot_connection_delete) public func ot_connection_delete(_ connection: UnsafeMutablePointer<ot_connection>?) -> ot_status {
     removeObject(connection, as: ConnectionObject.self).status
 }

@@ -134,17 +134,14 @@ private func withSubscriber(_ p: UnsafeMutablePointer<ot_subscriber>?, _ body: (
     return Status.ok
 }
 
-/// The Swift settings described by C settings, or why not.
+/// The Swift settings described by C settings, checked by `SubscriberSettings.validate`, or why not (naming the C member).
 private func subscriberSettings(_ c: ot_subscriber_settings) -> Result<SubscriberSettings, OTError> {
-    guard c.quality_loss_threshold > 0, c.quality_loss_threshold < 1 else {
-        return .failure(OTError(.invalidParameter, "quality_loss_threshold must be in (0, 1)"))
-    }
-    guard (1...60).contains(c.quality_window_seconds) else { return .failure(OTError(.invalidParameter, "quality_window_seconds must be 1..60")) }
-    guard (1...86_400_000).contains(c.connect_timeout_ms) else { return .failure(OTError(.invalidParameter, "connect_timeout_ms must be 1..86400000")) }
-    return .success(SubscriberSettings(subscribeToAudio: c.subscribe_to_audio != 0, subscribeToVideo: c.subscribe_to_video != 0,
-                                       playAudio: c.play_audio != 0, audioFallbackEnabled: c.audio_fallback_enabled != 0,
-                                       qualityLossThreshold: c.quality_loss_threshold, qualityWindowSeconds: Int(c.quality_window_seconds),
-                                       connectTimeout: .milliseconds(c.connect_timeout_ms)))
+    let s = SubscriberSettings(subscribeToAudio: c.subscribe_to_audio != 0, subscribeToVideo: c.subscribe_to_video != 0,
+                               playAudio: c.play_audio != 0, audioFallbackEnabled: c.audio_fallback_enabled != 0,
+                               qualityLossThreshold: c.quality_loss_threshold, qualityWindowSeconds: Int(c.quality_window_seconds),
+                               connectTimeout: .milliseconds(c.connect_timeout_ms))
+    do { try s.validate(naming: CMemberNames.of) } catch { return .failure(error as? OTError ?? OTError(.invalidParameter, "\(error)")) }
+    return .success(s)
 }
 
 /// ot_subscriber_new with settings (NULL: the defaults); NULL also for settings out of range (logged).

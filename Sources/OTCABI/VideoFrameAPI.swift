@@ -30,7 +30,7 @@ final class VideoFrameObject: @unchecked Sendable {
     return Handle.pointer(HandleRegistry.shared.insert(VideoFrameObject(o.frame)), as: ot_video_frame.self)
 }
 
-/// Releases a frame handle made by ot_video_frame_copy.
+/// Releases a frame handle made by ot_video_frame_copy; OT_ERR_INVALID_HANDLE for a borrowed one (on_render_frame's).
 @c(ot_video_frame_delete) public func ot_video_frame_delete(_ frame: UnsafeMutablePointer<ot_video_frame>?) -> ot_status {
     removeObject(frame, as: VideoFrameObject.self).status
 }

@@ -51,8 +51,9 @@ public final class RTPSession {
         /// subscriber of a stream from the stream's one history instead of a copy per subscriber.
         public var sendHistory = true
         /// Put an XR Receiver Reference Time Report in our reports while we receive media and send none, so that the
-        /// peer's DLRR answer measures the round trip (RFC 3611 §4.4-4.5; `XRRoundTrip`). Every session answers RRTRs.
-        public var receiverReferenceTime = false
+        /// peer's DLRR answer measures the round trip (RFC 3611 §4.4-4.5; `XRRoundTrip`): a session that sends is
+        /// measured by the report blocks about its SSRCs and asks with no RRTR. Every session answers RRTRs.
+        public var receiverReferenceTime = true
         /// Seed for the report interval randomization.
         public var seed: UInt64 = 1
         /// How long after the first packet it covers transport-wide feedback is sent.
@@ -213,9 +214,13 @@ public final class RTPSession {
         transportFeedbackSent += 1
     }
 
-    /// Handles a received (already unprotected) RTCP compound packet.
-    public func handleRTCP(_ bytes: [UInt8], now: Instant) throws {
-        for p in try RTCP.parse(bytes) {
+    /// Handles a received (already unprotected) RTCP compound packet: every packet of it that parses
+    /// (`RTCP.parseCompound`: a malformed one is skipped, the others are handled). Returns what it read, for a caller
+    /// that looks at the packets too or counts what was skipped.
+    @discardableResult
+    public func handleRTCP(_ bytes: [UInt8], now: Instant) -> RTCPCompound {
+        let compound = RTCP.parseCompound(bytes)
+        for p in compound.packets {
             switch p {
             case .senderReport(let sr):
                 if let c = receiveChain(sr.ssrc), c.hasMedia { c.stats.senderReport(ntpTime: sr.ntpTime, now: now) }
@@ -254,6 +259,7 @@ public final class RTPSession {
                 break
             }
         }
+        return compound
     }
 
     private func reportBlocks(_ blocks: [RTCPReportBlock], now: Instant) {

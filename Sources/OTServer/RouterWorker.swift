@@ -217,8 +217,6 @@ final class RouterWorker: MediaEndpointOwner, @unchecked Sendable {
         // forwards (each subscriber's downlink gets FEC of its own, for its own loss).
         var config = PeerConnectionConfig()
         config.videoFEC = false
-        // The uplink only receives: its round trip (NACK retries, keyframe-request pacing) comes from XR RRTR/DLRR.
-        config.receiverReferenceTime = true
         // Any video codec the router can tell keyframes of; the publisher's offer order picks.
         config.videoFormats = PayloadFormats.video
         let (handle, driver) = try makeLink(config, publisher: true)

@@ -96,6 +96,22 @@ public struct PublisherSettings: Sendable {
         self.publishAudio = publishAudio; self.publishVideo = publishVideo
         self.audioFallbackEnabled = audioFallbackEnabled
     }
+
+    /// Checks the numbers (`width` and `height` 1–4096, `fps` 1–120; video bitrates 1 ≤ min ≤ start ≤ max ≤
+    /// `maxVideoBitrateKbps`; `audioBitrateBps` 6000–510000, Opus's range), the name (up to 1000 characters) and that
+    /// there is audio or video; throws `.invalidParameter` naming what is wrong. `Publisher.init` calls it, and so does
+    /// the C ABI, which passes `name` to give its own member names in the message.
+    public func validate(naming name: (String) -> String = { $0 }) throws {
+        try SettingsRange.check(width, 1...4096, name("width"))
+        try SettingsRange.check(height, 1...4096, name("height"))
+        try SettingsRange.check(fps, 1...120, name("fps"))
+        try SettingsRange.check(minBitrateKbps, 1...Self.maxVideoBitrateKbps, name("minBitrateKbps"))
+        try SettingsRange.check(maxBitrateKbps, minBitrateKbps...Self.maxVideoBitrateKbps, name("maxBitrateKbps"))
+        try SettingsRange.check(startBitrateKbps, minBitrateKbps...maxBitrateKbps, name("startBitrateKbps"))
+        try SettingsRange.check(audioBitrateBps, 6_000...510_000, name("audioBitrateBps"))
+        guard self.name.count <= 1000 else { throw OTError(.invalidParameter, "\(name("name")) is over 1000 characters") }
+        if case .none = videoSource, !audioTrack { throw OTError(.invalidParameter, "a publisher needs audio or video") }
+    }
 }
 
 /// A publisher's sending counters (as OTPublisherKitVideoNetworkStats / AudioNetworkStats, merged).
@@ -186,15 +202,7 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
 
     /// Creates a publisher; nothing is captured until `Session.publish`. Throws `invalidParameter` for bad settings.
     public init(delegate: PublisherDelegate?, settings: PublisherSettings = PublisherSettings()) throws {
-        guard settings.width > 0, settings.height > 0, settings.width <= 4096, settings.height <= 4096, settings.fps > 0, settings.fps <= 120 else {
-            throw OTError(.invalidParameter, "publisher size must be 1–4096 and fps 1–120")
-        }
-        guard settings.minBitrateKbps > 0, settings.minBitrateKbps <= settings.startBitrateKbps, settings.startBitrateKbps <= settings.maxBitrateKbps,
-              settings.maxBitrateKbps <= PublisherSettings.maxVideoBitrateKbps else {
-            throw OTError(.invalidParameter, "bitrates must satisfy 0 < min ≤ start ≤ max ≤ \(PublisherSettings.maxVideoBitrateKbps)")
-        }
-        guard settings.name.count <= 1000 else { throw OTError(.invalidParameter, "the name is over 1000 characters") }
-        if case .none = settings.videoSource, !settings.audioTrack { throw OTError(.invalidParameter, "a publisher needs audio or video") }
+        try settings.validate()
         self.settings = settings
         _delegate = delegate
         audioDevice = try settings.audioDevice ?? HeadlessAudioDevice(capture: .silence)

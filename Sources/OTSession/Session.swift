@@ -39,17 +39,14 @@ public struct SessionSettings: Sendable {
         self.tlsCAFile = tlsCAFile; self.proxyURL = proxyURL
     }
 
-    /// Checks the URLs (server, proxy) and the times (`connectTimeout` 1 ms to a day, `pingInterval` 100 ms to an
-    /// hour, as the C ABI's); throws `.invalidParameter` naming what is wrong. `Session.connect` calls it.
-    public func validate() throws {
+    /// Checks the URLs (server, proxy) and the times (`connectTimeout` 1 to 86400000 ms, `pingInterval` 100 to
+    /// 3600000 ms); throws `.invalidParameter` naming what is wrong. `Session.connect` calls it, and so does the C ABI,
+    /// which passes `name` to give its own member names in the message.
+    public func validate(naming name: (String) -> String = { $0 }) throws {
         _ = try ServerEndpoint.parse(serverURL)
         if let p = proxyURL { _ = try ProxyEndpoint.parse(p) }
-        guard (Duration.milliseconds(1)...Duration.seconds(86_400)).contains(connectTimeout) else {
-            throw OTError(.invalidParameter, "connectTimeout \(connectTimeout) is not 1 ms to a day")
-        }
-        guard (Duration.milliseconds(100)...Duration.seconds(3600)).contains(pingInterval) else {
-            throw OTError(.invalidParameter, "pingInterval \(pingInterval) is not 100 ms to an hour")
-        }
+        try SettingsRange.milliseconds(connectTimeout, 1...86_400_000, name("connectTimeout"))
+        try SettingsRange.milliseconds(pingInterval, 100...3_600_000, name("pingInterval"))
     }
 
     /// How signaling and TURN over TCP/TLS reach their servers: the TLS trust (nil: the system store) and the

@@ -45,16 +45,15 @@ public struct SubscriberSettings: Sendable {
         self.connectTimeout = connectTimeout
     }
 
-    /// Checks the numbers (`qualityLossThreshold` in (0, 1), `qualityWindowSeconds` 1–60, `connectTimeout` 1 ms to a
-    /// day, as the C ABI's); throws `.invalidParameter` naming what is wrong. `Session.subscribe` calls it.
-    public func validate() throws {
+    /// Checks the numbers (`qualityLossThreshold` in (0, 1), `qualityWindowSeconds` 1–60, `connectTimeout` 1 to
+    /// 86400000 ms); throws `.invalidParameter` naming what is wrong. `Session.subscribe` calls it, and so does the C
+    /// ABI, which passes `name` to give its own member names in the message.
+    public func validate(naming name: (String) -> String = { $0 }) throws {
         guard qualityLossThreshold > 0, qualityLossThreshold < 1 else {
-            throw OTError(.invalidParameter, "qualityLossThreshold \(qualityLossThreshold) is not in (0, 1)")
+            throw OTError(.invalidParameter, "\(name("qualityLossThreshold")) \(qualityLossThreshold) is not in (0, 1)")
         }
-        guard (1...60).contains(qualityWindowSeconds) else { throw OTError(.invalidParameter, "qualityWindowSeconds \(qualityWindowSeconds) is not 1–60") }
-        guard (Duration.milliseconds(1)...Duration.seconds(86_400)).contains(connectTimeout) else {
-            throw OTError(.invalidParameter, "connectTimeout \(connectTimeout) is not 1 ms to a day")
-        }
+        try SettingsRange.check(qualityWindowSeconds, 1...60, name("qualityWindowSeconds"))
+        try SettingsRange.milliseconds(connectTimeout, 1...86_400_000, name("connectTimeout"))
     }
 }
 

@@ -38,9 +38,9 @@ public struct PeerConnectionConfig: Sendable {
     /// and are answered with `resendRTP`.
     public var sendHistory = true
     /// Ask for the round trip with RTCP XR RRTRs while media comes in and none goes out (RFC 3611; the peer answers with
-    /// DLRR): nil, as long as the connection sends no track (`audioTrack` and `videoTrack` nil, e.g. a subscriber).
-    /// A leg that only receives gets no report block about a stream of its own to measure it from.
-    public var receiverReferenceTime: Bool?
+    /// DLRR; `RTPSession.Config.receiverReferenceTime`): a leg that only receives (a subscriber, the router's uplink)
+    /// gets no report block about a stream of its own to measure it from.
+    public var receiverReferenceTime = true
     /// Offer/answer video FEC (ULPFEC inside RED), sent when the measured loss calls for it.
     public var videoFEC = true
     /// Overrides of the ICE timers (consent, pacing); role, lite and credentials are set by the connection.
@@ -131,6 +131,9 @@ public struct PeerConnectionStats: Sendable, Equatable {
     public var bytesReceived = 0
     public var rtcpSent = 0
     public var rtcpReceived = 0
+    /// Packets of received RTCP compounds that did not parse, skipped (the rest of each compound is still handled;
+    /// `RTCP.parseCompound`).
+    public var rtcpPacketsSkipped = 0
     /// Packets resent in answer to NACKs, and their bytes (RTP before SRTP, as `bytesSent`).
     public var retransmissionsSent = 0
     public var retransmittedBytesSent = 0
@@ -157,9 +160,8 @@ public struct PeerConnectionStats: Sendable, Equatable {
     public var keyframeRequestsReceived = 0
     /// SRTP packets dropped as replays (a retransmission of a packet that had arrived): not errors.
     public var replaysDropped = 0
-    /// SRTP packets that failed authentication or were malformed, and RTCP that did not parse.
+    /// SRTP packets that failed authentication or were malformed.
     public var srtpErrors = 0
-    public var rtcpErrors = 0
     /// Media we were asked to send before DTLS finished, dropped.
     public var sendsBeforeConnected = 0
     /// Packets given to `sendRTP` that were not RTP, dropped.
@@ -280,7 +282,7 @@ public final class PeerConnection {
         var rc = RTPSession.Config(localSSRCs: ssrcs.isEmpty ? [UInt32.random(in: 1 ... .max, using: &rng)] : ssrcs, cname: config.cname)
         rc.nack = config.nack
         rc.sendHistory = config.sendHistory
-        rc.receiverReferenceTime = config.receiverReferenceTime ?? (config.audioTrack == nil && config.videoTrack == nil)
+        rc.receiverReferenceTime = config.receiverReferenceTime
         rc.seed = config.seed
         rc.transportFeedbackInterval = config.transportFeedbackInterval
         rtpSession = RTPSession(config: rc, now: now)
@@ -980,14 +982,13 @@ public final class PeerConnection {
         var p = bytes
         do { try srtp.unprotectRTCP(&p) } catch SRTPError.replayed { counters.replaysDropped += 1; return } catch { counters.srtpErrors += 1; return }
         counters.rtcpReceived += 1
-        do {
-            try rtpSession.handleRTCP(p, now: now)
-            // NACKs were answered by the session from its cache; report them too (a pipeline may count them).
-            for case .nack(_, let media, let lost) in try RTCP.parse(p) {
-                counters.nacksReceived += 1
-                events.push(.nackRequested(ssrc: media, sequences: lost))
-            }
-        } catch { counters.rtcpErrors += 1 }
+        let compound = rtpSession.handleRTCP(p, now: now)
+        counters.rtcpPacketsSkipped += compound.skipped
+        // NACKs were answered by the session from its cache; report them too (a pipeline may count them).
+        for case .nack(_, let media, let lost) in compound.packets {
+            counters.nacksReceived += 1
+            events.push(.nackRequested(ssrc: media, sequences: lost))
+        }
     }
 
     /// SSRC, sequence number, timestamp and payload type of an RTP header, without copying.

@@ -110,35 +110,76 @@ public enum RTCPPacket: Equatable, Sendable {
     }
 }
 
+/// A compound RTCP packet as `RTCP.parseCompound` read it: the packets that parsed and what was skipped.
+public struct RTCPCompound: Equatable, Sendable {
+    /// The packets that parsed, in their order.
+    public var packets: [RTCPPacket] = []
+    /// Packets skipped: each one whose body did not parse, and one more when a header that did not parse ended the
+    /// compound (what followed it was not read).
+    public var skipped = 0
+    /// Why the first skipped packet was skipped; nil when nothing was.
+    public var firstError: WireError?
+    public init(packets: [RTCPPacket] = [], skipped: Int = 0, firstError: WireError? = nil) {
+        self.packets = packets; self.skipped = skipped; self.firstError = firstError
+    }
+
+    mutating func skip(_ error: any Error) {
+        skipped += 1
+        if firstError == nil { firstError = error as? WireError ?? WireError("\(error)") }
+    }
+}
+
 /// RTCP compound packet parsing and building (RFC 3550, RFC 4585, RFC 5104, RFC 3611 XR).
 public enum RTCP {
     public static let senderReportType: UInt8 = 200, receiverReportType: UInt8 = 201, sdesType: UInt8 = 202
     public static let byeType: UInt8 = 203, rtpfbType: UInt8 = 205, psfbType: UInt8 = 206, xrType: UInt8 = 207
     static let rrtrBlockType: UInt8 = 4, dlrrBlockType: UInt8 = 5
 
-    /// Parses every packet of a compound RTCP packet. Throws `WireError` on malformed input.
-    public static func parse(_ bytes: ArraySlice<UInt8>) throws -> [RTCPPacket] {
-        var out: [RTCPPacket] = []
+    /// Reads a compound RTCP packet by the rule libwebrtc follows (`RTCPReceiver::ParseCompoundPacket`), so that one
+    /// bad packet costs only itself: a packet whose header is sound but whose body does not parse is skipped and
+    /// counted, and the packets before and after it are kept; a header that does not parse (not version 2, a length
+    /// past the datagram, bad padding, fewer than 4 bytes) ends the compound and keeps what came before it. Never
+    /// throws and never traps.
+    public static func parseCompound(_ bytes: ArraySlice<UInt8>) -> RTCPCompound {
+        var compound = RTCPCompound()
         var r = ByteReader(bytes)
-        guard r.remaining >= 4 else { throw WireError("RTCP: packet shorter than 4 bytes") }
-        while r.remaining > 0 {
-            let b0 = try r.u8("RTCP header")
-            guard b0 >> 6 == 2 else { throw WireError("RTCP: version \(b0 >> 6), expected 2") }
-            let padded = b0 & 0x20 != 0
-            let count = b0 & 0x1F
-            let pt = try r.u8("RTCP packet type")
-            let words = Int(try r.u16("RTCP length"))
-            var body = try r.take(words * 4, "RTCP packet body")
-            if padded {
-                guard let pad = body.last, pad > 0, Int(pad) <= body.count else { throw WireError("RTCP: bad padding") }
-                body = body.dropLast(Int(pad))
+        repeat {
+            let pt: UInt8, count: UInt8, body: ArraySlice<UInt8>
+            do { (pt, count, body) = try commonHeader(&r) } catch {
+                compound.skip(error)
+                break
             }
-            out.append(try parseOne(pt: pt, count: count, body: body))
-        }
-        return out
+            do { compound.packets.append(try parseOne(pt: pt, count: count, body: body)) } catch { compound.skip(error) }
+        } while r.remaining > 0
+        return compound
+    }
+
+    public static func parseCompound(_ bytes: [UInt8]) -> RTCPCompound { parseCompound(bytes[...]) }
+
+    /// Parses every packet of a compound RTCP packet, strictly: throws the `WireError` of the first packet that does not
+    /// parse (fuzzers and tests; a receiver uses `parseCompound`, which keeps the rest).
+    public static func parse(_ bytes: ArraySlice<UInt8>) throws -> [RTCPPacket] {
+        let compound = parseCompound(bytes)
+        if let error = compound.firstError { throw error }
+        return compound.packets
     }
 
     public static func parse(_ bytes: [UInt8]) throws -> [RTCPPacket] { try parse(bytes[...]) }
+
+    /// One packet's common header (RFC 3550 §6.4.1): its packet type, count/FMT field and body, padding removed.
+    private static func commonHeader(_ r: inout ByteReader) throws -> (pt: UInt8, count: UInt8, body: ArraySlice<UInt8>) {
+        guard r.remaining >= 4 else { throw WireError("RTCP: packet shorter than 4 bytes") }
+        let b0 = try r.u8("RTCP header")
+        guard b0 >> 6 == 2 else { throw WireError("RTCP: version \(b0 >> 6), expected 2") }
+        let pt = try r.u8("RTCP packet type")
+        let words = Int(try r.u16("RTCP length"))
+        var body = try r.take(words * 4, "RTCP packet body")
+        if b0 & 0x20 != 0 {
+            guard let pad = body.last, pad > 0, Int(pad) <= body.count else { throw WireError("RTCP: bad padding") }
+            body = body.dropLast(Int(pad))
+        }
+        return (pt, b0 & 0x1F, body)
+    }
 
     private static func reportBlocks(_ r: inout ByteReader, _ n: UInt8) throws -> [RTCPReportBlock] {
         var blocks: [RTCPReportBlock] = []

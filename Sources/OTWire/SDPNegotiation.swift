@@ -365,6 +365,7 @@ public enum SDPNegotiation {
     /// the offer's first codec and wraps video in the offer's RED whatever its answer lists. So our offered codecs the
     /// answer left out (with their RTX, when RTX was agreed) and, in a section we only receive, our RED and ULPFEC, each
     /// under our payload type unless the answer uses that type for something else. (Sending, we keep to the answer.)
+    /// An answer with no RTX at all takes none: its answerer declares no RTX SSRC and resends packets as they were.
     private static func receiveOfferedFormats(_ n: inout SDPNegotiatedMedia, offered om: SDPMedia, answered m: SDPMedia,
                                               formats: [any RTPPayloadFormat]) {
         let answered = Set(m.codecs.map(\.payloadType))

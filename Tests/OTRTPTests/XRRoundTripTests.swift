@@ -72,13 +72,11 @@ final class XRRoundTripTests: XCTestCase {
                        (0..<UInt32(XRRoundTrip.maxRemembered)).map { $0 })
     }
 
-    /// A session with `receiverReferenceTime` that receives and sends nothing puts an RRTR in its reports; another
-    /// session's DLRR answer sets its `rtt` as a report block would (`rttMeasured`, `.roundTripTime`); a malformed XR
-    /// is refused with an error and changes nothing.
+    /// A session (`receiverReferenceTime` is on by default) that receives and sends nothing puts an RRTR in its reports;
+    /// another session's DLRR answer sets its `rtt` as a report block would (`rttMeasured`, `.roundTripTime`); a
+    /// malformed XR is skipped and changes nothing.
     func testASessionAsksWithRRTRAndTakesTheDLRRAsItsRoundTrip() throws {
-        var config = RTPSession.Config(localSSRCs: [0x2222], cname: "r")
-        config.receiverReferenceTime = true
-        let receiver = RTPSession(config: config, now: t0)
+        let receiver = RTPSession(config: .init(localSSRCs: [0x2222], cname: "r"), now: t0)
         let sender = RTPSession(config: .init(localSSRCs: [0x1111], cname: "s"), now: t0)
         receiver.setInitialRoundTripTime(.milliseconds(31))
         receiver.received(ssrc: 0x1111, sequence: 1, rtpTimestamp: 0, clockRate: 90000, now: t0)
@@ -89,7 +87,7 @@ final class XRRoundTripTests: XCTestCase {
         XCTAssertNotNil(rrtr(asked.last), "\(asked)")
         // 20 ms to the sender, which reports 300 ms later, 20 ms back.
         now = now + .milliseconds(20)
-        try sender.handleRTCP(report, now: now)
+        sender.handleRTCP(report, now: now)
         now = now + .milliseconds(300)
         sender.sent(ssrc: 0x1111, sequence: 2, rtpTimestamp: 0, clockRate: 90000, payloadBytes: 1, packet: [0], now: now)
         sender.handleTimeout(now: now)
@@ -97,10 +95,11 @@ final class XRRoundTripTests: XCTestCase {
         XCTAssertEqual(dlrr(try RTCP.parse(answer).last).map(\.ssrc), [0x2222])
         XCTAssertNil(rrtr(try RTCP.parse(answer).last), "the sender asks with SRs, not RRTRs")
         now = now + .milliseconds(20)
-        XCTAssertThrowsError(try receiver.handleRTCP([0x80, 207, 0, 2, 0, 0, 0, 9, 4, 0, 0, 2], now: now))
+        // A malformed XR (an RRTR block with no room for its 8 bytes) is skipped and measures nothing.
+        XCTAssertEqual(receiver.handleRTCP([0x80, 207, 0, 2, 0, 0, 0, 9, 4, 0, 0, 2], now: now).skipped, 1)
         XCTAssertFalse(receiver.rttMeasured)
         XCTAssertEqual(receiver.rtt, .milliseconds(31))
-        try receiver.handleRTCP(answer, now: now)
+        receiver.handleRTCP(answer, now: now)
         XCTAssertTrue(receiver.rttMeasured)
         // 40 ms, and what the DLRR's 1/65536 s units truncate (13 µs here).
         let rtt = receiver.rtt
@@ -113,10 +112,10 @@ final class XRRoundTripTests: XCTestCase {
     }
 
     func testASessionWithoutTheSettingOrThatSendsAsksWithNoRRTR() throws {
-        let plain = RTPSession(config: .init(localSSRCs: [1], cname: "p"), now: t0)
-        var config = RTPSession.Config(localSSRCs: [2], cname: "s")
-        config.receiverReferenceTime = true
-        let sending = RTPSession(config: config, now: t0)
+        var config = RTPSession.Config(localSSRCs: [1], cname: "p")
+        config.receiverReferenceTime = false
+        let plain = RTPSession(config: config, now: t0)
+        let sending = RTPSession(config: .init(localSSRCs: [2], cname: "s"), now: t0)
         let now = t0 + .milliseconds(500)
         for s in [plain, sending] { s.received(ssrc: 9, sequence: 1, rtpTimestamp: 0, clockRate: 90000, now: t0) }
         sending.sent(ssrc: 2, sequence: 1, rtpTimestamp: 0, clockRate: 90000, payloadBytes: 1, packet: [0], now: t0)

@@ -276,6 +276,25 @@ final class MediaRouterTests: RouterTestCase {
         XCTAssertEqual(s1.received(ssrc: Self.audio).count, 10)
     }
 
+    /// The router's connections read RTCP by the same rule as a client's: a subscriber's compound with a malformed XR
+    /// between a PLI and a NACK still has its keyframe request taken and its packet resent; the link counts the skip.
+    func testASubscribersMalformedRTCPPacketCostsOnlyItself() throws {
+        let (pub, s1, _) = try setUpRoute()
+        send(pub, video: 0..<10, keyframeEvery: 100)
+        XCTAssertTrue(waitFor { s1.received(ssrc: Self.video).count == 10 })
+        // An XR whose block claims 20 bytes of the 4 its packet holds.
+        let badXR: [UInt8] = [0x80, 207, 0, 3, 0, 0, 0, 1, 7, 0, 0, 5, 0, 0, 0, 0]
+        XCTAssertTrue(s1.driver.sendRTCP(RTCP.serialize([.pli(senderSSRC: 1, mediaSSRC: Self.video)]) + badXR
+                                         + RTCP.serialize([.nack(senderSSRC: 1, mediaSSRC: Self.video, lost: [3])])))
+        XCTAssertTrue(waitFor { (self.router.peerStats(peerId: "sub1")?.retransmissionsSent ?? 0) == 1 }, "the NACK answered")
+        XCTAssertTrue(waitFor { s1.received(ssrc: Self.video).count == 11 })
+        let link = try XCTUnwrap(router.peerStats(peerId: "sub1"))
+        XCTAssertEqual(link.keyframeRequestsReceived, 1, "the PLI taken")
+        XCTAssertEqual(link.rtcpPacketsSkipped, 1)
+        XCTAssertEqual(router.peerStats(peerId: "pub")?.rtcpPacketsSkipped, 0, "what a client sends parses")
+        XCTAssertEqual(pub.driver.stats.rtcpPacketsSkipped, 0, "what the router sends parses")
+    }
+
     func testRouterCyclesReleaseEveryDescriptor() throws {
         func openFDs() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0 }
         func cycle() throws {

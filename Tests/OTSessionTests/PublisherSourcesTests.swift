@@ -19,6 +19,21 @@ final class PublisherSourcesTests: XCTestCase {
         XCTAssertEqual(PublisherSettings.maxVideoBitrateKbps, 100_000)
     }
 
+    /// The Opus bitrate is checked for Swift users too (until stop 25 only the C ABI checked it): 6000 to 510000 bit/s.
+    /// The refusal names the setting as its caller calls it: the Swift property, or (`validate(naming:)`) a C member.
+    func testAudioBitrateOutsideOpusRangeIsRefused() throws {
+        for bps in [Int.min, -1, 0, 5_999, 510_001, Int.max] {
+            XCTAssertThrowsError(try Publisher(delegate: nil, settings: PublisherSettings(audioBitrateBps: bps)), "\(bps)") {
+                XCTAssertEqual(($0 as? OTError)?.code, .invalidParameter)
+                XCTAssertTrue(($0 as? OTError)?.message.hasPrefix("audioBitrateBps \(bps) is not 6000..510000") == true, "\($0)")
+            }
+        }
+        XCTAssertNoThrow(try Publisher(delegate: nil, settings: PublisherSettings(audioBitrateBps: 6_000)))
+        XCTAssertThrowsError(try PublisherSettings(audioBitrateBps: 0).validate(naming: { $0 == "audioBitrateBps" ? "audio_bitrate_bps" : $0 })) {
+            XCTAssertTrue(($0 as? OTError)?.message.hasPrefix("audio_bitrate_bps 0 is not") == true, "\($0)")
+        }
+    }
+
     /// A custom capturer pushing NV12 frames from the test's own thread; the subscriber decodes them.
     func testCustomCapturerFramesInNV12Arrive() throws {
         let server = try TestServer()

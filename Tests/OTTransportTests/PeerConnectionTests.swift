@@ -138,6 +138,84 @@ final class PeerConnectionTests: XCTestCase {
         XCTAssertLessThan(env.clock.now() - t, .milliseconds(100), "still within the held request's interval")
     }
 
+    /// One malformed packet in a received compound is skipped and counted (`rtcpPacketsSkipped`); the PLI before it and
+    /// the NACK after it still reach the sender, which resends the packet asked for.
+    func testAMalformedRTCPPacketIsCountedAndTheRestOfItsCompoundHandled() throws {
+        let env = EmulatedPeerConnections(seed: 9, conditions: LinkConditions(delay: .milliseconds(5)))
+        let (a, b) = try env.connectedPair(peerConfig(audioSSRC: nil, videoSSRC: 0x77, seed: 9),
+                                           peerConfig(audioSSRC: nil, videoSSRC: nil, seed: 10))
+        for seq: UInt16 in 1...3 {
+            var p = testRTP(ssrc: 0x77, seq: seq, ts: 0, payload: [1, 2, 3])
+            XCTAssertTrue(a.sendRTP(&p, now: env.clock.now()))
+        }
+        env.run(for: .milliseconds(50))
+        // An XR whose block claims 20 bytes of the 4 its packet holds, between a PLI and a NACK.
+        let badXR: [UInt8] = [0x80, 207, 0, 3, 0, 0, 0, 9, 7, 0, 0, 5, 0, 0, 0, 0]
+        let compound = RTCP.serialize([.pli(senderSSRC: 9, mediaSSRC: 0x77)]) + badXR
+            + RTCP.serialize([.nack(senderSSRC: 9, mediaSSRC: 0x77, lost: [2])])
+        XCTAssertTrue(b.sendRTCP(compound))
+        XCTAssertTrue(env.run(for: .seconds(1)) { env.events[0].contains(.nackRequested(ssrc: 0x77, sequences: [2])) })
+        XCTAssertTrue(env.events[0].contains(.keyframeRequested(ssrc: 0x77)))
+        XCTAssertEqual(a.stats.rtcpPacketsSkipped, 1)
+        XCTAssertEqual(a.stats.retransmissionsSent, 1)
+        XCTAssertEqual(b.stats.rtcpPacketsSkipped, 0, "what a connection sends parses")
+    }
+
+    /// An answer without RTX means that no RTX is sent, so there is nothing to unwrap (stop 23's open case, decided): an
+    /// answerer declares an RTX SSRC (`a=ssrc-group:FID`) only when its answer lists RTX (libwebrtc's `AddStreamParams`,
+    /// `include_rtx_streams`; our `SDPNegotiation.answer` likewise), and without one it resends the lost packets
+    /// themselves. So a codec of our offer that such an answer left out (Chromium with codec preferences of VP9 only
+    /// sends the offer's first codec, VP8) is repaired by its own retransmissions; the offer's RTX payload types are
+    /// not taken, and an RTX packet that came anyway is handed up unassigned, as any payload type nothing negotiated.
+    func testAnAnswerWithoutRTXRepairsALeftOutCodecWithItsOwnPackets() throws {
+        let env = EmulatedPeerConnections(seed: 21, conditions: LinkConditions(delay: .milliseconds(5)))
+        let now = env.clock.now()
+        var offerer = peerConfig(audioSSRC: nil, videoSSRC: nil, seed: 21)
+        offerer.videoFormats = [PayloadFormats.vp8, PayloadFormats.vp9]
+        var answerer = peerConfig(audioSSRC: nil, videoSSRC: 0xB2, seed: 22)
+        answerer.videoFormats = [PayloadFormats.vp9]
+        let a = try PeerConnection(config: offerer, now: now), b = try PeerConnection(config: answerer, now: now)
+        env.add(a, "10.0.0.1:5000")
+        env.add(b, "10.0.0.2:6000")
+        var answer = try SessionDescription.parse(try b.createAnswer(toOffer: try a.createOffer(), now: now))
+        answer.media[1].codecs.removeAll { $0.name == "rtx" }
+        answer.media[1].formats = answer.media[1].codecs.map { String($0.payloadType) }
+        XCTAssertEqual(answer.media[1].codecs.map(\.name), ["VP9", "red", "ulpfec"])
+        XCTAssertEqual(answer.media[1].ssrcGroups, [], "no RTX, no RTX SSRC")
+        try a.setRemoteAnswer(answer.serialized(), now: now)
+        let video = try XCTUnwrap(a.negotiated?.media[1])
+        XCTAssertNil(video.rtxPayloadType)
+        XCTAssertEqual(video.otherRTXPayloadTypes, [:], "no RTX payload type of the offer is taken")
+        XCTAssertEqual(video.payloadFormats.mapValues(\.name), [98: "VP9", 96: "VP8", 100: "VP9", 101: "VP9"])
+        XCTAssertTrue(env.run(for: .seconds(30)) { env.connected(0) && env.connected(1) }, "events: \(env.events)")
+
+        // VP8 on 96, as Chromium sends the offer's first codec; the second packet is lost on the way.
+        func send(_ seq: UInt16, pt: UInt8 = 96, ssrc: UInt32 = 0xB2) {
+            var p = RTPPacket(payloadType: pt, sequenceNumber: seq, timestamp: 0, ssrc: ssrc, payload: [0x90, 0x80, 1, 2][...]).serialized()
+            XCTAssertTrue(b.sendRTP(&p, now: env.clock.now()))
+        }
+        send(1)
+        env.drain(now: env.clock.now())
+        env.net.conditions.loss = 1
+        send(2)
+        env.drain(now: env.clock.now())
+        env.net.conditions.loss = 0
+        send(3)
+        func arrived() -> [ReceivedRTP] { env.events[0].compactMap { if case .rtp(let r) = $0 { r } else { nil } } }
+        XCTAssertTrue(env.run(for: .seconds(2)) { arrived().contains { $0.packet.sequenceNumber == 2 } }, "seq 2 repaired")
+        let repaired = try XCTUnwrap(arrived().first { $0.packet.sequenceNumber == 2 })
+        XCTAssertEqual([repaired.packet.ssrc, UInt32(repaired.packet.payloadType)], [0xB2, 96], "the packet itself, resent")
+        XCTAssertEqual(repaired.section?.format?.name, "VP8")
+        XCTAssertEqual(a.stats.nackRepaired, 1)
+        XCTAssertEqual(b.stats.retransmissionsSent, 1)
+        XCTAssertEqual(a.stats.rtxPacketsReceived, 0)
+        // A peer that sent RTX on the offer's 97 regardless (its own answer did not allow it): not taken as RTX.
+        send(1, pt: 97, ssrc: 0xB3)
+        XCTAssertTrue(env.run(for: .seconds(1)) { arrived().contains { $0.packet.payloadType == 97 } })
+        XCTAssertNil(arrived().first { $0.packet.payloadType == 97 }?.section)
+        XCTAssertEqual(a.stats.rtxPacketsReceived + a.stats.rtxPacketsDiscarded, 0)
+    }
+
     /// The transport parses each packet once and assigns it to the negotiated section its payload type names: Opus
     /// (111) to audio, VP8 (96) to video, with the format; a payload type no section negotiated comes up unassigned.
     func testReceivedRTPIsDemultiplexedByPayloadTypeOntoTheNegotiatedSections() throws {

@@ -57,6 +57,65 @@ final class RTCPTests: XCTestCase {
         XCTAssertThrowsError(try RTCP.parse([0x81, 200, 0, 6] + Array(repeating: 0, count: 24)))
     }
 
+    /// One malformed packet costs only itself (libwebrtc's rule): a sound header with a body that does not parse is
+    /// skipped and counted, the packets around it are read; `parse` stays strict and throws what was skipped.
+    func testAMalformedPacketIsSkippedAndTheRestOfTheCompoundKept() {
+        let sr = RTCPPacket.senderReport(RTCPSenderReport(ssrc: 7, ntpTime: 0xE000_0000_8000_0000, rtpTime: 90, packetCount: 1,
+                                                          octetCount: 100, reports: [RTCPReportBlock(ssrc: 9, fractionLost: 3)]))
+        let nack = RTCPPacket.nack(senderSSRC: 7, mediaSSRC: 9, lost: [100, 102])
+        let pli = RTCPPacket.pli(senderSSRC: 7, mediaSSRC: 9)
+        // An XR whose block claims 20 bytes of the 4 its packet holds.
+        let badXR: [UInt8] = [0x80, 207, 0, 3, 0, 0, 0, 7, 7, 0, 0, 5, 0, 0, 0, 0]
+        // A NACK whose FCI is 2 bytes (its header's length counts the SSRCs and one padded word).
+        let oddNACK: [UInt8] = [0xA1, 205, 0, 3, 0, 0, 0, 7, 0, 0, 0, 9, 0, 100, 0, 2]
+        // An SR that claims two report blocks and carries one.
+        var shortSR = RTCP.serialize([sr])
+        shortSR[0] = 0x82
+        func compound(_ parts: [[UInt8]]) -> RTCPCompound { RTCP.parseCompound(Array(parts.joined())) }
+
+        let middle = compound([RTCP.serialize([sr]), badXR, RTCP.serialize([nack])])
+        XCTAssertEqual(middle.packets, [sr, nack])
+        XCTAssertEqual(middle.skipped, 1)
+        XCTAssertEqual(middle.firstError, WireError("RTCP XR: block type 7 of 20 bytes, 4 left"))
+        XCTAssertThrowsError(try RTCP.parse(Array([RTCP.serialize([sr]), badXR, RTCP.serialize([nack])].joined()))) {
+            XCTAssertEqual("\($0)", "RTCP XR: block type 7 of 20 bytes, 4 left")
+        }
+        // First, last, alone; two of them, of other kinds.
+        XCTAssertEqual(compound([badXR, RTCP.serialize([sr, nack])]).packets, [sr, nack])
+        XCTAssertEqual(compound([RTCP.serialize([sr, nack]), badXR]).packets, [sr, nack])
+        let alone = compound([badXR])
+        XCTAssertEqual(alone.packets, [])
+        XCTAssertEqual(alone.skipped, 1)
+        let two = compound([oddNACK, RTCP.serialize([pli]), shortSR, RTCP.serialize([nack])])
+        XCTAssertEqual(two.packets, [pli, nack])
+        XCTAssertEqual(two.skipped, 2)
+        XCTAssertEqual(two.firstError, WireError("RTCP NACK: FCI length 2 is not a positive multiple of 4"), "the first is named")
+        XCTAssertEqual(compound([RTCP.serialize([sr, nack, pli])]), RTCPCompound(packets: [sr, nack, pli]), "nothing skipped")
+    }
+
+    /// A header that does not parse ends the compound: what came before it is kept, what follows is not read (its
+    /// length cannot be trusted to find the next packet), and it counts as one skipped packet.
+    func testABrokenHeaderEndsTheCompoundAndKeepsWhatCameBefore() {
+        let sr = RTCP.serialize([.senderReport(RTCPSenderReport(ssrc: 7, ntpTime: 1, rtpTime: 2, packetCount: 3, octetCount: 4))])
+        let pli = RTCP.serialize([.pli(senderSSRC: 7, mediaSSRC: 9)])
+        let parsed = try? RTCP.parse(sr + pli)
+        for (tail, error) in [([0x81, 205, 0, 50, 0, 0, 0, 7], "truncated RTCP packet body: need 200 bytes at offset 44, have 16"),
+                              ([0x41, 205, 0, 1, 0, 0, 0, 7], "RTCP: version 1, expected 2"),
+                              ([0xA1, 201, 0, 1, 0, 0, 0, 0], "RTCP: bad padding")] as [([UInt8], String)] {
+            let c = RTCP.parseCompound(sr + pli + tail + pli)
+            XCTAssertEqual(c.packets, parsed, "\(tail)")
+            XCTAssertEqual(c.skipped, 1, "\(tail)")
+            XCTAssertEqual(c.firstError?.message, error)
+        }
+        let short = RTCP.parseCompound(sr + pli + [0x81, 201])
+        XCTAssertEqual(short.packets, parsed)
+        XCTAssertEqual(short.firstError?.message, "RTCP: packet shorter than 4 bytes")
+        let first = RTCP.parseCompound([0x81, 200, 0, 50] + sr)
+        XCTAssertEqual(first.packets, [])
+        XCTAssertEqual(first.skipped, 1)
+        XCTAssertEqual(RTCP.parseCompound([]).skipped, 1, "an empty datagram is no packet")
+    }
+
     func testExtendedReportWireLayout() throws {
         // RFC 3611: RRTR block (BT 4, length 2) and DLRR block (BT 5, length 3 per sub-block).
         let bytes = RTCP.serialize([.extendedReport(senderSSRC: 1, blocks: [.receiverReferenceTime(ntp: 0x0102_0304_0506_0708),

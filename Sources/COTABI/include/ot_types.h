@@ -51,7 +51,8 @@ enum ot_status_code {
     /** A subscriber cannot decrypt the stream: the publisher's encryption secret differs. */
     OT_ERR_ENCRYPTION_SECRET_MISMATCH = 1620,
     OT_ERR_INTERNAL = 2000,
-    /** A handle that is NULL's kin: never issued, already deleted, or of another type. */
+    /** A handle that is NULL's kin: never issued, already deleted, of another type, or borrowed and used after its
+     * callback returned; also the `*_delete` of a handle the library lends (a callback's, ot_session_get_connection's). */
     OT_ERR_INVALID_HANDLE = 9001,
     /** A caller's buffer is too small; the function's documentation names a size that is always enough. */
     OT_ERR_BUFFER_TOO_SMALL = 9002,
@@ -80,8 +81,12 @@ enum ot_log_level {
 typedef void (*ot_log_callback)(int level, const char *message, void *user_data);
 
 /* Opaque handles. Each is only ever used through a pointer; the library
- * checks every handle against its registry before use. The definitions below
- * exist for the Swift importer only (so Swift sees typed pointers). */
+ * checks every handle against its registry before use, and never issues the
+ * same one twice: a handle that is deleted, or borrowed and used after its
+ * callback returned, is refused (OT_ERR_INVALID_HANDLE, or NULL) rather than
+ * undefined. A borrowed handle is valid until its callback returns; it cannot
+ * be deleted (keep it with its *_copy). The definitions below exist for the
+ * Swift importer only (so Swift sees typed pointers). */
 #if defined(__swift__)
 struct ot_server { char swift_import_only_; };
 struct ot_session { char swift_import_only_; };

@@ -58,7 +58,8 @@ enum ot_status_code {
     /** A subscriber cannot decrypt the stream: the publisher's encryption secret differs. */
     OT_ERR_ENCRYPTION_SECRET_MISMATCH = 1620,
     OT_ERR_INTERNAL = 2000,
-    /** A handle that is NULL's kin: never issued, already deleted, or of another type. */
+    /** A handle that is NULL's kin: never issued, already deleted, of another type, or borrowed and used after its
+     * callback returned; also the `*_delete` of a handle the library lends (a callback's, ot_session_get_connection's). */
     OT_ERR_INVALID_HANDLE = 9001,
     /** A caller's buffer is too small; the function's documentation names a size that is always enough. */
     OT_ERR_BUFFER_TOO_SMALL = 9002,
@@ -87,8 +88,12 @@ enum ot_log_level {
 typedef void (*ot_log_callback)(int level, const char *message, void *user_data);
 
 /* Opaque handles. Each is only ever used through a pointer; the library
- * checks every handle against its registry before use. The definitions below
- * exist for the Swift importer only (so Swift sees typed pointers). */
+ * checks every handle against its registry before use, and never issues the
+ * same one twice: a handle that is deleted, or borrowed and used after its
+ * callback returned, is refused (OT_ERR_INVALID_HANDLE, or NULL) rather than
+ * undefined. A borrowed handle is valid until its callback returns; it cannot
+ * be deleted (keep it with its *_copy). The definitions below exist for the
+ * Swift importer only (so Swift sees typed pointers). */
 /** An embedded session server. */
 typedef struct ot_server ot_server;
 /** A session: the client side of one OpenTok session. */
@@ -643,7 +648,8 @@ extern "C" {
 /// A copy of a (borrowed) connection handle that stays valid until ot_connection_delete; NULL for a bad handle.
 ot_connection * ot_connection_copy(ot_connection const * connection);
 
-/// Releases a connection handle made by ot_connection_copy.
+/// Releases a connection handle the caller was given to keep (ot_connection_copy, ot_session_get_connections,
+/// ot_stream_get_connection); OT_ERR_INVALID_HANDLE for a borrowed one or the session's own (ot_session_get_connection).
 ot_status ot_connection_delete(ot_connection * connection);
 
 /// The connection's id (owned by the connection handle), or NULL for a bad handle.
@@ -936,7 +942,8 @@ char const * ot_status_message(ot_status status);
 /// A copy of a (borrowed) stream handle that stays valid until ot_stream_delete; NULL for a bad handle.
 ot_stream * ot_stream_copy(ot_stream const * stream);
 
-/// Releases a stream handle made by ot_stream_copy.
+/// Releases a stream handle the caller was given to keep (ot_stream_copy, ot_session_get_streams, *_get_stream);
+/// OT_ERR_INVALID_HANDLE for a borrowed one (it cannot be released: the library takes it back when its callback returns).
 ot_status ot_stream_delete(ot_stream * stream);
 
 /// The connection that published the stream, with its data, into `connection`: a copy the caller releases with
@@ -995,7 +1002,7 @@ char const * ot_version(void);
 /// A copy of a (borrowed) frame handle that stays valid until ot_video_frame_delete; NULL for a bad handle.
 ot_video_frame * ot_video_frame_copy(ot_video_frame const * frame);
 
-/// Releases a frame handle made by ot_video_frame_copy.
+/// Releases a frame handle made by ot_video_frame_copy; OT_ERR_INVALID_HANDLE for a borrowed one (on_render_frame's).
 ot_status ot_video_frame_delete(ot_video_frame * frame);
 
 /// Fills `info` with the frame's planes, strides, size, timestamp and rotation (pointers owned by the frame handle).

@@ -191,19 +191,21 @@ NOT_SWEPT = {
 }
 
 
-def _absurd_sweep():
-    """Calls every function with each extreme of its numeric parameters (all at once: minimum, -1, maximum), live
-    handles of the right kind, a zeroed 64 KiB buffer for every other pointer and NULL callbacks; returns
+def _absurd_sweep(live=None, only=None):
+    """Calls every function (or those named in `only`) with each extreme of its numeric parameters (all at once:
+    minimum, -1, maximum), handles of the right kind from `live` (default: _live_handles(), deleted after), a zeroed
+    64 KiB buffer for every other pointer and NULL callbacks; returns
     name -> [(flavour, status, or for functions that return a pointer whether it is not NULL)]."""
     l = lib()
-    live = _live_handles()
+    own = live is None
+    live = _live_handles() if own else live
     buf = ctypes.create_string_buffer(65536)
     extremes = {"min": lambda t: -(1 << (8 * ctypes.sizeof(t) - 1)) if t(-1).value < 0 else (1 << (8 * ctypes.sizeof(t))) - 1,
                 "minus_one": lambda t: -1 if t(-1).value < 0 else (1 << (8 * ctypes.sizeof(t))) - 1,
                 "max": lambda t: (1 << (8 * ctypes.sizeof(t) - 1)) - 1 if t(-1).value < 0 else (1 << (8 * ctypes.sizeof(t) - 1))}
     results = {}
     for name, params in sorted(_parameters().items()):
-        if name in NOT_SWEPT or name.endswith("_delete"):
+        if name in NOT_SWEPT or name.endswith("_delete") or (only is not None and name not in only):
             continue
         restype, argtypes = l.decl.functions[name]
         for flavour, value in extremes.items():
@@ -223,19 +225,20 @@ def _absurd_sweep():
             ctypes.memset(buf, 0, len(buf))  # what an earlier call wrote there is no argument of this one
             result = getattr(l.fn, name)(*args)
             results.setdefault(name, []).append((flavour, bool(result) if _is_pointer(restype) else result))
-    _delete_live(live)
+    if own:
+        _delete_live(live)
     return results
 
 
-def _in_child(function):
-    """Runs `function` of this module in a child process (so that a crash is a failure with a message, not the end
-    of the test run) and returns what it returned, through JSON."""
+def _in_child(function, module="test_abi_robustness"):
+    """Runs `function` of `module` (a test module beside this one) in a child process (so that a crash is a failure
+    with a message, not the end of the test run) and returns what it returned, through JSON."""
     code = textwrap.dedent("""
         import json, sys
         sys.path.insert(0, %r)
-        import test_abi_robustness as t
+        import %s as t
         print(json.dumps(t.%s()))
-    """) % (str(__import__("pathlib").Path(__file__).parent), function)
+    """) % (str(__import__("pathlib").Path(__file__).parent), module, function)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"{function} crashed ({r.returncode}): {r.stderr[-2000:]}"
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -247,14 +250,24 @@ def test_absurd_numbers_in_every_numeric_argument():
     has a range fails: with OT_ERR_INVALID_PARAM (or NULL) where its handles are live, so the number was judged."""
     results = _in_child("_absurd_sweep")
     assert len(results) > 80
-    params = _parameters()
-    ranged = [n for n in results
-              if any(not _is_pointer(a) and pname not in PERMISSIVE_NUMBERS
-                     for (_, pname), a in zip(params[n], lib().decl.functions[n][1]))]
     assert {"ot_publisher_provide_video_frame", "ot_publisher_write_audio", "ot_session_force_mute_all", "ot_token_new",
-            "ot_server_new_token", "ot_device_list_new", "ot_log_set_level"} <= set(ranged)
-    live_kinds = {"ot_server", "ot_session", "ot_publisher"}
-    for name in ranged:
+            "ot_server_new_token", "ot_device_list_new", "ot_log_set_level"} <= set(_ranged(results))
+    _check_absurd_results(results, live_kinds={"ot_server", "ot_session", "ot_publisher"})
+
+
+def _ranged(results):
+    """The functions of an absurd sweep that have a number with a range."""
+    params = _parameters()
+    return [n for n in results
+            if any(not _is_pointer(a) and pname not in PERMISSIVE_NUMBERS
+                   for (_, pname), a in zip(params[n], lib().decl.functions[n][1]))]
+
+
+def _check_absurd_results(results, live_kinds):
+    """No function made an object from absurd numbers, and each with a ranged number refused them: with
+    OT_ERR_INVALID_PARAM where all its handles were live (of `live_kinds`), so the number was judged."""
+    params = _parameters()
+    for name in _ranged(results):
         judged = all(_handle_kind(t) in live_kinds | {None} for t, _ in params[name])
         for flavour, result in results[name]:
             if result is False or result is True:
@@ -282,9 +295,22 @@ PERMISSIVE_MEMBERS = {"publish_audio", "publish_video", "audio_fallback_enabled"
                       "ice_filter_out_lan_candidates", "tone_hz"}
 
 
-def _settings_sweep():
-    """Each numeric member of the settings structs, one at a time, at each of its extremes, over valid settings that
-    list one ICE server (so that a count meets a real array): name -> [member, flavour, accepted]."""
+def _logged(call):
+    """Runs `call()` with the library's warnings collected: (its result, the log lines)."""
+    f, d = lib().fn, lib().decl
+    lines = []
+    cb = d.callbacks["ot_log_callback"](lambda level, message, _ud: lines.append(message.decode(errors="replace")))
+    assert f.ot_log_set_level(d.constants["OT_LOG_WARN"]) == 0
+    f.ot_log_set_callback(cb, None)
+    try:
+        return call(), lines
+    finally:
+        f.ot_log_set_callback(d.callbacks["ot_log_callback"](), None)
+
+
+def _settings_cases():
+    """struct name -> (its default function, a function making the default valid, does the library accept it), with
+    valid settings that list one ICE server (so that a count meets a real array); and that ot_ice_server."""
     f, d = lib().fn, lib().decl
     urls = (ctypes.c_char_p * 1)(b"stun:127.0.0.1:3478")
     servers = (d.structs["ot_ice_server"] * 1)()
@@ -315,6 +341,14 @@ def _settings_sweep():
         "ot_session_settings": (f.ot_session_settings_default, session,
                                 lambda s: f.ot_session_settings_validate(ctypes.byref(s)) == 0),
     }
+    return cases, servers[0]
+
+
+def _settings_sweep():
+    """Each numeric member of the settings structs, one at a time, at each of its extremes: name -> [member, flavour,
+    accepted, whether a log line names the member]."""
+    d = lib().decl
+    cases, _ = _settings_cases()
     out = {}
     for name, (default, valid, accepts) in cases.items():
         def base():
@@ -328,21 +362,68 @@ def _settings_sweep():
             for flavour, value in _extremes(t).items():
                 s = base()
                 setattr(s, member, value)
-                out.setdefault(name, []).append((member, flavour, accepts(s)))
+                accepted, lines = _logged(lambda: accepts(s))
+                out.setdefault(name, []).append((member, flavour, accepted, any(member in line for line in lines)))
     return out
+
+
+def _string_sweep():
+    """Each string member of the settings structs (and of the one ot_ice_server the session settings list), one at a
+    time, NULL and not UTF-8: [struct.member, flavour, accepted]."""
+    d = lib().decl
+    cases, ice = _settings_cases()
+    rows = []
+    for name, (default, valid, accepts) in cases.items():
+        def base():
+            s = d.structs[name]()
+            assert default(ctypes.byref(s)) == 0
+            return valid(s)
+        targets = [(name, base, None)] + ([("ot_ice_server", base, ice)] if name == "ot_session_settings" else [])
+        for struct, make, element in targets:
+            for member, t in d.structs[struct]._fields_:
+                if t is not ctypes.c_char_p:
+                    continue
+                for flavour, value in {"null": None, "not_utf8": b"\xff\xfe"}.items():
+                    s = make()
+                    target = element if element is not None else s
+                    kept = getattr(target, member)
+                    setattr(target, member, value)
+                    rows.append((f"{struct}.{member}", flavour, accepts(s)))
+                    setattr(target, member, kept)
+    return rows
+
+
+# String members that must not be NULL (the header says so), and those the default settings never read (the camera's
+# and microphone's names: the default sources are the test pattern and silence).
+REQUIRED_STRINGS = {"ot_server_options.api_key", "ot_server_options.api_secret", "ot_ice_server.url"}
+UNREAD_STRINGS = {"ot_publisher_settings.camera", "ot_publisher_settings.microphone"}
+
+
+def test_null_and_malformed_strings_in_every_settings_member():
+    """Every string member NULL is accepted where the header allows it (the default) and refused where it does not;
+    not UTF-8 it is refused wherever it is read. In a child process."""
+    rows = _in_child("_string_sweep")
+    assert len({m for m, _, _ in rows}) >= 15
+    wrong = [r for r in rows if r[2] != ((r[1] == "null" and r[0] not in REQUIRED_STRINGS) or (r[1] == "not_utf8" and r[0] in UNREAD_STRINGS))]
+    assert wrong == [], wrong
 
 
 def test_absurd_numbers_in_every_settings_member():
     """ot_publisher_settings, ot_server_options and ot_session_settings with each numeric member at each extreme (a
     count of SIZE_MAX beside a real array, INT32_MAX kbit/s, NaN, ...), in a child process: nothing crashes, and every
-    member that has a range refuses its extremes."""
+    member that has a range refuses its extremes with a logged reason that names the C member (ranges the C layer
+    leaves to the Swift settings' validate() included)."""
     results = _in_child("_settings_sweep")
     assert {"ot_publisher_settings", "ot_server_options", "ot_session_settings"} == set(results)
-    members = {m for rows in results.values() for m, _, _ in rows}
-    assert {"ice_server_url_count", "ice_server_count", "max_bitrate_kbps", "media_workers", "connect_timeout_ms"} <= members
-    accepted = [f"{name}.{m} at its {flavour}" for name, rows in results.items() for m, flavour, ok in rows
+    members = {m for rows in results.values() for m, _, _, _ in rows}
+    assert {"ice_server_url_count", "ice_server_count", "max_bitrate_kbps", "media_workers", "connect_timeout_ms",
+            "audio_bitrate_bps", "ping_interval_ms"} <= members
+    accepted = [f"{name}.{m} at its {flavour}" for name, rows in results.items() for m, flavour, ok, _ in rows
                 if ok and m not in PERMISSIVE_MEMBERS]
     assert accepted == []
+    unnamed = [f"{name}.{m} at its {flavour}" for name, rows in results.items() for m, flavour, ok, named in rows
+               if not ok and not named]
+    assert unnamed == []
 
 
 def _frame_layouts():
