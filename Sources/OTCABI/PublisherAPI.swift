@@ -12,8 +12,9 @@ final class PublisherObject: @unchecked Sendable {
     let publisher: Publisher
     let owner = CallbackOwner()
     let callbacks: ot_publisher_callbacks
-    /// The session it was last published in.
-    private let attached = Mutex<(sink: CallbackSink?, session: SessionObject?)>((nil, nil))
+    /// The session it was last published in, and whether it is being deleted (then no publish is accepted: one in
+    /// flight on another thread is refused).
+    private let attached = Mutex<(sink: CallbackSink?, session: SessionObject?, closed: Bool)>((nil, nil, false))
     let capturer: CallbackVideoCapturer?
     let customAudio: CustomAudioDevice?
     private let adapter: PublisherAdapter
@@ -92,19 +93,23 @@ final class PublisherObject: @unchecked Sendable {
 
     var handle: UnsafeMutablePointer<ot_publisher>? { Handle.pointer(handleBits.load(ordering: .acquiring), as: ot_publisher.self) }
 
-    /// Publishing into `session`: callbacks go where the session's go from now on. Returns what it was attached to.
-    func attach(to session: SessionObject) -> (sink: CallbackSink?, session: SessionObject?) {
-        attached.withLock { a in defer { a = (session.sink, session) }; return a }
+    /// Publishes into `session`; once the session has accepted (a refused publish leaves everything as it was), the
+    /// callbacks go where the session's go, before any callback of the publish (on_capture_start comes during it).
+    func publish(in session: SessionObject) throws {
+        try session.session.publish(publisher) {
+            try attached.withLock { a in
+                guard !a.closed else { throw OTError(.invalidHandle, "the publisher is being deleted") }
+                a = (session.sink, session, false)
+            }
+        }
     }
-    /// Undoes `attach` (the publish was refused).
-    func restore(_ previous: (sink: CallbackSink?, session: SessionObject?)) { attached.withLock { $0 = previous } }
     var sink: CallbackSink? { attached.withLock { $0.sink } }
 
     /// Unpublishes it if published, and stops callbacks (waiting for the one in flight).
     func close() {
         publisher.delegate = nil
-        if let s = attached.withLock({ $0.session }) { try? s.session.unpublish(publisher) }
-        attached.withLock { $0.session = nil }
+        let s = attached.withLock { a in defer { a.session = nil; a.closed = true }; return a.session }
+        if let s { try? s.session.unpublish(publisher) }
         owner.close()
     }
 }
@@ -203,14 +208,7 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
 /// publisher's callbacks come where the session's do, in one order with them.
 @c(ot_session_publish) public func ot_session_publish(_ session: UnsafeMutablePointer<ot_session>?,
                                                       _ publisher: UnsafeMutablePointer<ot_publisher>?) -> ot_status {
-    withSession(session, and: publisher, as: PublisherObject.self) { s, p in
-        // Attached first: the capture starts (on_capture_start) during the publish.
-        let previous = p.attach(to: s)
-        do { try s.session.publish(p.publisher) } catch {
-            p.restore(previous)
-            throw error
-        }
-    }
+    withSession(session, and: publisher, as: PublisherObject.self) { s, p in try p.publish(in: s) }
 }
 
 /// Stops publishing; on_stream_destroyed follows. OT_ERR_PUBLISHER_NOT_FOUND when not published in this session.

@@ -80,11 +80,7 @@ private func serverObject(_ o: ot_server_options) -> Result<ServerObject, OTErro
             ice.urls.append(u)
         }
         ice.turnSecret = try optional(o.turn_secret, "turn_secret").get()
-        guard (60...2_592_000).contains(o.turn_credential_ttl_s) else { return bad("turn_credential_ttl_s must be 60..2592000") }
         ice.credentialLifetime = .seconds(o.turn_credential_ttl_s)
-        try ice.validate()
-        let maxWorkers = SessionServer.MediaSettings.maxWorkers
-        guard (1...Int32(maxWorkers)).contains(o.media_workers) else { return bad("media_workers must be 1..\(maxWorkers), not \(o.media_workers)") }
         var media = SessionServer.MediaSettings(port: UInt16(o.media_port), workers: Int(o.media_workers))
         if let h = try optional(o.media_host, "media_host").get() {
             guard let ip = IPAddress(h) else { return bad("media_host \(h) is not an IP address") }
@@ -94,9 +90,11 @@ private func serverObject(_ o: ot_server_options) -> Result<ServerObject, OTErro
             guard let ip = IPAddress(a) else { return bad("media_advertise \(a) is not an IP address") }
             media.advertise = ip
         }
-        let server = SessionServer(SessionServer.Configuration(host: host, port: UInt16(o.port), projects: [project], tls: tls, iceServers: ice,
-                                                               media: media))
-        return .success(ServerObject(server: server, project: project))
+        let configuration = SessionServer.Configuration(host: host, port: UInt16(o.port), projects: [project], tls: tls, iceServers: ice,
+                                                        media: media)
+        // The ranges (TURN credential lifetime, media workers) are the server's own, checked once, in OTServer.
+        try configuration.validate(naming: CMemberNames.of)
+        return .success(ServerObject(server: SessionServer(configuration), project: project))
     } catch let e as OTError {
         return .failure(e)
     } catch {

@@ -10,8 +10,9 @@ final class SubscriberObject: @unchecked Sendable {
     let subscriber: Subscriber
     let owner = CallbackOwner()
     let callbacks: ot_subscriber_callbacks
-    /// The session it was last subscribed in, and whether the stream is this client's own (known once subscribed).
-    private let attached = Mutex<(sink: CallbackSink?, own: Bool, session: SessionObject?)>((nil, false, nil))
+    /// The session it was last subscribed in, whether the stream is this client's own (known once subscribed), and
+    /// whether it is being deleted (then no subscribe is accepted: one in flight on another thread is refused).
+    private let attached = Mutex<(sink: CallbackSink?, own: Bool, session: SessionObject?, closed: Bool)>((nil, false, nil, false))
     private let adapter: SubscriberAdapter
     private let handleBits = Atomic<UInt>(0)
 
@@ -27,13 +28,17 @@ final class SubscriberObject: @unchecked Sendable {
     var handle: UnsafeMutablePointer<ot_subscriber>? { Handle.pointer(handleBits.load(ordering: .acquiring), as: ot_subscriber.self) }
     var sink: CallbackSink? { attached.withLock { $0.sink } }
 
-    /// Subscribing in `session`: callbacks go where the session's go from now on; returns what it was.
-    func attach(to session: SessionObject) -> (sink: CallbackSink?, own: Bool, session: SessionObject?) {
+    /// Subscribes in `session`; once the session has accepted (a refused subscribe leaves everything as it was), the
+    /// callbacks go where the session's go, before any callback of the new subscription.
+    func subscribe(in session: SessionObject) throws {
         let own = session.session.isOwn(subscriber.stream)
-        return attached.withLock { a in defer { a = (session.sink, own, session) }; return a }
+        try session.session.subscribe(subscriber) {
+            try attached.withLock { a in
+                guard !a.closed else { throw OTError(.invalidHandle, "the subscriber is being deleted") }
+                a = (session.sink, own, session, false)
+            }
+        }
     }
-    /// Undoes `attach` (the subscribe was refused).
-    func restore(_ previous: (sink: CallbackSink?, own: Bool, session: SessionObject?)) { attached.withLock { $0 = previous } }
 
     /// The stream as a handle's object.
     func streamObject() -> StreamObject { StreamObject(subscriber.stream, own: attached.withLock { $0.own }) }
@@ -42,8 +47,8 @@ final class SubscriberObject: @unchecked Sendable {
     /// once the handle is gone), and stops callbacks (waiting for the one in flight).
     func close() {
         subscriber.delegate = nil
-        if let s = attached.withLock({ $0.session }) { try? s.session.unsubscribe(subscriber) }
-        attached.withLock { $0.session = nil }
+        let s = attached.withLock { a in defer { a.session = nil; a.closed = true }; return a.session }
+        if let s { try? s.session.unsubscribe(subscriber) }
         owner.close()
     }
 }
@@ -183,13 +188,7 @@ private func subscriberSettings(_ c: ot_subscriber_settings) -> Result<Subscribe
 /// From now on the subscriber's callbacks come where the session's do, in one order with them.
 @c(ot_session_subscribe) public func ot_session_subscribe(_ session: UnsafeMutablePointer<ot_session>?,
                                                           _ subscriber: UnsafeMutablePointer<ot_subscriber>?) -> ot_status {
-    withSession(session, and: subscriber, as: SubscriberObject.self) { s, sub in
-        let previous = sub.attach(to: s)
-        do { try s.session.subscribe(sub.subscriber) } catch {
-            sub.restore(previous)
-            throw error
-        }
-    }
+    withSession(session, and: subscriber, as: SubscriberObject.self) { s, sub in try sub.subscribe(in: s) }
 }
 
 /// Ends a subscription (no subscriber callback follows: the subscription is over when this returns).

@@ -21,18 +21,20 @@ public struct ICEServerPolicy: Sendable, Equatable {
         self.urls = urls; self.turnSecret = turnSecret; self.credentialLifetime = credentialLifetime
     }
 
+    /// The range of `credentialLifetime`, in seconds: 1 minute to 30 days.
+    public static let credentialLifetimeSeconds: ClosedRange<Int64> = 60...(30 * 86_400)
+
     /// Throws `.invalidParameter` for a URL clients would refuse, a TURN URL without a secret, an empty secret or
-    /// a lifetime outside 1 minute to 30 days.
-    public func validate() throws {
+    /// a lifetime outside `credentialLifetimeSeconds`; messages name the settings as `name` calls them (a C member,
+    /// an `ot-server` flag).
+    public func validate(naming name: (String) -> String = { $0 }) throws {
         var turn = false
         for u in urls { turn = try ICEServerURL(parsing: u).isTURN || turn }
         if turn && (turnSecret ?? "").isEmpty {
-            throw OTError(.invalidParameter, "TURN servers need the shared secret of their use-auth-secret (--turn-secret)")
+            throw OTError(.invalidParameter, "TURN servers need the shared secret of their use-auth-secret (\(name("turnSecret")))")
         }
-        if let s = turnSecret, s.isEmpty || s.utf8.count > 1024 { throw OTError(.invalidParameter, "the TURN secret must be 1 to 1024 bytes") }
-        guard (Duration.seconds(60)...Duration.seconds(30 * 86_400)).contains(credentialLifetime) else {
-            throw OTError(.invalidParameter, "TURN credentials live 1 minute to 30 days")
-        }
+        if let s = turnSecret, s.isEmpty || s.utf8.count > 1024 { throw OTError(.invalidParameter, "\(name("turnSecret")) must be 1 to 1024 bytes") }
+        try SettingsRange.seconds(credentialLifetime, Self.credentialLifetimeSeconds, name("credentialLifetime"))
     }
 
     /// What one connection gets: the STUN URLs, then the TURN URLs with credentials for it (none when no URL is set).

@@ -65,6 +65,12 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
     /// The most workers a router runs.
     public static let maxWorkers = 64
 
+    /// Throws `.invalidParameter` unless `workers` is 1…`maxWorkers`, naming it as `name` calls it (a C member, an
+    /// `ot-server` flag).
+    public static func validate(workers: Int, naming name: (String) -> String = { $0 }) throws {
+        try SettingsRange.check(workers, 1...maxWorkers, name("workers"))
+    }
+
     private let workers: [RouterWorker]
     /// The worker of every peer the router was offered (and its client connection), until it is closed.
     private let peerWorkers = Mutex<[String: (worker: Int, connectionId: String)]>([:])
@@ -83,9 +89,7 @@ public final class MediaRouter: MediaRouting, MediaRoutingStats, @unchecked Send
         self.pliInterval = pliInterval
         qualityConfig = quality
         self.qualityInterval = max(qualityInterval, .milliseconds(100))
-        guard (1...Self.maxWorkers).contains(workers) else {
-            throw OTError(.invalidParameter, "media workers must be 1 to \(Self.maxWorkers), not \(workers)")
-        }
+        try Self.validate(workers: workers)
         guard bind.port == 0 || Int(bind.port) + workers - 1 <= Int(UInt16.max) else {
             throw OTError(.invalidParameter, "media ports \(bind.port)…\(Int(bind.port) + workers - 1) go past 65535")
         }

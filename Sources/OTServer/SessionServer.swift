@@ -29,6 +29,9 @@ public final class SessionServer: @unchecked Sendable {
         public var qualityInterval: Duration
         /// The most workers a server runs.
         public static let maxWorkers = MediaRouter.maxWorkers
+        /// Throws `.invalidParameter` for what the media router would refuse (its worker count), naming the setting as
+        /// `name` calls it.
+        public func validate(naming name: (String) -> String = { $0 }) throws { try MediaRouter.validate(workers: workers, naming: name) }
         public init(host: IPAddress? = nil, port: UInt16 = 0, advertise: IPAddress? = nil, workers: Int = 1,
                     pliInterval: Duration = .milliseconds(300), quality: QualityFallbackConfig = QualityFallbackConfig(),
                     qualityInterval: Duration = .seconds(1)) {
@@ -71,6 +74,14 @@ public final class SessionServer: @unchecked Sendable {
             self.connectionLimits = connectionLimits; self.timeouts = timeouts; self.allowedOrigins = allowedOrigins
             self.tls = tls; self.iceServers = iceServers; self.publicHost = publicHost; self.media = media
         }
+
+        /// Throws `.invalidParameter` for ICE servers or media settings the server would refuse at `start()`, naming
+        /// the setting as `name` calls it (a Swift property; the C ABI's member, `ot-server`'s flag). Files, the
+        /// listen address and ports are checked when they are used.
+        public func validate(naming name: (String) -> String = { $0 }) throws {
+            try iceServers.validate(naming: name)
+            try media?.validate(naming: name)
+        }
     }
 
     /// The WebSocket path clients connect to.
@@ -109,7 +120,7 @@ public final class SessionServer: @unchecked Sendable {
         }
         var media: MediaRouter?
         do {
-            try configuration.iceServers.validate()
+            try configuration.validate()
             media = try configuration.media.map(startMediaRouter)
             return try http.start()
         } catch {

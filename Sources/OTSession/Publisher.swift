@@ -267,11 +267,14 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
     /// The connection to the media router (routed sessions), on the session's executor.
     private var linkControl: PublisherLinkControl?
 
-    /// Starts capture and announces the stream (from `Session.publish`).
-    func start(in session: Session) throws {
+    /// Starts capture and announces the stream (from `Session.publish`); `onAccepted` runs under the publisher's lock
+    /// once the session may have it, before any message of the publish (not at all when refused); what it throws
+    /// refuses the publish.
+    func start(in session: Session, onAccepted: () throws -> Void) throws {
         let transform = try session.mediaTransform(configured: settings.frameTransform)
         try lock.withLock {
             guard self.session == nil, !active else { throw OTError(.illegalState, "this publisher is already published") }
+            try onAccepted()
             self.session = session
             active = true
         }
@@ -471,11 +474,17 @@ extension Session {
     /// Publishes a stream (as `[OTSession publish:error:]`). Throws 1010 when not connected, 1500 when the role
     /// cannot publish or this session already has a publisher (one per session), 1015 when the publisher is
     /// published elsewhere. `publisher(_:streamCreated:)` follows; asynchronous failures go to the publisher's delegate.
-    public func publish(_ publisher: Publisher) throws {
+    public func publish(_ publisher: Publisher) throws { try publish(publisher, onAccepted: {}) }
+
+    /// `publish(_:)` that runs `onAccepted` once this session would accept the publisher, under the publisher's lock,
+    /// before any message of the publish (its capture's start included); a refused publish (any of the errors above)
+    /// never runs it, and what it throws refuses the publish too. The C ABI moves the publisher's callbacks there (and
+    /// refuses a publisher being deleted).
+    package func publish(_ publisher: Publisher, onAccepted: () throws -> Void) throws {
         guard status == .connected else { throw OTError(.notConnected) }
         guard capabilities?.canPublish == true else { throw OTError(.unableToPublish, "this token's role cannot publish") }
         try media.setPublisher(publisher)
-        do { try publisher.start(in: self) } catch {
+        do { try publisher.start(in: self, onAccepted: onAccepted) } catch {
             media.clearPublisher(publisher)
             throw error
         }

@@ -213,14 +213,19 @@ public final class Subscriber: SessionMediaClient, MediaSignalingPeer, @unchecke
     /// The subscription's control (`SubscriberControl`), on the session's executor.
     private var control: SubscriberControl?
 
-    func start(in session: Session) throws {
+    /// Starts the subscription in `session`; `onAccepted` runs under the subscriber's lock once the session may have it,
+    /// before any message of the subscription (not at all when refused); what it throws refuses the subscribe.
+    func start(in session: Session, onAccepted: () throws -> Void) throws {
         try settings.validate()
+        let transform = try session.mediaTransform(configured: settings.frameTransform)
         let (a, v, stream) = try lock.withLock { () -> (Bool, Bool, StreamInfo) in
             guard !active else { throw OTError(.illegalState, "this subscriber is already subscribed") }
+            try onAccepted()
             active = true
             self.session = session
             return (_subscribeToAudio, _subscribeToVideo, _stream)
         }
+        session.media.attach(self)
         let e = SubscriberEngine(subscriber: self, session: session, stream: stream, settings: settings, queue: mediaQueue)
         e.onLink = { [weak self, weak session] event in
             guard let self, let session else { return }
@@ -228,7 +233,6 @@ public final class Subscriber: SessionMediaClient, MediaSignalingPeer, @unchecke
         }
         lock.withLock { engine = e }
         do {
-            let transform = try session.mediaTransform(configured: settings.frameTransform)
             try mediaQueue.sync { try e.start(audio: a, video: v, transform: transform) }
             // The first connection is made here, so that its errors (e.g. a relay policy without TURN) throw.
             try session.onControl {
@@ -245,6 +249,7 @@ public final class Subscriber: SessionMediaClient, MediaSignalingPeer, @unchecke
         } catch {
             _ = mediaQueue.sync { e.stop() }
             lock.withLock { engine = nil; active = false; self.session = nil }
+            session.media.detach(self)
             throw error
         }
     }
@@ -403,18 +408,20 @@ extension Session {
     /// cannot subscribe, 1604 when the stream is not in this session (a stream of another session included),
     /// 1015 when the subscriber is already subscribed, 1011 when its settings are out of range.
     /// `subscriberDidConnect(toStream:)` follows; asynchronous failures go to the subscriber's delegate.
-    public func subscribe(_ subscriber: Subscriber) throws {
+    public func subscribe(_ subscriber: Subscriber) throws { try subscribe(subscriber, onAccepted: {}) }
+
+    /// `subscribe(_:)` that runs `onAccepted` once this session would accept the subscriber, under the subscriber's
+    /// lock, before any message of the subscription; a refused subscribe (any of the errors above) never runs it, and
+    /// leaves a subscription the subscriber has elsewhere as it was; what `onAccepted` throws refuses the subscribe
+    /// too. The C ABI moves the subscriber's callbacks there (and refuses a subscriber being deleted).
+    package func subscribe(_ subscriber: Subscriber, onAccepted: () throws -> Void) throws {
         guard status == .connected else { throw OTError(.notConnected) }
         guard capabilities?.canSubscribe == true else { throw OTError(.forceUnpublishOrInvalidStream, "this token's role cannot subscribe") }
         let id = subscriber.stream.id
         guard streams[id] != nil || media.isOwnStream(id) else {
             throw OTError(.serverCannotFindStream, "stream \(id) is not in this session")
         }
-        media.attach(subscriber)
-        do { try subscriber.start(in: self) } catch {
-            media.detach(subscriber)
-            throw error
-        }
+        try subscriber.start(in: self, onAccepted: onAccepted)
     }
 
     /// Ends a subscription (as `[OTSession unsubscribe:error:]`): no subscriber message follows (the subscription is

@@ -1,3 +1,4 @@
+import COTShims
 import CSRTP
 import OTBase
 
@@ -100,17 +101,24 @@ public struct SRTPKeys: Sendable, Equatable {
     }
 }
 
-/// libsrtp's process-wide initialisation, run once (Swift globals initialise lazily and thread-safely).
-private let srtpLibraryStatus: srtp_err_status_t = {
+/// libsrtp's process-wide initialisation, run once (Swift globals initialise lazily and thread-safely): `srtp_init`,
+/// then OpenSSL's AES-ICM, AES-GCM and HMAC-SHA1 in place of libsrtp's own (Debian's: NSS, which sets up a context,
+/// takes a lock and allocates 5 to 14 times per packet). If libsrtp refuses them, SRTP stays on NSS (a warning says so).
+private let srtpLibrary: (status: srtp_err_status_t, openSSL: Bool) = {
     let status = srtp_init()
-    if status == srtp_err_status_ok { _ = residentSRTPSession }
-    return status
+    guard status == srtp_err_status_ok else { return (status, false) }
+    let openSSL = otshim_srtp_use_openssl()
+    if openSSL != srtp_err_status_ok {
+        Log.warn("srtp", "OpenSSL's ciphers were refused by libsrtp (status \(openSSL.rawValue)): SRTP stays on libsrtp's own crypto (NSS)")
+        _ = residentSRTPSession
+    }
+    return (status, openSSL == srtp_err_status_ok)
 }()
 
-/// One SRTP session that lives as long as the process. Debian's libsrtp2 does its ciphers with NSS, which starts
-/// up when its first context opens and shuts down when the last one closes: without a session that stays, each
-/// call's first SRTP context would start NSS again (loading its crypto module each time, and keeping 72 bytes
-/// per start-up: `ot-bench cycles` counted one more live block per cycle before this).
+/// One SRTP session that lives as long as the process, made only when SRTP still runs on NSS. NSS starts up when its
+/// first context opens and shuts down when the last one closes: without a session that stays, each call's first SRTP
+/// context would start NSS again (loading its crypto module each time, and keeping 72 bytes per start-up:
+/// `ot-bench cycles` counted one more live block per cycle before this).
 private let residentSRTPSession = ResidentSRTPSession()
 
 private final class ResidentSRTPSession: @unchecked Sendable {
@@ -138,13 +146,15 @@ private final class ResidentSRTPSession: @unchecked Sendable {
 /// Not thread-safe: use one context per thread or serialise calls.
 public final class SRTPContext {
     public let profile: SRTPProfile
+    /// Whether libsrtp does its ciphers and HMAC with OpenSSL (else with its own backend, NSS on Debian).
+    public static var usesOpenSSL: Bool { srtpLibrary.openSSL }
     private var outbound: srtp_t?
     private var inbound: srtp_t?
 
     /// Creates the inbound and outbound sessions from master key+salt for each direction.
     public init(profile: SRTPProfile, keys: SRTPKeys) throws {
         self.profile = profile
-        guard srtpLibraryStatus == srtp_err_status_ok else { throw SRTPError(srtpLibraryStatus, "srtp_init") }
+        guard srtpLibrary.status == srtp_err_status_ok else { throw SRTPError(srtpLibrary.status, "srtp_init") }
         let need = profile.keyLength + profile.saltLength
         guard keys.local.count == need, keys.remote.count == need else {
             throw SRTPError.badKey("key+salt must be \(need) bytes for \(profile)")
@@ -186,6 +196,9 @@ public final class SRTPContext {
         return session
     }
 
+    /// Zeros to grow a packet by the trailer libsrtp writes (the tag, and SRTCP's index; no MKI).
+    private static let trailerRoom = [UInt8](repeating: 0, count: SRTPProfile.allCases.map(\.rtcpOverhead).max() ?? 0)
+
     private typealias Op = (srtp_t?, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int32>?) -> srtp_err_status_t
 
     private func run(_ packet: inout [UInt8], room: Int, minLength: Int, _ what: String,
@@ -193,7 +206,7 @@ public final class SRTPContext {
         guard packet.count >= minLength else { throw SRTPError.malformed("\(what): \(packet.count) bytes") }
         let length = packet.count
         // libsrtp writes the trailer past the end: make room inside the array's storage.
-        if room > 0 { packet.append(contentsOf: repeatElement(0, count: room)) }
+        if room > 0 { packet.append(contentsOf: Self.trailerRoom[..<room]) }
         var len = Int32(length)
         let st = packet.withUnsafeMutableBytes { op(session, $0.baseAddress, &len) }
         guard st == srtp_err_status_ok, len >= 0, Int(len) <= packet.count else {
@@ -205,7 +218,7 @@ public final class SRTPContext {
 
     /// Encrypts and authenticates an RTP packet in place (it grows by `profile.rtpOverhead`).
     public func protectRTP(_ packet: inout [UInt8]) throws {
-        try run(&packet, room: Int(SRTP_MAX_TRAILER_LEN), minLength: 12, "protect RTP", session: outbound) { srtp_protect($0, $1, $2) }
+        try run(&packet, room: profile.rtpOverhead, minLength: 12, "protect RTP", session: outbound) { srtp_protect($0, $1, $2) }
     }
 
     /// Verifies and decrypts an SRTP packet in place. Throws `.authenticationFailed` or `.replayed`.
@@ -215,7 +228,7 @@ public final class SRTPContext {
 
     /// Encrypts and authenticates an RTCP compound packet in place (grows by `profile.rtcpOverhead`).
     public func protectRTCP(_ packet: inout [UInt8]) throws {
-        try run(&packet, room: Int(SRTP_MAX_TRAILER_LEN) + 4, minLength: 8, "protect RTCP", session: outbound) { srtp_protect_rtcp($0, $1, $2) }
+        try run(&packet, room: profile.rtcpOverhead, minLength: 8, "protect RTCP", session: outbound) { srtp_protect_rtcp($0, $1, $2) }
     }
 
     /// Verifies and decrypts an SRTCP packet in place. Throws `.authenticationFailed` or `.replayed`.

@@ -80,13 +80,18 @@ func project(_ s: String) -> Project {
     do { return try Project.parse(s) } catch { fail("\(error)") }
 }
 
-/// An integer flag in `range`; fails with a message otherwise.
-func intValue(_ args: inout Args, _ flag: String, _ range: ClosedRange<Int>) -> Int? {
+/// An integer flag in `range` (nil: any integer, its range checked by the settings it goes into); fails with a
+/// message otherwise.
+func intValue(_ args: inout Args, _ flag: String, _ range: ClosedRange<Int>?) -> Int? {
     guard args.contains(flag) else { return nil }
     let v = args.value(flag)
-    guard let n = Int(v), range.contains(n) else { fail("\(flag) must be an integer from \(range.lowerBound) to \(range.upperBound), not \(v)") }
+    guard let n = Int(v) else { fail("\(flag) must be an integer, not \(v)") }
+    if let range, !range.contains(n) { fail("\(flag) must be an integer from \(range.lowerBound) to \(range.upperBound), not \(v)") }
     return n
 }
+
+/// The flags that set the server configuration's settings, for `SessionServer.Configuration.validate(naming:)`.
+let flagNames = ["credentialLifetime": "--turn-ttl", "turnSecret": "--turn-secret", "workers": "--media-workers"]
 
 /// Every project named by --project, --config FILE and OT_SERVER_PROJECTS.
 func projects(_ args: inout Args) -> [Project] {
@@ -157,7 +162,7 @@ default:
     if let t = intValue(&args, "--connect-timeout", 1...3600) { timeouts.webSocketConnect = .seconds(t) }
     let origins = args.values("--allowed-origin")
     let mediaHost = args.contains("--media-host") ? args.value("--media-host") : nil
-    let mediaWorkers = intValue(&args, "--media-workers", 1...SessionServer.MediaSettings.maxWorkers) ?? 1
+    let mediaWorkers = intValue(&args, "--media-workers", nil) ?? 1
     let mediaPort = UInt16(intValue(&args, "--media-port", 0...65535) ?? 0)
     let advertiseText = args.contains("--media-advertise") ? args.value("--media-advertise") : nil
     var tls: SessionServer.TLSSettings?
@@ -177,8 +182,7 @@ default:
         ice.turnSecret = text.split(separator: "\n").first.map { $0.trimmingCharacters(in: .whitespaces) }
     }
     if ice.turnSecret == nil, let env = ProcessInfo.processInfo.environment["OT_SERVER_TURN_SECRET"], !env.isEmpty { ice.turnSecret = env }
-    if let ttl = intValue(&args, "--turn-ttl", 60...(30 * 86_400)) { ice.credentialLifetime = .seconds(ttl) }
-    do { try ice.validate() } catch { fail("\((error as? OTError)?.message ?? "\(error)")") }
+    if let ttl = intValue(&args, "--turn-ttl", nil) { ice.credentialLifetime = .seconds(ttl) }
     if args.flag("--verbose") { Log.level = .info }
     guard args.isEmpty else { fail("unexpected arguments: \(args.list)\n\(usage)") }
     guard !projects.isEmpty else { fail("at least one project is needed (--config FILE, OT_SERVER_PROJECTS or --project)\n\(usage)") }
@@ -194,8 +198,10 @@ default:
         guard let ip = IPAddress(a) else { fail("bad --media-advertise \(a): an IP address is needed") }
         media.advertise = ip
     }
-    let server = SessionServer(.init(host: listenHost, port: port, projects: projects, limits: limits, connectionLimits: sockets,
-                                     timeouts: timeouts, allowedOrigins: origins, tls: tls, iceServers: ice, media: media))
+    let configuration = SessionServer.Configuration(host: listenHost, port: port, projects: projects, limits: limits, connectionLimits: sockets,
+                                                    timeouts: timeouts, allowedOrigins: origins, tls: tls, iceServers: ice, media: media)
+    do { try configuration.validate { flagNames[$0] ?? $0 } } catch { fail("\((error as? OTError)?.message ?? "\(error)")") }
+    let server = SessionServer(configuration)
     signal(SIGPIPE, SIG_IGN)
     let stop = DispatchSemaphore(value: 0)
     var sources: [DispatchSourceSignal] = []

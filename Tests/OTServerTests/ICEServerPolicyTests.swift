@@ -67,4 +67,28 @@ final class ICEServerPolicyTests: XCTestCase {
         XCTAssertThrowsError(try server.start())
         server.stop()
     }
+
+    /// The configuration's ranges (TURN credential lifetime, media workers) are checked in one place, which names the
+    /// setting as its caller does (a Swift property by default; the C ABI and ot-server pass their own names) and
+    /// says the value and the range; the media router refuses the same counts with the same check; the bounds pass.
+    func testConfigurationRangesNameTheSettingAsTheCallerCallsIt() throws {
+        func message(_ c: SessionServer.Configuration, _ name: @escaping (String) -> String = { $0 }) -> String? {
+            do { try c.validate(naming: name); return nil } catch { return (error as? OTError)?.message }
+        }
+        let flags = ["credentialLifetime": "--turn-ttl", "workers": "--media-workers"]
+        let ttl = SessionServer.Configuration(projects: [project], iceServers: ICEServerPolicy(credentialLifetime: .seconds(59)))
+        XCTAssertEqual(message(ttl), "credentialLifetime 59 s is not 60..2592000 s")
+        XCTAssertEqual(message(ttl) { flags[$0] ?? $0 }, "--turn-ttl 59 s is not 60..2592000 s")
+        let huge = SessionServer.Configuration(projects: [project], iceServers: ICEServerPolicy(credentialLifetime: .seconds(Int64.max)))
+        XCTAssertEqual(message(huge), "credentialLifetime \(Int64.max) s is not 60..2592000 s")
+        for n in [0, -1, MediaRouter.maxWorkers + 1] {
+            let c = SessionServer.Configuration(projects: [project], media: .init(workers: n))
+            XCTAssertEqual(message(c) { flags[$0] ?? $0 }, "--media-workers \(n) is not 1..64")
+            XCTAssertThrowsError(try MediaRouter(workers: n)) { XCTAssertEqual(($0 as? OTError)?.message, "workers \(n) is not 1..64") }
+        }
+        for (seconds, workers) in [(Int64(60), 1), (30 * 86_400, MediaRouter.maxWorkers)] {
+            XCTAssertNil(message(.init(projects: [project], iceServers: ICEServerPolicy(credentialLifetime: .seconds(seconds)),
+                                       media: .init(workers: workers))))
+        }
+    }
 }

@@ -3,6 +3,7 @@ import OTBase
 import OTServer
 import OTSession
 import OTTestSupport
+import Synchronization
 import XCTest
 
 /// One client subscribes to the same stream and unsubscribes it again four times, then subscribes a fifth time and
@@ -13,6 +14,28 @@ import XCTest
 final class SubscriberTeardownTests: XCTestCase {
     func testRelayedUnsubscribedSubscribersStopReceiving() throws { try assertOnlyTheLiveSubscriberReceives(relayed: true) }
     func testRoutedUnsubscribedSubscribersStopReceiving() throws { try assertOnlyTheLiveSubscriberReceives(relayed: false) }
+
+    /// A subscribe or publish refused because the object is live (in the same session or the other): `onAccepted`
+    /// never runs, and the live subscription and publish stay where they are: unsubscribe and unpublish still find
+    /// them there (a refused subscribe into the subscriber's own session used to detach it from that session).
+    func testARefusedSubscribeOrPublishLeavesTheLiveOneWhereItIs() throws {
+        let server = try TestServer(routed: true)
+        let t = try server.publishTone(try server.session(relayed: false))
+        defer { t.disconnect() }
+        let (sub, rec, _) = try t.subscribeB(frames: 3)
+        let accepted = Mutex(0)
+        for session in [t.b, t.a] {
+            XCTAssertThrowsError(try session.subscribe(sub) { accepted.withLock { $0 += 1 } }) {
+                XCTAssertEqual(($0 as? OTError)?.code, .illegalState)
+            }
+            XCTAssertThrowsError(try session.publish(t.publisher) { accepted.withLock { $0 += 1 } })
+        }
+        XCTAssertEqual(accepted.withLock { $0 }, 0)
+        rec.waitForFrames(rec.frames + 3)
+        XCTAssertNoThrow(try t.b.unsubscribe(sub))
+        XCTAssertNoThrow(try t.a.unpublish(t.publisher))
+        t.pubRec.wait("streamDestroyed") { $0.events.contains { if case .streamDestroyed = $0 { true } else { false } } }
+    }
 
     private final class Ended: @unchecked Sendable {
         weak var subscriber: Subscriber?

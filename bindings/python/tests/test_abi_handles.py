@@ -11,9 +11,10 @@ import pytest
 
 import otsession
 from otsession._lib import lib
-from session_recorder import publisher_and_viewer, wait_until
+from session_recorder import publisher_and_viewer, router_stats, wait_until
 from test_abi_robustness import (ACCEPT_NULLS, _absurd_sweep, _check_absurd_results, _extremes, _handle_kind, _in_child,
                                  _is_pointer, _logged, _parameters)
+from test_media import router_subscribers
 
 E = otsession.ErrorCode
 
@@ -366,3 +367,133 @@ def test_absurd_subscriber_settings_and_signal_options(swept):
     assert len(swept["signal_options"]) == 3
     for i, (flavour, status, completion) in enumerate(swept["signal_options"]):
         assert status == 0 and completion == [0, 0x5eed_0000 + i], (flavour, status, completion)
+
+
+def _refused_while_live():
+    """A subscriber receiving and a publisher publishing in session A (poll mode: A's callbacks, its subscriber's and
+    publisher's among them, run on the one thread that polls) while other threads call ot_session_subscribe with the
+    subscriber (into B, a thread-mode session of the same session id, and into A again) and ot_session_publish with
+    the publisher (into B', a thread-mode session that could publish) thousands of times, each refused; then each is
+    deleted while those calls go on. Returns the statuses, how many callbacks of each kind ran on the polling thread
+    and on others, whether the frame numbers increased, and whether each delete ended what it had in A (the media
+    router's view)."""
+    out = {}
+    with otsession.Server(api_key="4711", api_secret="ab" * 20) as server:
+        sid = server.create_session()
+        with publisher_and_viewer(server, sid) as (b_pub, b_view, _):
+            stop_polling = threading.Event()
+            poller = []
+
+            def poll():
+                poller.append(threading.get_ident())
+                while not stop_polling.is_set():
+                    otsession.poll(0.05)
+            polling = threading.Thread(target=poll, daemon=True)
+            polling.start()
+            a_pub = otsession.Session(server.api_key, sid, server_url=server.url, callback_mode=otsession.CallbackMode.POLL)
+            a_view = otsession.Session(server.api_key, sid, server_url=server.url, callback_mode=otsession.CallbackMode.POLL)
+            try:
+                a_threads, streams = set(), []
+                a_view.on("connected", lambda *_: a_threads.add(threading.get_ident()))
+                a_view.on("stream_created", streams.append)
+                for s, role in ((a_pub, otsession.Role.PUBLISHER), (a_view, otsession.Role.SUBSCRIBER)):
+                    connected = threading.Event()
+                    s.on("connected", connected.set)
+                    s.connect(server.token(sid, role))
+                    assert connected.wait(15), "not connected"
+                out = _while_refused(server, a_pub, a_view, b_pub, b_view, streams)
+                out["A's own callbacks on the polling thread"] = a_threads == set(poller)
+            finally:
+                a_view.close()
+                a_pub.close()
+                stop_polling.set()
+                polling.join(10)
+            out["callbacks"] = {kind: {"poller" if t == poller[0] else "other": n for t, n in by_thread.items()}
+                                for kind, by_thread in out.pop("threads").items()}
+    return out
+
+
+def _while_refused(server, a_pub, a_view, b_pub, b_view, streams):
+    """The part of _refused_while_live with A connected: what it returns, with the callbacks' threads as idents."""
+    f = lib().fn
+    threads = {}            # callback kind -> {thread ident: callbacks run on it}
+    numbers = []            # test-pattern frame numbers, in callback order
+
+    def seen(kind):
+        def record(*args):
+            by_thread = threads.setdefault(kind, {})
+            by_thread[threading.get_ident()] = by_thread.get(threading.get_ident(), 0) + 1
+            if kind == "render_frame" and args[0].test_pattern:
+                numbers.append(args[0].test_pattern[0])
+        return record
+
+    publisher = otsession.Publisher("refused", width=160, height=120, fps=15)
+    for kind in ("stream_created", "stats", "error"):
+        publisher.on(kind, seen("publisher " + kind))
+    a_pub.publish(publisher)
+    assert wait_until(lambda: streams, timeout=20), "A's viewer saw no stream"
+    stream_id = streams[0].id
+    subscriber = otsession.Subscriber(streams[0])
+    for kind in ("connected", "render_frame", "audio_data", "stats", "error", "disconnected"):
+        subscriber.on(kind, seen(kind))
+    a_view.subscribe(subscriber)
+    assert wait_until(lambda: len(numbers) > 10, timeout=30), "no frames in A"
+    assert wait_until(lambda: router_subscribers(server, stream_id) == 1, timeout=15)
+
+    sub_h, pub_h = subscriber._handle(), publisher._handle()
+    statuses = {"subscribe": {}, "publish": {}}
+    done = threading.Event()
+
+    def hammer(counts, calls):
+        # Until the object is deleted (or the test ends): then its handle is refused and the calls stop.
+        while not done.is_set() and E.INVALID_HANDLE not in counts:
+            for call in calls:
+                status = call()
+                counts[status] = counts.get(status, 0) + 1
+    hammers = [threading.Thread(target=hammer, args=(statuses["subscribe"], [lambda: f.ot_session_subscribe(b_view._handle(), sub_h),
+                                                                             lambda: f.ot_session_subscribe(a_view._handle(), sub_h)])),
+               threading.Thread(target=hammer, args=(statuses["publish"], [lambda: f.ot_session_publish(b_pub._handle(), pub_h)]))]
+    d = lib().decl
+    f.ot_log_set_level(d.constants["OT_LOG_ERROR"])  # each refusal logs a warning
+    for t in hammers:
+        t.start()
+    try:
+        # Long enough for several publisher stats (one a second) and many frames and audio callbacks.
+        frames = len(numbers)
+        wait_until(lambda: min(sum(c.values()) for c in statuses.values()) > 3000 and len(numbers) > frames + 60, timeout=60)
+        subscriber.close()
+        out = {"subscriber deleted: A's subscription ended": wait_until(lambda: router_subscribers(server, stream_id) == 0, timeout=15)}
+        publisher.close()
+        out["publisher deleted: A's stream ended"] = wait_until(
+            lambda: all(stream_id not in s["streams"] for s in router_stats(server).values()), timeout=15)
+    finally:
+        done.set()
+        for t in hammers:
+            t.join(30)
+        f.ot_log_set_level(d.constants["OT_LOG_WARN"])
+    out["statuses"] = {name: [[k, v] for k, v in counts.items()] for name, counts in statuses.items()}
+    out["frame numbers increase"] = all(a < b for a, b in zip(numbers, numbers[1:]))
+    out["frames"] = len(numbers)
+    out["threads"] = threads
+    return out
+
+
+def test_refused_subscribe_and_publish_leave_a_live_object_where_it_is():
+    """A subscriber receiving and a publisher publishing in a poll-mode session A, while other threads hand them to
+    another session (and the subscriber to A again) thousands of times, each refused (OT_ERR_ILLEGAL_STATE): every
+    callback of theirs ran on the thread that polls A's callbacks (none went through the other session's sink), the
+    frames came in order, and deleting each during the refusals ended its subscription or stream in A."""
+    out = _in_child("_refused_while_live", module="test_abi_handles")
+    for name, rows in out["statuses"].items():
+        counts = dict(rows)
+        # Refused while live (ILLEGAL_STATE), then deleted (INVALID_HANDLE); a call in flight across the deletes may
+        # also find the stream gone (SERVER_CANNOT_FIND_STREAM). None is accepted: the deleted object stays nowhere.
+        assert set(counts) <= {E.ILLEGAL_STATE, E.INVALID_HANDLE, E.SERVER_CANNOT_FIND_STREAM}, (name, counts)
+        assert counts.get(E.ILLEGAL_STATE, 0) > 1000, (name, counts)
+    assert out["A's own callbacks on the polling thread"]
+    callbacks = out["callbacks"]
+    assert {"render_frame", "audio_data", "stats", "publisher stream_created", "publisher stats"} <= set(callbacks), callbacks
+    assert {kind: n for kind, n in callbacks.items() if set(n) != {"poller"}} == {}, callbacks
+    assert out["frame numbers increase"] and out["frames"] > 60, out
+    assert out["subscriber deleted: A's subscription ended"], out
+    assert out["publisher deleted: A's stream ended"], out
