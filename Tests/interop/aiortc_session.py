@@ -13,11 +13,14 @@ puts the MID header extension at id 2, the audio level at id 7 and adds transpor
 number them):
   -> {"event": "joined", "connectionId": ...}
   -> {"event": "published", "streamId": ...}                     (publish)
-  -> {"event": "ice", "state": ...}                              (each connection-state change)
+  -> {"event": "ice", "state": ...}                              (each connection-state change; with "connected", the
+                                                                 SRTP profile DTLS agreed: "srtpProfile": "SRTP_...")
   -> {"event": "media", "videoFrames": n, "width": w, "height": h, "stamps": [...], "audioFrames": n, "audioHz": f}
                                                                  (subscribe, at the end)
 aiortc keeps its default settings apart from the bundle policy (and host candidates on 127.0.0.1: aioice leaves
-loopback out by default).
+loopback out by default), unless the environment variable AIORTC_SRTP_PROFILES names the SRTP profiles it may offer
+and accept (OpenSSL names, colon-separated, e.g. SRTP_AES128_CM_SHA1_80; aiortc's default is both AEAD_AES_GCM ones and
+that one, and it picks AEAD_AES_128_GCM with us).
 """
 import asyncio
 import base64
@@ -33,11 +36,19 @@ import uuid
 import av
 import numpy as np
 from aiortc import RTCBundlePolicy, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+from aiortc import rtcdtlstransport
 from aiortc.sdp import candidate_from_sdp
 
 import pattern_stamp
 from aiortc_peer import PacedTrack, SineTrack  # loopback host candidates only, as there
 
+
+
+def restrict_srtp_profiles(names):
+    """Keeps only the profiles `names` lists in aiortc's list (every DTLS transport made after this offers those)."""
+    kept = [p for p in rtcdtlstransport.SRTP_PROFILES if p.openssl_profile.decode() in names]
+    assert kept, f"aiortc has none of the SRTP profiles {names}"
+    rtcdtlstransport.SRTP_PROFILES[:] = kept
 
 
 def emit(obj):
@@ -127,7 +138,11 @@ class Client:
 
         @pc.on("connectionstatechange")
         def on_state():
-            emit({"event": "ice", "peerId": peer_id, "state": pc.connectionState})
+            event = {"event": "ice", "peerId": peer_id, "state": pc.connectionState}
+            if pc.connectionState == "connected":
+                dtls = pc.getTransceivers()[0].receiver.transport
+                event["srtpProfile"] = dtls._ssl.get_selected_srtp_profile().decode()
+            emit(event)
 
         @pc.on("track")
         def on_track(track):
@@ -275,4 +290,6 @@ async def main(mode, port, api_key, session_id, token, policy, seconds, options)
 
 if __name__ == "__main__":
     mode, port, api_key, session_id, token, policy, seconds = sys.argv[1:8]
+    if os.environ.get("AIORTC_SRTP_PROFILES"):
+        restrict_srtp_profiles(os.environ["AIORTC_SRTP_PROFILES"].split(":"))
     asyncio.run(main(mode, int(port), api_key, session_id, token, policy, float(seconds), sys.argv[8:]))

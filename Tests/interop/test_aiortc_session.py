@@ -39,11 +39,12 @@ def crossing_hz(pcm, rate):
 class AiortcClient:
     """aiortc_session.py in a child process; its JSON lines are collected by a thread."""
 
-    def __init__(self, mode, server, sid, role, policy, *options):
+    def __init__(self, mode, server, sid, role, policy, *options, env=None):
         token = server.token(sid, role)
         self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "aiortc_session.py"), mode, str(server.port),
                                       server.api_key, sid, token, policy, str(SECONDS), *options],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=HERE)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=HERE,
+                                     env=dict(os.environ, **(env or {})))
         self.events = queue.Queue()
         self.stderr = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -61,6 +62,12 @@ class AiortcClient:
                 raise AssertionError(f"aiortc: no {event} event; stderr:\n{''.join(self.stderr)[-3000:]}")
             if m["event"] == event:
                 return m
+
+    def srtp_profile(self, timeout=20):
+        """The SRTP profile of aiortc's first connection to come up."""
+        while (m := self.expect("ice", timeout))["state"] != "connected":
+            pass
+        return m["srtpProfile"]
 
     def finish(self):
         assert self.proc.wait(timeout=SECONDS + 30) == 0, "".join(self.stderr)[-3000:]
@@ -82,13 +89,16 @@ def join(server, sid, role):
     return s, streams
 
 
-def native_to_aiortc(server, sid, policy, *options, video_codecs=None):
+def native_to_aiortc(server, sid, policy, *options, video_codecs=None, srtp_profile=None, env=None):
+    """aiortc subscribes to our publisher and decodes its frames (and, given `srtp_profile`, agreed that profile)."""
     pub_s, _ = join(server, sid, otsession.Role.PUBLISHER)
     pub = otsession.Publisher("native", width=320, height=240, fps=30, audio_source=AudioSource.TONE, tone_hz=440,
                               preferred_video_codecs=video_codecs)
     try:
         pub_s.publish(pub)
-        client = AiortcClient("subscribe", server, sid, "subscriber", policy, *options)
+        client = AiortcClient("subscribe", server, sid, "subscriber", policy, *options, env=env)
+        if srtp_profile:
+            assert client.srtp_profile() == srtp_profile
         media = client.expect("media", timeout=SECONDS + 25)
         client.finish()
         assert media["videoFrames"] >= 30, media
@@ -140,11 +150,10 @@ def test_a_subscriber_without_the_streams_codec_is_refused_naming_it(mode):
             pub_s.close()
 
 
-@pytest.mark.parametrize("policy", ["balanced", "max-bundle"])
-def test_aiortc_publisher_to_native_subscriber(session, policy):
-    server, sid = session
+def aiortc_to_native(server, sid, policy, srtp_profile=None, env=None):
+    """Our subscriber decodes aiortc's stamped frames and tone (and, given `srtp_profile`, aiortc agreed that profile)."""
     sub_s, streams = join(server, sid, otsession.Role.SUBSCRIBER)
-    client = AiortcClient("publish", server, sid, "publisher", policy)
+    client = AiortcClient("publish", server, sid, "publisher", policy, env=env)
     viewer = None
     try:
         stream = streams.get(timeout=15)
@@ -152,6 +161,8 @@ def test_aiortc_publisher_to_native_subscriber(session, policy):
         viewer = Viewer(stream)
         sub_s.subscribe(viewer)
         viewer.expect("connected", timeout=15)
+        if srtp_profile:
+            assert client.srtp_profile() == srtp_profile
         def stamped():
             return [fr.test_pattern[0] for fr in list(viewer.frames) if fr.test_pattern]
         assert wait_until(lambda: len(stamped()) >= 30 and len(viewer.audio) >= 50, timeout=SECONDS + 10), \
@@ -168,3 +179,21 @@ def test_aiortc_publisher_to_native_subscriber(session, policy):
             viewer.close()
         sub_s.close()
         client.proc.kill()
+
+
+@pytest.mark.parametrize("policy", ["balanced", "max-bundle"])
+def test_aiortc_publisher_to_native_subscriber(session, policy):
+    aiortc_to_native(*session, policy)
+
+
+@pytest.mark.parametrize("mode", ["routed", "relayed"])
+def test_aes_cm_srtp_profile_both_ways(mode):
+    """AES_CM_128_HMAC_SHA1_80, the profile many stacks use (Chromium and aiortc agree on AEAD_AES_128_GCM with us): aiortc
+    offers and accepts only it, publishes to our subscriber and subscribes to our publisher (a session each), through
+    the router (its leg to the router is AES-CM, ours GCM) or peer to peer (our client's own AES-CM). Frames decode both
+    ways."""
+    aes_cm = "SRTP_AES128_CM_SHA1_80"
+    with otsession.Server(api_key="4246", api_secret="d1" * 20) as server:
+        for direction in (aiortc_to_native, native_to_aiortc):
+            direction(server, server.create_session(relayed=mode == "relayed"), "balanced", srtp_profile=aes_cm,
+                      env={"AIORTC_SRTP_PROFILES": aes_cm})
