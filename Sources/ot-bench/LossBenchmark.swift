@@ -266,6 +266,11 @@ private func runLossSession(_ args: [String]) throws {
         counters["routerDownMisses"] = downs.map(\.retransmissionMisses).reduce(0, +)
         counters["routerDownFEC"] = downs.map(\.fecPacketsSent).reduce(0, +)
         counters["routerGateReplayed"] = c.packetsReplayed
+        // Malformed RTCP the router's legs skipped (whole packets of a compound, and blocks inside XR packets): 0 expected.
+        counters["routerUpRtcpSkipped"] = up?.rtcpPacketsSkipped ?? 0
+        counters["routerUpXRBlocksSkipped"] = up?.rtcpXRBlocksSkipped ?? 0
+        counters["routerDownRtcpSkipped"] = downs.map(\.rtcpPacketsSkipped).reduce(0, +)
+        counters["routerDownXRBlocksSkipped"] = downs.map(\.rtcpXRBlocksSkipped).reduce(0, +)
         mediaBytes += c.bytesOut
         repairBytes += downs.map { $0.retransmittedBytesSent + $0.fecBytesSent }.reduce(0, +)
     }
