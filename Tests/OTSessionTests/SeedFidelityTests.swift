@@ -29,8 +29,18 @@ final class SeedFidelityTests: RoutedServerTestCase {
         try s.subscribe(sub)
         rec.waitFor(.connected)
         // Polled: `stats` waits for the media thread, which must not wait for the recorder's lock meanwhile.
-        XCTAssertTrue(within(10) { sub.stats.audioPacketsReceived > 10 && sub.stats.videoPacketsReceived > 10 }, "\(name): audio and video")
+        XCTAssertTrue(within(10) { sub.stats.audioPacketsReceived > 10 && sub.stats.videoPacketsReceived > 10 },
+                      "\(name): audio and video; \(mediaReport(sub, stream))")
         return (sub, rec)
+    }
+
+    /// What `sub` and the router saw of `stream`, for a failure's message (which kind stopped where).
+    private func mediaReport(_ sub: Subscriber, _ stream: StreamInfo) -> String {
+        let s = sub.stats
+        let link = sub.mediaPeerId.flatMap { router.peerStats(peerId: $0) }
+        return "subscriber connected \(sub.isConnected), \(s.audioPacketsReceived) audio and \(s.videoPacketsReceived) video packets, "
+            + "\(s.framesDecoded) frames; router's stream: \(router.counters(streamId: stream.id).map { "\($0)" } ?? "none"); "
+            + "router's link to the subscriber: \(link.map { "\($0)" } ?? "none")"
     }
 
     /// Polls `cond` every 50 ms for up to `seconds`; true once it holds.
