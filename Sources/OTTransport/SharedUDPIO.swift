@@ -9,7 +9,13 @@ import Synchronization
 /// Lock order: the IO's lock is never held while calling into a connection (connections call back into the
 /// IO to send and to set deadlines while holding their own lock).
 final class SharedUDPIO: Sendable {
-    private struct WeakDriver { weak var driver: PeerConnectionDriver? }
+    /// A socket's owner, and who it was (`driver` is nil from the start of its `deinit` on). A class: `release` runs in
+    /// the owner's `deinit`, where a struct copy of the weak reference crashed (SIGSEGV in `free`, destroying the copy).
+    private final class Owner: Sendable {
+        weak let driver: PeerConnectionDriver?
+        let id: ObjectIdentifier
+        init(_ d: PeerConnectionDriver) { driver = d; id = ObjectIdentifier(d) }
+    }
 
     private static let instance = Mutex<SharedUDPIO?>(nil)
 
@@ -29,7 +35,7 @@ final class SharedUDPIO: Sendable {
     private let udp: UDPDriver
     private let deadlines: ConnectionDeadlines
     /// Which connection owns the socket bound at each local address.
-    private let owners = Mutex<[TransportAddress: WeakDriver]>([:])
+    private let owners = Mutex<[TransportAddress: Owner]>([:])
 
     private init() throws {
         let box = Mutex<SharedUDPIO?>(nil)
@@ -77,15 +83,23 @@ final class SharedUDPIO: Sendable {
     private func claim(_ local: TransportAddress, for d: PeerConnectionDriver) -> Bool {
         owners.withLock { o -> Bool in
             guard o[local] == nil else { return false }
-            o[local] = WeakDriver(driver: d)
+            o[local] = Owner(d)
             return true
         }
     }
 
-    /// Closes the sockets bound at `locals` (UDP sockets and TCP connections) and forgets the deadline of the connection known by `id`.
+    /// Closes the sockets bound at `locals` (UDP sockets and TCP connections) that the connection known by `id` still
+    /// owns, and forgets its deadline. A connection releases twice (`close()`, then its `deinit`): by the second time
+    /// another connection may own a socket at one of those addresses, which stays open.
     func release(_ locals: [TransportAddress], of id: ObjectIdentifier) {
-        owners.withLock { o in for a in locals { o[a] = nil } }
-        for a in locals { udp.unbind(a) }
+        let owned = owners.withLock { o in
+            locals.filter { a in
+                guard o[a]?.id == id else { return false }
+                o[a] = nil
+                return true
+            }
+        }
+        for a in owned { udp.unbind(a) }
         deadlines.remove(id)
     }
 

@@ -32,12 +32,13 @@ final class SharedUDPIOTests: XCTestCase {
         let ssrcA: UInt32, ssrcB: UInt32
     }
 
-    func makePair(_ k: Int) throws -> Pair {
+    /// Two connected drivers; `a`'s socket is bound at `bindA`.
+    func makePair(_ k: Int, bindA: TransportAddress = TransportAddress("127.0.0.1:0")!) throws -> Pair {
         let ssrcA = UInt32(0xA000 + k), ssrcB = UInt32(0xB000 + k)
         let logA = EventLog(), logB = EventLog()
         let a = try PeerConnectionDriver(config: PeerConnectionConfig(audio: false, video: true,
                                                                       videoTrack: SDPLocalTrack(ssrc: ssrcA, streamID: "a\(k)", trackID: "v", cname: "a\(k)")),
-                                         handler: logA.handler)
+                                         bind: [bindA], handler: logA.handler)
         let b = try PeerConnectionDriver(config: PeerConnectionConfig(audio: false, video: true,
                                                                       videoTrack: SDPLocalTrack(ssrc: ssrcB, streamID: "b\(k)", trackID: "v", cname: "b\(k)")),
                                          handler: logB.handler)
@@ -117,6 +118,30 @@ final class SharedUDPIOTests: XCTestCase {
         XCTAssertEqual(Self.fdCount, fdsBefore + 2)
         d = nil  // never closed
         XCTAssertTrue(LoopbackPeer.wait { Self.fdCount <= fdsBefore }, "\(Self.fdCount) sockets, \(fdsBefore) before: \(Self.openFDs)")
+    }
+
+    /// A connection closed and dropped later (its `deinit` runs after `close()`) gives back only what it still holds: a
+    /// newer connection whose socket got the port it had keeps that socket. (Both released it: the second release, from
+    /// the old connection's `deinit`, closed the newer connection's socket, and its media stopped.)
+    func testAClosedConnectionDroppedLaterLeavesTheSocketThatReusedItsPort() throws {
+        var old: PeerConnectionDriver? = try PeerConnectionDriver(config: PeerConnectionConfig()) { _ in }
+        let address = try XCTUnwrap(old?.localAddresses.first)
+        old?.close()
+        // The port is free once the IO thread has closed the old socket.
+        var reused: Pair?
+        XCTAssertTrue(LoopbackPeer.wait { reused = try? makePair(0, bindA: address); return reused != nil }, "\(address) not free again")
+        let p = try XCTUnwrap(reused)
+        XCTAssertEqual(p.a.localAddresses, [address])
+        XCTAssertTrue(LoopbackPeer.wait { p.logA.connected && p.logB.connected })
+        old = nil
+        for seq in 0..<5 {
+            var fromA = rtp(ssrc: p.ssrcA, seq: seq), fromB = rtp(ssrc: p.ssrcB, seq: seq)
+            XCTAssertTrue(p.a.sendRTP(&fromA))
+            XCTAssertTrue(p.b.sendRTP(&fromB))
+        }
+        XCTAssertTrue(LoopbackPeer.wait { p.logB.rtp(ssrc: p.ssrcA).count == 5 && p.logA.rtp(ssrc: p.ssrcB).count == 5 },
+                      "media both ways on the socket at \(address): \(p.logB.rtp(ssrc: p.ssrcA).count) and \(p.logA.rtp(ssrc: p.ssrcB).count) of 5")
+        p.a.close(); p.b.close()
     }
 
     func testFailedBindReleasesTheSocketsAlreadyBound() throws {
