@@ -10,9 +10,10 @@ final class SubscriberObject: @unchecked Sendable {
     let subscriber: Subscriber
     let owner = CallbackOwner()
     let callbacks: ot_subscriber_callbacks
-    /// The session it was last subscribed in, whether the stream is this client's own (known once subscribed), and
-    /// whether it is being deleted (then no subscribe is accepted: one in flight on another thread is refused).
-    private let attached = Mutex<(sink: CallbackSink?, own: Bool, session: SessionObject?, closed: Bool)>((nil, false, nil, false))
+    /// Where its callbacks go (the sink of the session it was last subscribed in), whether the stream is this client's
+    /// own (known once subscribed), and whether it is being deleted (then no subscribe is accepted: one in flight on
+    /// another thread is refused).
+    private let attached = Mutex<(sink: CallbackSink?, own: Bool, closed: Bool)>((nil, false, false))
     private let adapter: SubscriberAdapter
     private let handleBits = Atomic<UInt>(0)
 
@@ -29,26 +30,32 @@ final class SubscriberObject: @unchecked Sendable {
     var sink: CallbackSink? { attached.withLock { $0.sink } }
 
     /// Subscribes in `session`; once the session has accepted (a refused subscribe leaves everything as it was), the
-    /// callbacks go where the session's go, before any callback of the new subscription.
+    /// callbacks go where the session's go, before any callback of the new subscription. A subscribe that the delete
+    /// cancels while it starts is refused as one the delete came before (OT_ERR_INVALID_HANDLE).
     func subscribe(in session: SessionObject) throws {
         let own = session.session.isOwn(subscriber.stream)
-        try session.session.subscribe(subscriber) {
-            try attached.withLock { a in
-                guard !a.closed else { throw OTError(.invalidHandle, "the subscriber is being deleted") }
-                a = (session.sink, own, session, false)
+        do {
+            try session.session.subscribe(subscriber) {
+                try attached.withLock { a in
+                    guard !a.closed else { throw OTError(.invalidHandle, "the subscriber is being deleted") }
+                    a = (session.sink, own, false)
+                }
             }
+        } catch where attached.withLock({ $0.closed }) {
+            throw OTError(.invalidHandle, "the subscriber is being deleted")
         }
     }
 
     /// The stream as a handle's object.
     func streamObject() -> StreamObject { StreamObject(subscriber.stream, own: attached.withLock { $0.own }) }
 
-    /// Ends the subscription if it goes on (its receive pipelines and peer connection with it: nothing else could end it
-    /// once the handle is gone), and stops callbacks (waiting for the one in flight).
+    /// Ends the subscription if it goes on or is starting (its receive pipelines and peer connection with it: nothing
+    /// else could end it once the handle is gone; a subscribe accepted on another thread is cancelled and undone before
+    /// this returns), and stops callbacks (waiting for the one in flight).
     func close() {
         subscriber.delegate = nil
-        let s = attached.withLock { a in defer { a.session = nil; a.closed = true }; return a.session }
-        if let s { try? s.session.unsubscribe(subscriber) }
+        attached.withLock { $0.closed = true }
+        subscriber.stop()
         owner.close()
     }
 }
@@ -58,7 +65,7 @@ private final class SubscriberAdapter: SubscriberDelegate, @unchecked Sendable {
     weak var owner: SubscriberObject?
 
     private func post(_ body: @escaping @Sendable (SubscriberObject, ot_subscriber_callbacks) -> Void) {
-        guard let o = owner, let sink = o.sink else { return }
+        guard let o = owner, let sink = CallbackSink.sinkForCallbackRaisedNow(attached: o.sink) else { return }
         sink.post(o.owner) { body(o, o.callbacks) }
     }
     func subscriberDidConnect(toStream subscriber: Subscriber) {
