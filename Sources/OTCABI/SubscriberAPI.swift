@@ -29,6 +29,14 @@ final class SubscriberObject: @unchecked Sendable {
     var handle: UnsafeMutablePointer<ot_subscriber>? { Handle.pointer(handleBits.load(ordering: .acquiring), as: ot_subscriber.self) }
     var sink: CallbackSink? { attached.withLock { $0.sink } }
 
+    /// Whether a callback queued on `sink` still belongs there: the subscriber is still in that session. Its callbacks
+    /// queued in a session it has left (ot_session_unsubscribe, or a subscribe into another) are dropped: no
+    /// subscriber callback follows ot_session_unsubscribe.
+    func isAttached(to sink: CallbackSink) -> Bool { attached.withLock { $0.sink === sink } }
+
+    /// After ot_session_unsubscribe from `session`: its callbacks still queued there are dropped.
+    func detach(from session: SessionObject) { attached.withLock { if $0.sink === session.sink { $0.sink = nil } } }
+
     /// Subscribes in `session`; once the session has accepted (a refused subscribe leaves everything as it was), the
     /// callbacks go where the session's go, before any callback of the new subscription. A subscribe that the delete
     /// cancels while it starts is refused as one the delete came before (OT_ERR_INVALID_HANDLE).
@@ -66,7 +74,7 @@ private final class SubscriberAdapter: SubscriberDelegate, @unchecked Sendable {
 
     private func post(_ body: @escaping @Sendable (SubscriberObject, ot_subscriber_callbacks) -> Void) {
         guard let o = owner, let sink = CallbackSink.sinkForCallbackRaisedNow(attached: o.sink) else { return }
-        sink.post(o.owner) { body(o, o.callbacks) }
+        sink.post(o.owner) { if o.isAttached(to: sink) { body(o, o.callbacks) } }
     }
     func subscriberDidConnect(toStream subscriber: Subscriber) {
         post { o, cb in withBorrowedHandle(o.streamObject(), as: ot_stream.self) { cb.on_connected?(o.handle, cb.user_data, $0) } }
@@ -202,7 +210,10 @@ private func subscriberSettings(_ c: ot_subscriber_settings) -> Result<Subscribe
 /// OT_ERR_SUBSCRIBER_NOT_FOUND when not subscribed in this session.
 @c(ot_session_unsubscribe) public func ot_session_unsubscribe(_ session: UnsafeMutablePointer<ot_session>?,
                                                               _ subscriber: UnsafeMutablePointer<ot_subscriber>?) -> ot_status {
-    withSession(session, and: subscriber, as: SubscriberObject.self) { s, sub in try s.session.unsubscribe(sub.subscriber) }
+    withSession(session, and: subscriber, as: SubscriberObject.self) { s, sub in
+        try s.session.unsubscribe(sub.subscriber)
+        sub.detach(from: s)
+    }
 }
 
 /// Starts or stops receiving audio.
