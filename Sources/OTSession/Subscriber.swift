@@ -250,11 +250,11 @@ public final class Subscriber: SessionMediaClient, MediaSignalingPeer, @unchecke
                 control = c
             }
         } catch {
-            end(e, in: session)
+            end(lock.withLock { taken() })
             throw error
         }
-        guard lock.withLock({ lock.started() }) else {
-            end(e, in: session)
+        if let cancelled = lock.withLock({ lock.started() ? nil : taken() }) {
+            end(cancelled)
             throw lock.cancelled
         }
     }
@@ -264,16 +264,20 @@ public final class Subscriber: SessionMediaClient, MediaSignalingPeer, @unchecke
     /// queue, which the start may be waiting for) this returns once it has undone itself.
     package func stop() {
         let wait = DispatchQueue.getSpecific(key: onMediaQueue) != true
-        let (ending, e, s): (Bool, SubscriberEngine?, Session?) = lock.withLock {
-            (lock.stop(wait: wait && session?.isOnExecutor != true), engine, session)
-        }
-        guard ending else { return }
-        end(e, in: s)
+        if let ending = lock.withLock({ lock.stop(wait: wait && session?.isOnExecutor != true) ? taken() : nil }) { end(ending) }
     }
 
-    /// Undoes a start, or ends a subscription: its control machine and peer connection, its engine, its place in
-    /// the session; then the subscriber is idle.
-    private func end(_ e: SubscriberEngine?, in s: Session?) {
+    /// Lock held: the engine and session of the subscription being ended, taken from the subscriber (no media
+    /// signaling, message or stats reach it any more).
+    private func taken() -> (engine: SubscriberEngine?, session: Session?) {
+        defer { engine = nil; session = nil }
+        return (engine, session)
+    }
+
+    /// Undoes a start, or ends a subscription (what `taken` took): its control machine and peer connection, its
+    /// engine, its place in the session; then the subscriber is idle.
+    private func end(_ ending: (engine: SubscriberEngine?, session: Session?)) {
+        let (e, s) = ending
         s?.onControl {
             if var c = control {
                 _ = c.stop()
@@ -285,8 +289,6 @@ public final class Subscriber: SessionMediaClient, MediaSignalingPeer, @unchecke
         s?.media.detach(self)
         lock.withLock {
             if let final { _lastStats = final }
-            engine = nil
-            session = nil
             lock.ended()
         }
     }

@@ -85,6 +85,15 @@ final class CallbackRoutingTests: XCTestCase {
         return condition()
     }
 
+    /// A small test-pattern publisher.
+    private func publisher(_ callbacks: ot_publisher_callbacks) -> UnsafeMutablePointer<ot_publisher>? {
+        var settings = ot_publisher_settings()
+        XCTAssertEqual(ot_publisher_settings_default(&settings), 0)
+        (settings.width, settings.height, settings.fps) = (160, 120, 15)
+        var callbacks = callbacks
+        return ot_publisher_new(&settings, &callbacks)
+    }
+
     /// Holds `session`'s delivery queue (where its publisher's and subscribers' callbacks are raised) until the result
     /// is called.
     private func hold(_ session: SessionObject) -> () -> Void {
@@ -102,10 +111,7 @@ final class CallbackRoutingTests: XCTestCase {
         callbacks.user_data = Unmanaged.passUnretained(seen).toOpaque()
         callbacks.on_stream_created = { _, u, _ in Unmanaged<Seen>.fromOpaque(u!).takeUnretainedValue().add("created") }
         callbacks.on_stream_destroyed = { _, u, _ in Unmanaged<Seen>.fromOpaque(u!).takeUnretainedValue().add("destroyed") }
-        var settings = ot_publisher_settings()
-        XCTAssertEqual(ot_publisher_settings_default(&settings), 0)
-        (settings.width, settings.height, settings.fps) = (160, 120, 15)
-        let p = ot_publisher_new(&settings, &callbacks)
+        let p = publisher(callbacks)
         defer { XCTAssertEqual(ot_publisher_delete(p), 0) }
         XCTAssertEqual(ot_session_publish(a, p), 0)
         XCTAssertTrue(until { seen.polled("created") == [true] }, "A's stream: \(seen.polled("created"))")
@@ -124,11 +130,7 @@ final class CallbackRoutingTests: XCTestCase {
         let (b, bObject) = try session(poll: false)
         let (publishing, publishingObject) = try session(poll: false)
         defer { delete((a, aObject), (b, bObject), (publishing, publishingObject)) }
-        var pubCallbacks = ot_publisher_callbacks()
-        var settings = ot_publisher_settings()
-        XCTAssertEqual(ot_publisher_settings_default(&settings), 0)
-        (settings.width, settings.height, settings.fps) = (160, 120, 15)
-        let p = ot_publisher_new(&settings, &pubCallbacks)
+        let p = publisher(ot_publisher_callbacks())
         defer { XCTAssertEqual(ot_publisher_delete(p), 0) }
         XCTAssertEqual(ot_session_publish(publishing, p), 0)
         let publisher = try XCTUnwrap(HandleRegistry.shared.lookup(UInt(bitPattern: p), as: PublisherObject.self))
