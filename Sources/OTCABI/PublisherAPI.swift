@@ -97,15 +97,16 @@ final class PublisherObject: @unchecked Sendable {
     /// callbacks go where the session's go, before any callback of the publish (on_capture_start comes during it). A
     /// publish that the delete cancels while it starts is refused as one the delete came before (OT_ERR_INVALID_HANDLE).
     func publish(in session: SessionObject) throws {
+        let deleting = OTError(.invalidHandle, "the publisher is being deleted")
         do {
             try session.session.publish(publisher) {
                 try attached.withLock { a in
-                    guard !a.closed else { throw OTError(.invalidHandle, "the publisher is being deleted") }
+                    guard !a.closed else { throw deleting }
                     a = (session.sink, false)
                 }
             }
         } catch where attached.withLock({ $0.closed }) {
-            throw OTError(.invalidHandle, "the publisher is being deleted")
+            throw deleting
         }
     }
     var sink: CallbackSink? { attached.withLock { $0.sink } }

@@ -42,15 +42,16 @@ final class SubscriberObject: @unchecked Sendable {
     /// cancels while it starts is refused as one the delete came before (OT_ERR_INVALID_HANDLE).
     func subscribe(in session: SessionObject) throws {
         let own = session.session.isOwn(subscriber.stream)
+        let deleting = OTError(.invalidHandle, "the subscriber is being deleted")
         do {
             try session.session.subscribe(subscriber) {
                 try attached.withLock { a in
-                    guard !a.closed else { throw OTError(.invalidHandle, "the subscriber is being deleted") }
+                    guard !a.closed else { throw deleting }
                     a = (session.sink, own, false)
                 }
             }
         } catch where attached.withLock({ $0.closed }) {
-            throw OTError(.invalidHandle, "the subscriber is being deleted")
+            throw deleting
         }
     }
 
