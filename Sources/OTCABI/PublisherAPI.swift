@@ -211,8 +211,8 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
 }
 
 /// Publishes into a connected session (one publisher per session). OT_ERR_NOT_CONNECTED, OT_ERR_UNABLE_TO_PUBLISH
-/// (role, or a second publisher), OT_ERR_ILLEGAL_STATE (published elsewhere); on_stream_created follows. From now on the
-/// publisher's callbacks come where the session's do, in one order with them.
+/// (role, or a second publisher), OT_ERR_ILLEGAL_STATE (published elsewhere), OT_ERR_INVALID_HANDLE (the publisher is
+/// deleted meanwhile: nothing is left running); on_stream_created follows. From now on the publisher's callbacks come where the session's do, in one order with them.
 @c(ot_session_publish) public func ot_session_publish(_ session: UnsafeMutablePointer<ot_session>?,
                                                       _ publisher: UnsafeMutablePointer<ot_publisher>?) -> ot_status {
     withSession(session, and: publisher, as: PublisherObject.self) { s, p in try p.publish(in: s) }

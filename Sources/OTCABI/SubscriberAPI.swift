@@ -200,8 +200,8 @@ private func subscriberSettings(_ c: ot_subscriber_settings) -> Result<Subscribe
 }
 
 /// Starts receiving the subscriber's stream; on_connected follows. OT_ERR_NOT_CONNECTED, OT_ERR_SERVER_CANNOT_FIND_STREAM
-/// (not in this session), OT_ERR_FORCE_UNPUBLISH_OR_INVALID_STREAM (role), OT_ERR_ILLEGAL_STATE (already subscribed).
-/// From now on the subscriber's callbacks come where the session's do, in one order with them.
+/// (not in this session), OT_ERR_FORCE_UNPUBLISH_OR_INVALID_STREAM (role), OT_ERR_ILLEGAL_STATE (already subscribed),
+/// OT_ERR_INVALID_HANDLE (the subscriber is deleted meanwhile: nothing is left running). From now on the subscriber's callbacks come where the session's do, in one order with them.
 @c(ot_session_subscribe) public func ot_session_subscribe(_ session: UnsafeMutablePointer<ot_session>?,
                                                           _ subscriber: UnsafeMutablePointer<ot_subscriber>?) -> ot_status {
     withSession(session, and: subscriber, as: SubscriberObject.self) { s, sub in try sub.subscribe(in: s) }
