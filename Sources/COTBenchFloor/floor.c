@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "ot_bench_floor.h"
 #include "ot_shims_net.h"
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -81,7 +82,10 @@ static void *run(void *arg) {
     int gso = 1;
     struct pollfd fds[2] = {{.fd = f->stop_fd, .events = POLLIN}, {.fd = f->fd, .events = POLLIN}};
     for (;;) {
-        if (poll(fds, 2, -1) < 0) continue;  /* EINTR */
+        if (poll(fds, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            return NULL;  /* the socket is gone: stop serving (the counters stop moving) */
+        }
         atomic_fetch_add_explicit(&f->wakeups, 1, memory_order_relaxed);
         if (fds[0].revents) return NULL;
         int n;

@@ -181,9 +181,9 @@ public final class PeerConnectionDriver: @unchecked Sendable {
         if !closed { pc.handleReceive(bytes, from: from, local: local, now: now) }
         // On a shared socket, media is routed by the remote address of the pair ICE selected (after a
         // check that passed MESSAGE-INTEGRITY), never by an address a datagram merely claimed.
-        if case .shared(_, let endpoint) = io, let remote = pc.transport?.ice.selectedRoute?.remote, remote != routedAddress {
+        if case .shared(_, let unretained) = io, let remote = pc.transport?.ice.selectedRoute?.remote, remote != routedAddress {
             routedAddress = remote
-            endpoint._withUnsafeGuaranteedRef { $0.route(remote, to: self) }
+            unretained._withUnsafeGuaranteedRef { $0.route(remote, to: self) }
         }
         let events = flushLocked()
         lock.unlock()
