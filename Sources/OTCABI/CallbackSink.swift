@@ -49,15 +49,26 @@ enum CallbackGate {
 /// Where one session's C callbacks go (its own, its publisher's and its subscribers'), in the order they are posted:
 /// a library thread of the session's own (`OT_CALLBACK_THREAD`), or the global poll queue that `ot_poll` runs on the
 /// caller's thread (`OT_CALLBACK_POLL`).
+///
+/// The Swift session delivers its delegate messages, its publisher's and subscribers' among them, on the sink's
+/// `deliveryQueue` (its `apiQueue`), which is tagged with the sink: a publisher's or subscriber's message goes to the
+/// sink of the session that raised it (`sinkForCallbackRaisedNow`), even when the object has moved to another session
+/// since (an `on_stream_destroyed` of session A queued before the publisher was published in B runs on A's sink).
 final class CallbackSink: Sendable {
     private let queue: DispatchQueue?
+    /// The session's `apiQueue` (see the type's comment).
+    let deliveryQueue: DispatchQueue
 
     /// A library thread of its own.
-    static func thread(_ label: String) -> CallbackSink { CallbackSink(queue: DispatchQueue(label: "otsession.callbacks.\(label)")) }
-    /// The process-wide poll queue.
-    static let poll = CallbackSink(queue: nil)
+    static func thread(_ label: String) -> CallbackSink { CallbackSink(queue: DispatchQueue(label: "otsession.callbacks.\(label)"), label: label) }
+    /// The process-wide poll queue (each poll-mode session has a sink of its own, for its delivery queue).
+    static func poll(_ label: String) -> CallbackSink { CallbackSink(queue: nil, label: label) }
 
-    private init(queue: DispatchQueue?) { self.queue = queue }
+    private init(queue: DispatchQueue?, label: String) {
+        self.queue = queue
+        deliveryQueue = DispatchQueue(label: "otsession.delivery.\(label)")
+        deliveryQueue.setSpecific(key: Self.raisedIn, value: WeakSink(self))
+    }
 
     var isPoll: Bool { queue == nil }
 
@@ -72,6 +83,22 @@ final class CallbackSink: Sendable {
 
     /// Waits until every callback posted so far has run or been skipped (thread sinks; for tests and shutdown).
     func drain() { queue?.sync {} }
+
+    private final class WeakSink: @unchecked Sendable {
+        weak var sink: CallbackSink?
+        init(_ sink: CallbackSink) { self.sink = sink }
+    }
+    private static let raisedIn = DispatchSpecificKey<WeakSink>()
+
+    /// Where a publisher's or subscriber's callback raised on this thread now goes. On a session's delivery queue: that
+    /// session's sink, the one it was raised for (nil when that session is gone: the callback is dropped), whatever
+    /// session the object is in by now. Elsewhere (a subscriber's media queue: frames, audio; a capturer's start and
+    /// stop during publish or unpublish): `attached`, the sink of the session the object is in now, which is the one
+    /// they belong to, since an object's media stops before it can start in another session.
+    static func sinkForCallbackRaisedNow(attached: CallbackSink?) -> CallbackSink? {
+        guard let raised = DispatchQueue.getSpecific(key: raisedIn) else { return attached }
+        return raised.sink
+    }
 }
 
 /// The callbacks of poll-mode sessions, run by `ot_poll` on the caller's thread, in the order posted. An eventfd is

@@ -12,9 +12,9 @@ final class PublisherObject: @unchecked Sendable {
     let publisher: Publisher
     let owner = CallbackOwner()
     let callbacks: ot_publisher_callbacks
-    /// The session it was last published in, and whether it is being deleted (then no publish is accepted: one in
-    /// flight on another thread is refused).
-    private let attached = Mutex<(sink: CallbackSink?, session: SessionObject?, closed: Bool)>((nil, nil, false))
+    /// Where its callbacks go (the sink of the session it was last published in), and whether it is being deleted (then
+    /// no publish is accepted: one in flight on another thread is refused).
+    private let attached = Mutex<(sink: CallbackSink?, closed: Bool)>((nil, false))
     let capturer: CallbackVideoCapturer?
     let customAudio: CustomAudioDevice?
     private let adapter: PublisherAdapter
@@ -94,22 +94,29 @@ final class PublisherObject: @unchecked Sendable {
     var handle: UnsafeMutablePointer<ot_publisher>? { Handle.pointer(handleBits.load(ordering: .acquiring), as: ot_publisher.self) }
 
     /// Publishes into `session`; once the session has accepted (a refused publish leaves everything as it was), the
-    /// callbacks go where the session's go, before any callback of the publish (on_capture_start comes during it).
+    /// callbacks go where the session's go, before any callback of the publish (on_capture_start comes during it). A
+    /// publish that the delete cancels while it starts is refused as one the delete came before (OT_ERR_INVALID_HANDLE).
     func publish(in session: SessionObject) throws {
-        try session.session.publish(publisher) {
-            try attached.withLock { a in
-                guard !a.closed else { throw OTError(.invalidHandle, "the publisher is being deleted") }
-                a = (session.sink, session, false)
+        let deleting = OTError(.invalidHandle, "the publisher is being deleted")
+        do {
+            try session.session.publish(publisher) {
+                try attached.withLock { a in
+                    guard !a.closed else { throw deleting }
+                    a = (session.sink, false)
+                }
             }
+        } catch where attached.withLock({ $0.closed }) {
+            throw deleting
         }
     }
     var sink: CallbackSink? { attached.withLock { $0.sink } }
 
-    /// Unpublishes it if published, and stops callbacks (waiting for the one in flight).
+    /// Unpublishes it if published or publishing (a publish accepted on another thread is cancelled and undone before
+    /// this returns), and stops callbacks (waiting for the one in flight).
     func close() {
         publisher.delegate = nil
-        let s = attached.withLock { a in defer { a.session = nil; a.closed = true }; return a.session }
-        if let s { try? s.session.unpublish(publisher) }
+        attached.withLock { $0.closed = true }
+        publisher.stop(notify: true)
         owner.close()
     }
 }
@@ -118,7 +125,7 @@ final class PublisherObject: @unchecked Sendable {
 private final class OwnerRef: @unchecked Sendable {
     weak var owner: PublisherObject?
     func post(_ body: @escaping @Sendable (PublisherObject, ot_publisher_callbacks) -> Void) {
-        guard let o = owner, let sink = o.sink else { return }
+        guard let o = owner, let sink = CallbackSink.sinkForCallbackRaisedNow(attached: o.sink) else { return }
         sink.post(o.owner) { body(o, o.callbacks) }
     }
 }
@@ -204,8 +211,8 @@ private func withPublisher(_ p: UnsafeMutablePointer<ot_publisher>?, _ body: (Pu
 }
 
 /// Publishes into a connected session (one publisher per session). OT_ERR_NOT_CONNECTED, OT_ERR_UNABLE_TO_PUBLISH
-/// (role, or a second publisher), OT_ERR_ILLEGAL_STATE (published elsewhere); on_stream_created follows. From now on the
-/// publisher's callbacks come where the session's do, in one order with them.
+/// (role, or a second publisher), OT_ERR_ILLEGAL_STATE (published elsewhere), OT_ERR_INVALID_HANDLE (the publisher is
+/// deleted meanwhile: nothing is left running); on_stream_created follows. From now on the publisher's callbacks come where the session's do, in one order with them.
 @c(ot_session_publish) public func ot_session_publish(_ session: UnsafeMutablePointer<ot_session>?,
                                                       _ publisher: UnsafeMutablePointer<ot_publisher>?) -> ot_status {
     withSession(session, and: publisher, as: PublisherObject.self) { s, p in try p.publish(in: s) }

@@ -16,10 +16,14 @@ final class SessionObject: @unchecked Sendable {
     private let adapter: DelegateAdapter
     private let state = Mutex<(bits: UInt, connection: (bits: UInt, id: String)?)>((0, nil))
 
-    init(session: Session, callbacks: ot_session_callbacks, poll: Bool) {
-        self.session = session
+    /// A session whose delegate messages (its publisher's and subscribers' too) are delivered on its sink's
+    /// `deliveryQueue` (`settings.apiQueue` is set so).
+    init(apiKey: String, sessionId: String, settings: SessionSettings, callbacks: ot_session_callbacks, poll: Bool) {
+        sink = poll ? .poll("session") : .thread("session")
+        var s = settings
+        s.apiQueue = sink.deliveryQueue
+        session = Session(apiKey: apiKey, sessionId: sessionId, delegate: nil, settings: s)
         self.callbacks = callbacks
-        sink = poll ? .poll : .thread("session")
         adapter = DelegateAdapter()
         adapter.owner = self
         session.delegate = adapter
@@ -272,8 +276,7 @@ private func sessionSettings(_ settings: UnsafePointer<ot_session_settings>?) ->
     case .success(let v): (s, poll) = v
     case .failure(let e): Log.warn("capi", "ot_session_new_with_settings: \(e.message)"); return nil
     }
-    let object = SessionObject(session: Session(apiKey: key, sessionId: sid, delegate: nil, settings: s), callbacks: callbacks.pointee,
-                               poll: poll)
+    let object = SessionObject(apiKey: key, sessionId: sid, settings: s, callbacks: callbacks.pointee, poll: poll)
     object.bits = HandleRegistry.shared.insert(object)
     return object.handle
 }

@@ -10,9 +10,10 @@ final class SubscriberObject: @unchecked Sendable {
     let subscriber: Subscriber
     let owner = CallbackOwner()
     let callbacks: ot_subscriber_callbacks
-    /// The session it was last subscribed in, whether the stream is this client's own (known once subscribed), and
-    /// whether it is being deleted (then no subscribe is accepted: one in flight on another thread is refused).
-    private let attached = Mutex<(sink: CallbackSink?, own: Bool, session: SessionObject?, closed: Bool)>((nil, false, nil, false))
+    /// Where its callbacks go (the sink of the session it was last subscribed in), whether the stream is this client's
+    /// own (known once subscribed), and whether it is being deleted (then no subscribe is accepted: one in flight on
+    /// another thread is refused).
+    private let attached = Mutex<(sink: CallbackSink?, own: Bool, closed: Bool)>((nil, false, false))
     private let adapter: SubscriberAdapter
     private let handleBits = Atomic<UInt>(0)
 
@@ -28,27 +29,42 @@ final class SubscriberObject: @unchecked Sendable {
     var handle: UnsafeMutablePointer<ot_subscriber>? { Handle.pointer(handleBits.load(ordering: .acquiring), as: ot_subscriber.self) }
     var sink: CallbackSink? { attached.withLock { $0.sink } }
 
+    /// Whether a callback queued on `sink` still belongs there: the subscriber is still in that session. Its callbacks
+    /// queued in a session it has left (ot_session_unsubscribe, or a subscribe into another) are dropped: no
+    /// subscriber callback follows ot_session_unsubscribe.
+    func isAttached(to sink: CallbackSink) -> Bool { attached.withLock { $0.sink === sink } }
+
+    /// After ot_session_unsubscribe from `session`: its callbacks still queued there are dropped.
+    func detach(from session: SessionObject) { attached.withLock { if $0.sink === session.sink { $0.sink = nil } } }
+
     /// Subscribes in `session`; once the session has accepted (a refused subscribe leaves everything as it was), the
-    /// callbacks go where the session's go, before any callback of the new subscription.
+    /// callbacks go where the session's go, before any callback of the new subscription. A subscribe that the delete
+    /// cancels while it starts is refused as one the delete came before (OT_ERR_INVALID_HANDLE).
     func subscribe(in session: SessionObject) throws {
         let own = session.session.isOwn(subscriber.stream)
-        try session.session.subscribe(subscriber) {
-            try attached.withLock { a in
-                guard !a.closed else { throw OTError(.invalidHandle, "the subscriber is being deleted") }
-                a = (session.sink, own, session, false)
+        let deleting = OTError(.invalidHandle, "the subscriber is being deleted")
+        do {
+            try session.session.subscribe(subscriber) {
+                try attached.withLock { a in
+                    guard !a.closed else { throw deleting }
+                    a = (session.sink, own, false)
+                }
             }
+        } catch where attached.withLock({ $0.closed }) {
+            throw deleting
         }
     }
 
     /// The stream as a handle's object.
     func streamObject() -> StreamObject { StreamObject(subscriber.stream, own: attached.withLock { $0.own }) }
 
-    /// Ends the subscription if it goes on (its receive pipelines and peer connection with it: nothing else could end it
-    /// once the handle is gone), and stops callbacks (waiting for the one in flight).
+    /// Ends the subscription if it goes on or is starting (its receive pipelines and peer connection with it: nothing
+    /// else could end it once the handle is gone; a subscribe accepted on another thread is cancelled and undone before
+    /// this returns), and stops callbacks (waiting for the one in flight).
     func close() {
         subscriber.delegate = nil
-        let s = attached.withLock { a in defer { a.session = nil; a.closed = true }; return a.session }
-        if let s { try? s.session.unsubscribe(subscriber) }
+        attached.withLock { $0.closed = true }
+        subscriber.stop()
         owner.close()
     }
 }
@@ -58,8 +74,8 @@ private final class SubscriberAdapter: SubscriberDelegate, @unchecked Sendable {
     weak var owner: SubscriberObject?
 
     private func post(_ body: @escaping @Sendable (SubscriberObject, ot_subscriber_callbacks) -> Void) {
-        guard let o = owner, let sink = o.sink else { return }
-        sink.post(o.owner) { body(o, o.callbacks) }
+        guard let o = owner, let sink = CallbackSink.sinkForCallbackRaisedNow(attached: o.sink) else { return }
+        sink.post(o.owner) { if o.isAttached(to: sink) { body(o, o.callbacks) } }
     }
     func subscriberDidConnect(toStream subscriber: Subscriber) {
         post { o, cb in withBorrowedHandle(o.streamObject(), as: ot_stream.self) { cb.on_connected?(o.handle, cb.user_data, $0) } }
@@ -184,8 +200,8 @@ private func subscriberSettings(_ c: ot_subscriber_settings) -> Result<Subscribe
 }
 
 /// Starts receiving the subscriber's stream; on_connected follows. OT_ERR_NOT_CONNECTED, OT_ERR_SERVER_CANNOT_FIND_STREAM
-/// (not in this session), OT_ERR_FORCE_UNPUBLISH_OR_INVALID_STREAM (role), OT_ERR_ILLEGAL_STATE (already subscribed).
-/// From now on the subscriber's callbacks come where the session's do, in one order with them.
+/// (not in this session), OT_ERR_FORCE_UNPUBLISH_OR_INVALID_STREAM (role), OT_ERR_ILLEGAL_STATE (already subscribed),
+/// OT_ERR_INVALID_HANDLE (the subscriber is deleted meanwhile: nothing is left running). From now on the subscriber's callbacks come where the session's do, in one order with them.
 @c(ot_session_subscribe) public func ot_session_subscribe(_ session: UnsafeMutablePointer<ot_session>?,
                                                           _ subscriber: UnsafeMutablePointer<ot_subscriber>?) -> ot_status {
     withSession(session, and: subscriber, as: SubscriberObject.self) { s, sub in try sub.subscribe(in: s) }
@@ -195,7 +211,10 @@ private func subscriberSettings(_ c: ot_subscriber_settings) -> Result<Subscribe
 /// OT_ERR_SUBSCRIBER_NOT_FOUND when not subscribed in this session.
 @c(ot_session_unsubscribe) public func ot_session_unsubscribe(_ session: UnsafeMutablePointer<ot_session>?,
                                                               _ subscriber: UnsafeMutablePointer<ot_subscriber>?) -> ot_status {
-    withSession(session, and: subscriber, as: SubscriberObject.self) { s, sub in try s.session.unsubscribe(sub.subscriber) }
+    withSession(session, and: subscriber, as: SubscriberObject.self) { s, sub in
+        try s.session.unsubscribe(sub.subscriber)
+        sub.detach(from: s)
+    }
 }
 
 /// Starts or stops receiving audio.

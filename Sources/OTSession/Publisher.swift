@@ -186,13 +186,12 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
     /// The audio device captured from.
     public let audioDevice: any AudioDevice
 
-    private let lock = Lock()
+    private let lock = StartStopLock(cancelled: "the publish was ended while it started")
     private weak var _delegate: PublisherDelegate?
     private weak var session: Session?
     private var _stream: StreamInfo?
     private var _publishAudio: Bool
     private var _publishVideo: Bool
-    private var active = false
     /// The microphone's and camera's failure reports, while published.
     private var deviceObservations: [DeviceObservation] = []
 
@@ -267,17 +266,20 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
     /// The connection to the media router (routed sessions), on the session's executor.
     private var linkControl: PublisherLinkControl?
 
+    /// Called between the start's acceptance and the rest of it (tests: a stop landing there).
+    var afterAcceptForTesting: (() -> Void)?
+
     /// Starts capture and announces the stream (from `Session.publish`); `onAccepted` runs under the publisher's lock
     /// once the session may have it, before any message of the publish (not at all when refused); what it throws
-    /// refuses the publish.
+    /// refuses the publish. A stop while this runs cancels it: it undoes what it made (its capture included) and
+    /// throws 1015.
     func start(in session: Session, onAccepted: () throws -> Void) throws {
         let transform = try session.mediaTransform(configured: settings.frameTransform)
         try lock.withLock {
-            guard self.session == nil, !active else { throw OTError(.illegalState, "this publisher is already published") }
-            try onAccepted()
+            try lock.start(refusal: OTError(.illegalState, "this publisher is already published"), onAccepted: onAccepted)
             self.session = session
-            active = true
         }
+        afterAcceptForTesting?()
         engine.onRouterLink = { [weak self, weak session] event in
             guard let self, let session else { return }
             session.control { self.routerLink(event, session: session) }
@@ -285,17 +287,14 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
         engine.onStats = { [weak self] st in self?.deliver { $0.publisher($1, statsUpdated: st) } }
         observeDevices()
         do {
+            try lock.throwIfCancelled()
             try mediaQueue.sync { try engine.start(audioDevice: settings.audioTrack ? audioDevice : nil, session: session, transform: transform) }
-        } catch {
-            lock.withLock { self.session = nil; active = false; deviceObservations = [] }
-            throw error
-        }
-        let (a, v) = lock.withLock { (_publishAudio, _publishVideo) }
-        mediaQueue.async { [engine] in engine.setSending(audio: a, video: v) }
-        let req = PublishRequest(name: settings.name, hasAudio: settings.audioTrack && a, hasVideo: engine.hasVideo && v,
-                                 videoType: settings.videoType.rawValue, width: engine.videoWidth, height: engine.videoHeight,
-                                 audioFallbackEnabled: settings.audioFallbackEnabled)
-        do {
+            let (a, v) = lock.withLock { (_publishAudio, _publishVideo) }
+            mediaQueue.async { [engine] in engine.setSending(audio: a, video: v) }
+            let req = PublishRequest(name: settings.name, hasAudio: settings.audioTrack && a, hasVideo: engine.hasVideo && v,
+                                     videoType: settings.videoType.rawValue, width: engine.videoWidth, height: engine.videoHeight,
+                                     audioFallbackEnabled: settings.audioFallbackEnabled)
+            try lock.throwIfCancelled()
             try session.publishStream(req) { [weak self, weak session] result in
                 guard let session else { return }
                 guard let self else {
@@ -306,8 +305,12 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
                 published(result, requested: req, session: session)
             }
         } catch {
-            stop(notify: false)
+            end(notify: false)
             throw error
+        }
+        guard lock.withLock({ lock.started() }) else {
+            end(notify: true)
+            throw lock.cancelled
         }
     }
 
@@ -321,7 +324,7 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
             // A mute all is active: the server made the stream without audio. Audio stays off until the app turns it on.
             let muted = requested.hasAudio && !stream.hasAudio
             let current = lock.withLock { () -> Bool in
-                guard active, session === s else { return false }
+                guard lock.isActive, session === s else { return false }
                 _stream = stream
                 if muted { _publishAudio = false }
                 return true
@@ -397,11 +400,17 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
 
     /// Withdraws the stream (from `Session.unpublish`, a disconnect or a failure); `streamDestroyed` follows when
     /// `notify`. The server hears of the unpublish before the media connections close, so subscribers see the stream
-    /// destroyed, not an interruption.
-    func stop(notify: Bool) {
+    /// destroyed, not an interruption. A publish starting on another thread is cancelled, and (unless called on the
+    /// session's executor, which the start may be waiting for) this returns once it has undone itself.
+    package func stop(notify: Bool) {
+        guard lock.withLock({ lock.stop(wait: session?.isOnExecutor != true) }) else { return }
+        end(notify: notify)
+    }
+
+    /// Undoes a start, or ends a publish: the router link, the session's hold, the stream, the capture; then the
+    /// publisher is idle.
+    private func end(notify: Bool) {
         let (s, stream): (Session?, StreamInfo?) = lock.withLock {
-            guard active else { return (nil, nil) }
-            active = false
             deviceObservations = []
             defer { session = nil; _stream = nil }
             return (session, _stream)
@@ -416,6 +425,7 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
             s.media.clearPublisher(self)
         }
         mediaQueue.sync { engine.stop() }
+        lock.withLock { lock.ended() }
         if let stream, notify, let s {
             // Strong: the last message must reach the delegate even when the app dropped the publisher.
             s.deliver { [self] in delegate?.publisher(self, streamDestroyed: stream) }
@@ -473,7 +483,8 @@ public final class Publisher: SessionMediaClient, @unchecked Sendable {
 extension Session {
     /// Publishes a stream (as `[OTSession publish:error:]`). Throws 1010 when not connected, 1500 when the role
     /// cannot publish or this session already has a publisher (one per session), 1015 when the publisher is
-    /// published elsewhere. `publisher(_:streamCreated:)` follows; asynchronous failures go to the publisher's delegate.
+    /// published elsewhere (or its publish is still ending), or when it was unpublished on another thread (or the
+    /// session ended) before this returned. `publisher(_:streamCreated:)` follows; asynchronous failures go to the publisher's delegate.
     public func publish(_ publisher: Publisher) throws { try publish(publisher, onAccepted: {}) }
 
     /// `publish(_:)` that runs `onAccepted` once this session would accept the publisher, under the publisher's lock,

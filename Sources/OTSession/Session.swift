@@ -360,12 +360,15 @@ public final class Session: @unchecked Sendable {
     /// Runs `body` on the executor and then re-arms the timer: inline when already there (a session event's
     /// consequences), else waiting for it (an API call that must throw synchronously).
     func onControl<T>(_ body: () throws -> T) rethrows -> T {
-        if DispatchQueue.getSpecific(key: onExecutor) == true {
+        if isOnExecutor {
             defer { rearm() }
             return try body()
         }
         return try executor.sync { defer { rearm() }; return try body() }
     }
+
+    /// True on the executor (where a stop must not wait for a start in progress: the start may be waiting for it).
+    var isOnExecutor: Bool { DispatchQueue.getSpecific(key: onExecutor) == true }
 
     /// Queues `body` for the executor (a control input from a media queue or the network), then re-arms the timer.
     func control(_ body: @escaping @Sendable () -> Void) {

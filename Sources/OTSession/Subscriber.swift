@@ -143,13 +143,12 @@ public final class Subscriber: SessionMediaClient, MediaSignalingPeer, @unchecke
     public var stream: StreamInfo { lock.withLock { _stream } }
     public let settings: SubscriberSettings
 
-    private let lock = Lock()
+    private let lock = StartStopLock(cancelled: "the subscription was ended while it started")
     private weak var _delegate: SubscriberDelegate?
     private var _stream: StreamInfo
     private weak var session: Session?
     private var _subscribeToAudio: Bool
     private var _subscribeToVideo: Bool
-    private var active = false
     private var _lastStats = SubscriberStats()
     private var lastStats: SubscriberStats { lock.withLock { _lastStats } }
     let mediaQueue = DispatchQueue(label: "otsession.subscriber.media")
@@ -213,18 +212,21 @@ public final class Subscriber: SessionMediaClient, MediaSignalingPeer, @unchecke
     /// The subscription's control (`SubscriberControl`), on the session's executor.
     private var control: SubscriberControl?
 
+    /// Called between the start's acceptance and the rest of it (tests: a stop landing there).
+    var afterAcceptForTesting: (() -> Void)?
+
     /// Starts the subscription in `session`; `onAccepted` runs under the subscriber's lock once the session may have it,
-    /// before any message of the subscription (not at all when refused); what it throws refuses the subscribe.
+    /// before any message of the subscription (not at all when refused); what it throws refuses the subscribe. A stop
+    /// while this runs cancels it: it undoes what it made and throws 1015.
     func start(in session: Session, onAccepted: () throws -> Void) throws {
         try settings.validate()
         let transform = try session.mediaTransform(configured: settings.frameTransform)
         let (a, v, stream) = try lock.withLock { () -> (Bool, Bool, StreamInfo) in
-            guard !active else { throw OTError(.illegalState, "this subscriber is already subscribed") }
-            try onAccepted()
-            active = true
+            try lock.start(refusal: OTError(.illegalState, "this subscriber is already subscribed"), onAccepted: onAccepted)
             self.session = session
             return (_subscribeToAudio, _subscribeToVideo, _stream)
         }
+        afterAcceptForTesting?()
         session.media.attach(self)
         let e = SubscriberEngine(subscriber: self, session: session, stream: stream, settings: settings, queue: mediaQueue)
         e.onLink = { [weak self, weak session] event in
@@ -236,6 +238,7 @@ public final class Subscriber: SessionMediaClient, MediaSignalingPeer, @unchecke
             try mediaQueue.sync { try e.start(audio: a, video: v, transform: transform) }
             // The first connection is made here, so that its errors (e.g. a relay policy without TURN) throw.
             try session.onControl {
+                try lock.throwIfCancelled()
                 var c = SubscriberControl(peerIdBase: UUID().uuidString.lowercased(), connectTimeout: settings.connectTimeout)
                 let out = c.start(now: MonotonicClock.now())
                 guard case .open(let pid)? = out.first else { return }
@@ -247,22 +250,34 @@ public final class Subscriber: SessionMediaClient, MediaSignalingPeer, @unchecke
                 control = c
             }
         } catch {
-            _ = mediaQueue.sync { e.stop() }
-            lock.withLock { engine = nil; active = false; self.session = nil }
-            session.media.detach(self)
+            end(lock.withLock { taken() })
             throw error
+        }
+        if let cancelled = lock.withLock({ lock.started() ? nil : taken() }) {
+            end(cancelled)
+            throw lock.cancelled
         }
     }
 
-    /// Ends the subscription (the app's unsubscribe, the stream's end, the session's end): no delegate message.
-    func stop() {
-        let (e, s): (SubscriberEngine?, Session?) = lock.withLock {
-            guard active else { return (nil, nil) }
-            active = false
-            defer { engine = nil; session = nil }
-            return (engine, session)
-        }
-        guard let e else { return }
+    /// Ends the subscription (the app's unsubscribe, the stream's end, the session's end): no delegate message. One
+    /// that is starting on another thread is cancelled, and (unless called on the session's executor or the media
+    /// queue, which the start may be waiting for) this returns once it has undone itself.
+    package func stop() {
+        let wait = DispatchQueue.getSpecific(key: onMediaQueue) != true
+        if let ending = lock.withLock({ lock.stop(wait: wait && session?.isOnExecutor != true) ? taken() : nil }) { end(ending) }
+    }
+
+    /// Lock held: the engine and session of the subscription being ended, taken from the subscriber (no media
+    /// signaling, message or stats reach it any more).
+    private func taken() -> (engine: SubscriberEngine?, session: Session?) {
+        defer { engine = nil; session = nil }
+        return (engine, session)
+    }
+
+    /// Undoes a start, or ends a subscription (what `taken` took): its control machine and peer connection, its
+    /// engine, its place in the session; then the subscriber is idle.
+    private func end(_ ending: (engine: SubscriberEngine?, session: Session?)) {
+        let (e, s) = ending
         s?.onControl {
             if var c = control {
                 _ = c.stop()
@@ -270,9 +285,12 @@ public final class Subscriber: SessionMediaClient, MediaSignalingPeer, @unchecke
             }
             control = nil
         }
-        let final = onMedia { e.stop() }
-        lock.withLock { _lastStats = final }
+        let final = e.map { e in onMedia { e.stop() } }
         s?.media.detach(self)
+        lock.withLock {
+            if let final { _lastStats = final }
+            lock.ended()
+        }
     }
 
     /// Executor: the server's media signaling for our peer connection.
@@ -406,7 +424,8 @@ final class ReceiveLossInjector: @unchecked Sendable {
 extension Session {
     /// Starts subscribing (as `[OTSession subscribe:error:]`). Throws 1010 when not connected, 1535 when the role
     /// cannot subscribe, 1604 when the stream is not in this session (a stream of another session included),
-    /// 1015 when the subscriber is already subscribed, 1011 when its settings are out of range.
+    /// 1015 when the subscriber is already subscribed (or its subscription is still ending), or when it was unsubscribed
+    /// on another thread (or the stream or session ended) before this returned, 1011 when its settings are out of range.
     /// `subscriberDidConnect(toStream:)` follows; asynchronous failures go to the subscriber's delegate.
     public func subscribe(_ subscriber: Subscriber) throws { try subscribe(subscriber, onAccepted: {}) }
 

@@ -79,7 +79,7 @@ final class CallbackSinkTests: XCTestCase {
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         XCTAssertEqual(poll(&p, 1, 0), 0, "not readable while nothing waits")
         for i in 0..<5 {
-            CallbackSink.poll.post(owner) {
+            CallbackSink.poll("test").post(owner) {
                 XCTAssertTrue(pthread_equal(pthread_self(), me) != 0)
                 seen.withLock { $0.append(i) }
                 // The API's poll is refused from inside a poll callback.
@@ -94,12 +94,12 @@ final class CallbackSinkTests: XCTestCase {
         XCTAssertEqual(poll(&p, 1, 0), 0, "drained")
         // A wait: a callback posted from another thread wakes the poller.
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(50)) {
-            CallbackSink.poll.post(owner) { seen.withLock { $0.append(5) } }
+            CallbackSink.poll("test").post(owner) { seen.withLock { $0.append(5) } }
         }
         XCTAssertEqual(ot_poll(5000, &ran), 0)
         XCTAssertEqual(ran, 1)
         owner.close()
-        CallbackSink.poll.post(owner) { seen.withLock { $0.append(6) } }
+        CallbackSink.poll("test").post(owner) { seen.withLock { $0.append(6) } }
         XCTAssertEqual(ot_poll(0, &ran), 0)
         XCTAssertEqual(seen.withLock { $0 }, Array(0..<6), "a closed owner's callbacks are skipped")
         XCTAssertEqual(ot_poll(-2, nil), ot_status(OT_ERR_INVALID_PARAM.rawValue))

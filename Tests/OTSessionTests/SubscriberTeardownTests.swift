@@ -1,7 +1,7 @@
 import Foundation
 import OTBase
 import OTServer
-import OTSession
+@testable import OTSession
 import OTTestSupport
 import Synchronization
 import XCTest
@@ -35,6 +35,64 @@ final class SubscriberTeardownTests: XCTestCase {
         XCTAssertNoThrow(try t.b.unsubscribe(sub))
         XCTAssertNoThrow(try t.a.unpublish(t.publisher))
         t.pubRec.wait("streamDestroyed") { $0.events.contains { if case .streamDestroyed = $0 { true } else { false } } }
+    }
+
+    /// A stop that lands while a subscribe or a publish is starting (just after the session accepted it, held there by
+    /// a test hook while another thread stops it) cancels it: the subscribe or publish throws, and nothing it started
+    /// is left running: the media router has no subscriber of the stream and the server no peer connection but the
+    /// publisher's, the cancelled subscriber gets no frame while another subscriber gets many, the publisher's
+    /// capture (its audio device) is not running and its stream never reached the other client. Both are idle after,
+    /// and subscribe or publish again. (The stop used to find nothing to end yet, and the start then went on with no one
+    /// to end it: media sent to a subscriber no one could reach, a microphone left open.)
+    func testAStopWhileTheStartRunsCancelsIt() throws {
+        let server = try TestServer(routed: true)
+        let sid = try server.session(relayed: false)
+        let t = try server.publishTone(sid)
+        defer { t.disconnect() }
+
+        let rec = MediaRecorder("cancelled")
+        let sub = Subscriber(stream: t.stream, delegate: rec)
+        sub.afterAcceptForTesting = { Self.onAnotherThread { sub.stop() } }
+        XCTAssertThrowsError(try t.b.subscribe(sub)) { XCTAssertEqual(($0 as? OTError)?.code, .illegalState) }
+        sub.afterAcceptForTesting = nil
+        func settled() -> Bool { server.router?.peerCount == 1 && server.server.mediaPeerCount == 1 }
+        let deadline = Date().addingTimeInterval(10)
+        while !settled() && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        XCTAssertEqual(server.router?.peerCount, 1, "the media router has a connection of the cancelled subscribe")
+        XCTAssertEqual(server.server.mediaPeerCount, 1, "the server has a peer connection of the cancelled subscribe")
+        let (_, live, _) = try t.subscribeB(frames: 30)
+        XCTAssertGreaterThanOrEqual(live.frames, 30)
+        XCTAssertEqual(rec.frames, 0, "the cancelled subscriber received frames")
+        try t.b.subscribe(sub)
+        rec.waitForFrames(3)
+
+        let (c, _) = try server.client(sid, name: "C")
+        defer { try? c.disconnect() }
+        let pubRec = MediaRecorder("cancelled publisher")
+        let publisher = try tonePublisher(pubRec, name: "cancelled")
+        publisher.afterAcceptForTesting = { Self.onAnotherThread { publisher.stop(notify: true) } }
+        XCTAssertThrowsError(try c.publish(publisher)) { XCTAssertEqual(($0 as? OTError)?.code, .illegalState) }
+        publisher.afterAcceptForTesting = nil
+        XCTAssertFalse(publisher.audioDevice.isCapturing, "the cancelled publish left its capture running")
+        try c.publish(publisher)
+        pubRec.wait("streamCreated") { $0.publisherStreamCreated }
+        let stream = try XCTUnwrap(publisher.stream)
+        t.bRec.wait("C's stream") { $0.contains(.streamCreated(stream)) }
+        // Signaling is ordered: a stream of the cancelled publish would have reached B before this one.
+        XCTAssertEqual(t.bRec.events.filter { if case .streamCreated(let s) = $0 { s.name == "cancelled" } else { false } }.count, 1)
+    }
+
+    /// Runs `body` on a new thread and returns once it has returned, or after 2 s when it waits (for the caller: a stop
+    /// waits for the start it cancelled).
+    private static func onAnotherThread(_ body: @escaping @Sendable () -> Void) {
+        let entered = DispatchSemaphore(value: 0), returned = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            entered.signal()
+            body()
+            returned.signal()
+        }
+        entered.wait()
+        _ = returned.wait(timeout: .now() + 2)
     }
 
     private final class Ended: @unchecked Sendable {

@@ -149,8 +149,9 @@ int main(int argc, char **argv) {
         pthread_mutex_unlock(&a.lock);
     }
 
-    ot_session_unpublish(pub_session, publisher);
+    /* Unsubscribe first: once the stream is unpublished, the subscription ends by itself. */
     if (a.subscriber) { ot_session_unsubscribe(a.sub_session, a.subscriber); ot_subscriber_delete(a.subscriber); }
+    ot_session_unpublish(pub_session, publisher);
     ot_publisher_delete(publisher);
     ot_session_delete(a.sub_session);
     ot_session_delete(pub_session);

@@ -874,8 +874,8 @@ ot_session * ot_session_new(char const * api_key, char const * session_id, ot_se
 ot_session * ot_session_new_with_settings(char const * api_key, char const * session_id, ot_session_callbacks const * callbacks, ot_session_settings const * settings);
 
 /// Publishes into a connected session (one publisher per session). OT_ERR_NOT_CONNECTED, OT_ERR_UNABLE_TO_PUBLISH
-/// (role, or a second publisher), OT_ERR_ILLEGAL_STATE (published elsewhere); on_stream_created follows. From now on the
-/// publisher's callbacks come where the session's do, in one order with them.
+/// (role, or a second publisher), OT_ERR_ILLEGAL_STATE (published elsewhere), OT_ERR_INVALID_HANDLE (the publisher is
+/// deleted meanwhile: nothing is left running); on_stream_created follows. From now on the publisher's callbacks come where the session's do, in one order with them.
 ot_status ot_session_publish(ot_session * session, ot_publisher * publisher);
 
 /// Reports an issue; copies into `issue_id` (OT_ID_BUFFER_SIZE is enough) the id the server logs it under.
@@ -922,8 +922,8 @@ ot_status ot_session_settings_default(ot_session_settings * settings);
 ot_status ot_session_settings_validate(ot_session_settings const * settings);
 
 /// Starts receiving the subscriber's stream; on_connected follows. OT_ERR_NOT_CONNECTED, OT_ERR_SERVER_CANNOT_FIND_STREAM
-/// (not in this session), OT_ERR_FORCE_UNPUBLISH_OR_INVALID_STREAM (role), OT_ERR_ILLEGAL_STATE (already subscribed).
-/// From now on the subscriber's callbacks come where the session's do, in one order with them.
+/// (not in this session), OT_ERR_FORCE_UNPUBLISH_OR_INVALID_STREAM (role), OT_ERR_ILLEGAL_STATE (already subscribed),
+/// OT_ERR_INVALID_HANDLE (the subscriber is deleted meanwhile: nothing is left running). From now on the subscriber's callbacks come where the session's do, in one order with them.
 ot_status ot_session_subscribe(ot_session * session, ot_subscriber * subscriber);
 
 /// Stops publishing; on_stream_destroyed follows. OT_ERR_PUBLISHER_NOT_FOUND when not published in this session.

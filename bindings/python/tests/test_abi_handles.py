@@ -6,6 +6,7 @@ crash is a failure with a message."""
 import ctypes
 import re
 import threading
+import time
 
 import pytest
 
@@ -497,3 +498,110 @@ def test_refused_subscribe_and_publish_leave_a_live_object_where_it_is():
     assert out["frame numbers increase"] and out["frames"] > 60, out
     assert out["subscriber deleted: A's subscription ended"], out
     assert out["publisher deleted: A's stream ended"], out
+
+
+ROUNDS = 60
+
+
+def _race(start, delete, round_):
+    """Runs `start` (returns a status) and `delete` on two threads released at once, the delete later each round
+    (0 to 2.2 ms, a busy wait: before the call is accepted, while it starts, after it returned; a subscribe takes about
+    1 to 2.5 ms); the start's status."""
+    go = threading.Barrier(2)
+    status = []
+
+    def starting():
+        go.wait()
+        status.append(start())
+
+    def deleting():
+        go.wait()
+        until = time.perf_counter() + (round_ % 12) * 0.0002
+        while time.perf_counter() < until:
+            pass
+        delete()
+    threads = [threading.Thread(target=starting), threading.Thread(target=deleting)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return status[0]
+
+
+def _starts_racing_deletes():
+    """ot_session_subscribe of a new subscriber on one thread and its ot_subscriber_delete on another, released at once
+    (the delete a little later each round), ROUNDS rounds; then the same with ot_session_publish and ot_publisher_delete
+    of new publishers in a session of their own. Returns the statuses, the callbacks that ran after their object's
+    delete had returned, and the media router's view once the deletes are over: how many subscribers the stream
+    has and which streams the session has (the first publisher's only, if every raced one ended)."""
+    f = lib().fn
+    out = {"after delete": []}
+    deleted = set()
+
+    def watch(obj, events):
+        for kind in events:
+            obj.on(kind, lambda *_, kind=kind, key=id(obj): out["after delete"].append(kind) if key in deleted else None)
+
+    def close(obj):
+        obj.close()
+        deleted.add(id(obj))
+
+    with otsession.Server(api_key="4711", api_secret="ab" * 20) as server:
+        sid = server.create_session()
+        with publisher_and_viewer(server, sid) as (pub_s, sub_s, streams):
+            publisher = otsession.Publisher("raced", width=160, height=120, fps=15)
+            pub_s.publish(publisher)
+            stream = streams.get(timeout=15)
+            statuses = {"subscribe": {}, "publish": {}}
+            subscribers = []
+            for i in range(ROUNDS):
+                sub = otsession.Subscriber(stream)
+                subscribers.append(sub)
+                watch(sub, ("connected", "render_frame", "audio_data", "stats", "error", "disconnected"))
+                h = sub._handle()
+                status = _race(lambda: f.ot_session_subscribe(sub_s._handle(), h), lambda: close(sub), i)
+                statuses["subscribe"][status] = statuses["subscribe"].get(status, 0) + 1
+            out["subscribers left"] = 0 if wait_until(lambda: router_subscribers(server, stream.id) == 0, timeout=20) \
+                else router_subscribers(server, stream.id)
+
+            other = otsession.Session(server.api_key, sid, server_url=server.url)
+            try:
+                connected = threading.Event()
+                other.on("connected", connected.set)
+                other.connect(server.token(sid, otsession.Role.PUBLISHER))
+                assert connected.wait(15), "not connected"
+                publishers = []
+                for i in range(ROUNDS):
+                    p = otsession.Publisher(f"raced {i}", width=160, height=120, fps=15)
+                    publishers.append(p)
+                    watch(p, ("stream_created", "stream_destroyed", "stats", "error"))
+                    h = p._handle()
+                    status = _race(lambda: f.ot_session_publish(other._handle(), h), lambda: close(p), i)
+                    statuses["publish"][status] = statuses["publish"].get(status, 0) + 1
+                wait_until(lambda: set(router_stats(server)[sid]["streams"]) == {stream.id}, timeout=20)
+                out["streams left"] = sorted(router_stats(server)[sid]["streams"])
+                # The session kept no ghost of them: its one publisher slot is free.
+                last = otsession.Publisher("after the races", width=160, height=120, fps=15)
+                out["publish after the races"] = f.ot_session_publish(other._handle(), last._handle())
+                last.close()
+            finally:
+                other.close()
+            out["stream"] = stream.id
+            out["statuses"] = {name: [[k, v] for k, v in counts.items()] for name, counts in statuses.items()}
+            publisher.close()
+    return out
+
+
+def test_a_subscribe_or_publish_racing_the_objects_delete_leaves_nothing_running():
+    """ot_session_subscribe racing ot_subscriber_delete of the same (new) subscriber on another thread, and
+    ot_session_publish racing ot_publisher_delete, 60 times each with the delete landing before, during and after
+    the call: each call either is refused (the object is being deleted) or succeeds and the delete ends what it
+    started. No callback of a deleted object ran after its delete returned, the media router forwards the stream to
+    no subscriber, the session has only the first publisher's stream, and its publisher slot is free."""
+    out = _in_child("_starts_racing_deletes", module="test_abi_handles")
+    for name, rows in out["statuses"].items():
+        assert set(dict(rows)) <= {0, E.INVALID_HANDLE}, (name, rows)
+    assert out["after delete"] == [], out["after delete"]
+    assert out["subscribers left"] == 0, out
+    assert out["streams left"] == [out["stream"]], out
+    assert out["publish after the races"] == 0, out
