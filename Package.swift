@@ -67,8 +67,10 @@ let package = Package(
         .executableTarget(name: "ot-server", dependencies: ["OTServer"]),
         .executableTarget(name: "ot-demo", dependencies: ["OTSession", "OTServer", "OTMedia", "OTWire", "OTBase"]),
         .target(name: "COTAllocCounter"),
+        // `ot-bench router --floor`'s baseline: the least an SRTP SFU does per packet, in C (not part of the library).
+        .target(name: "COTBenchFloor", dependencies: ["COTShims", "CSRTP"]),
         .target(name: "COTHeapUsage"),
-        .executableTarget(name: "ot-bench", dependencies: ["OTMedia", "OTRTP", "OTTransport", "OTWire", "OTServer", "OTSession", "COTShims", "CVPX", "COpus", "CSRTP", "COTAllocCounter", "COTHeapUsage"]),
+        .executableTarget(name: "ot-bench", dependencies: ["OTMedia", "OTRTP", "OTTransport", "OTWire", "OTServer", "OTSession", "COTShims", "CVPX", "COpus", "CSRTP", "COTAllocCounter", "COTHeapUsage", "COTBenchFloor"]),
         .executableTarget(name: "ot-fuzz-rtp-vp8", dependencies: ["OTWire"], path: "Fuzz/rtp_vp8"),
         .executableTarget(name: "ot-fuzz-rtp-vp9", dependencies: ["OTWire"], path: "Fuzz/rtp_vp9"),
         .executableTarget(name: "ot-loadtest", dependencies: ["OTSession", "OTServer"]),

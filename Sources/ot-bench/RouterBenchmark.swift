@@ -95,7 +95,8 @@ struct ForwardingLoad {
     var rate: Int
     var seconds: Double
     var payloadType: UInt8 = 96
-    private var seq: UInt16 = 0
+    /// Packets made so far; the next one's sequence number is this modulo 2^16 (the first is 0).
+    private(set) var packetsMade = 0
 
     init(seconds: Double, rate: Int = 2000) { self.seconds = seconds; self.rate = rate }
 
@@ -103,7 +104,8 @@ struct ForwardingLoad {
         var payload = [UInt8](repeating: 0x5A, count: Self.payloadBytes)
         payload[0] = 0x10
         payload[1] = keyframe ? 0x00 : 0x01
-        defer { seq &+= 1 }
+        let seq = UInt16(truncatingIfNeeded: packetsMade)
+        packetsMade += 1
         return RTPPacket(marker: true, payloadType: payloadType, sequenceNumber: seq, timestamp: UInt32(seq) * 90, ssrc: Self.ssrc,
                          extensions: Self.extensions, payload: payload[...]).serialized()
     }
@@ -129,7 +131,10 @@ struct ForwardingLoad {
 /// `PeerConnectionDriver` on 127.0.0.1 (video only, AEAD_AES_128_GCM), counting connections and RTP
 /// packets (and their bytes) delivered to each subscriber.
 final class ForwardingClients: Sendable {
-    private let state = Mutex<(connected: Set<Int>, packets: [Int: Int], bytes: Int)>(([], [:], 0))
+    /// The newest RTP packet a client received: its SSRC, sequence number and payload type, and how often the sequence
+    /// numbers wrapped before it (its SRTP rollover counter).
+    struct LastPacket: Sendable { var ssrc: UInt32, seq: UInt16, pt: UInt8, roc: UInt32 }
+    private let state = Mutex<(connected: Set<Int>, packets: [Int: Int], bytes: Int, last: [Int: LastPacket])>(([], [:], 0, [:]))
 
     /// Client `i` (0 is the publisher), bound at `address` (port 0).
     func make(_ i: Int, publishing: Bool, address: String = "127.0.0.1") throws -> PeerConnectionDriver {
@@ -140,7 +145,15 @@ final class ForwardingClients: Sendable {
         return try PeerConnectionDriver(config: config, bind: [bind]) { [self] e in
             switch e {
             case .connected: state.withLock { _ = $0.connected.insert(i) }
-            case .rtp(let p): state.withLock { $0.packets[i, default: 0] += 1; $0.bytes += p.bytes.count }
+            case .rtp(let p):
+                state.withLock { s in
+                    s.packets[i, default: 0] += 1
+                    s.bytes += p.bytes.count
+                    let seq = p.packet.sequenceNumber, old = s.last[i]
+                    if let old, Int16(bitPattern: seq &- old.seq) <= 0 { return }  // reordered or repeated
+                    let wrapped = old.map { seq < $0.seq } ?? false
+                    s.last[i] = LastPacket(ssrc: p.packet.ssrc, seq: seq, pt: p.packet.payloadType, roc: (old?.roc ?? 0) + (wrapped ? 1 : 0))
+                }
             default: break
             }
         }
@@ -155,6 +168,9 @@ final class ForwardingClients: Sendable {
     func waitConnected(ids: [Int], seconds: Double = 30) -> Bool {
         waitUntil(seconds) { state.withLock { s in ids.allSatisfy { s.connected.contains($0) } } }
     }
+
+    /// The newest RTP packet client `i` received.
+    func lastPacket(_ i: Int) -> LastPacket? { state.withLock { $0.last[i] } }
 
     /// Packets delivered to each of clients `ids` so far, and all their bytes.
     func delivered(ids: [Int]) -> (packets: [Int], bytes: Int) {
@@ -188,7 +204,7 @@ struct ForwardingResult {
 
 /// Sends a keyframe, lets it settle, then runs `load` and reads delivered packets and CPU over the window
 /// (and a 200 ms drain after it).
-private func measure(_ clients: ForwardingClients, _ pub: PeerConnectionDriver, n: Int, load: inout ForwardingLoad,
+func measure(_ clients: ForwardingClients, _ pub: PeerConnectionDriver, n: Int, load: inout ForwardingLoad,
                      cpu: () -> Double, threadsCPU: (() -> Double)? = nil) -> ForwardingResult {
     var k = load.packet(keyframe: true)
     _ = pub.sendRTP(&k)
@@ -236,8 +252,9 @@ private func measuringRouter(_ router: MediaRouter, _ body: () throws -> Forward
     return result
 }
 
-/// Our `MediaRouter` (ICE-lite, one UDP socket) in this process; its cost is its IO thread's CPU time.
-private func measureOurs(n: Int, _ run: RouterRun) throws -> ForwardingResult {
+/// Our `MediaRouter` (ICE-lite, one UDP socket) in this process; its cost is its IO thread's CPU time. With `floor`, then
+/// the floor forwarder (`FloorForwarder`) on the router's socket with the same clients; its cost is its thread's CPU time.
+private func measureOurs(n: Int, _ run: RouterRun, floor: Bool) throws -> (ours: ForwardingResult, floor: ForwardingResult?) {
     let router = try MediaRouter()
     defer { router.stop() }
     let clients = ForwardingClients()
@@ -259,7 +276,9 @@ private func measureOurs(n: Int, _ run: RouterRun) throws -> ForwardingResult {
     }
     guard clients.waitConnected(n) else { throw BenchError("router: not every client connected") }
     var load = ForwardingLoad(seconds: run.seconds, rate: run.rate)
-    return measuringRouter(router) { measure(clients, pub, n: n, load: &load, cpu: { threadCPUSeconds(named: "otsession-media") }) }
+    let ours = measuringRouter(router) { measure(clients, pub, n: n, load: &load, cpu: { threadCPUSeconds(named: "otsession-media") }) }
+    guard floor else { return (ours, nil) }
+    return (ours, try FloorForwarder.run(replacing: router, clients: clients, pub: pub, subs: subs, load: &load))
 }
 
 /// Janus's VideoRoom: one room, the publisher joins with our offer, each subscriber answers Janus's offer.
@@ -355,13 +374,15 @@ private func intOption(_ args: [String], _ flag: String, _ range: ClosedRange<In
     return v
 }
 
-/// `ot-bench router [--quick] [--janus] [--workers K] [--n N,...] [--rate P]`: the forwarding cost of one
+/// `ot-bench router [--quick] [--janus] [--floor] [--workers K] [--n N,...] [--rate P]`: the forwarding cost of one
 /// publisher to N subscribers, each client a full `PeerConnectionDriver` on 127.0.0.1. Ours: a `MediaRouter` in this
 /// process; its cost is the CPU time of its IO thread ("otsession-media"), the clients' threads are not counted. With
-/// `--janus` (root, Debian package `janus`), the whole run moves into a private network namespace (`BenchNamespace`)
-/// and, for each N, the same clients and load also go through Janus's VideoRoom plugin in its own process; the table
-/// then compares packets delivered per CPU second. `--n` measures only the subscriber counts listed (to profile one);
-/// `--rate` sets the publisher's packets per second (2000; e.g. 50 for an audio-like stream).
+/// `--floor` (and always with `--janus`), the same clients and load then go through the floor forwarder
+/// (`FloorForwarder`: the least an SRTP SFU does, in C, on our router's socket and keys); its cost is its thread's CPU
+/// time. With `--janus` (root, Debian package `janus`), the whole run moves into a private network namespace
+/// (`BenchNamespace`) and, for each N, the same load also goes through Janus's VideoRoom plugin in its own process. The
+/// summary then compares packets delivered per CPU second. `--n` measures only the subscriber counts listed (to profile
+/// one); `--rate` sets the publisher's packets per second (2000; e.g. 50 for an audio-like stream).
 func runRouterBenchmark(_ args: [String]) throws {
     let quick = args.contains("--quick")
     var run = RouterRun(seconds: quick ? 1.0 : 4.0)
@@ -375,7 +396,7 @@ func runRouterBenchmark(_ args: [String]) throws {
         }
         counts = listed.compactMap { $0 }
     }
-    let withJanus = args.contains("--janus")
+    let withJanus = args.contains("--janus"), withFloor = withJanus || args.contains("--floor")
     if withJanus && !BenchNamespace.isInside {
         // Both SFUs are measured inside the namespace Janus needs, under the same conditions.
         exit(try BenchNamespace.runInside(["router", "--janus"] + args.filter { $0 != "--janus" }))
@@ -384,39 +405,50 @@ func runRouterBenchmark(_ args: [String]) throws {
     defer { janus?.stop() }
     print("router forwarding: 1 publisher, N subscribers, \(run.rate) packets/s of \(ForwardingLoad.payloadBytes)-byte payloads in, "
           + "\(fmt(run.seconds)) s per N"
+          + (withFloor ? "; then the floor forwarder (C: SRTP and sendmmsg only) on our socket, same clients" : "")
           + (janus != nil ? "; ours and Janus \(janusVersion()) VideoRoom, same clients" : ""))
     let ext = extensionRewriteCost()
     print("per packet and subscriber: header-extension rewrite into a reused buffer \(fmt(ext.rewrite)) ns, plain copy \(fmt(ext.copy)) ns")
     print(pad("N", 4) + pad("SFU", 7) + pad("sent pkt/s", 12) + pad("delivered pkt/s", 17) + pad("min/max per sub", 17)
           + pad("Mbit/s", 8) + pad("CPU", 9) + pad("pkt per CPU-s", 15) + pad("Mbit per CPU-s", 16) + pad("CPU µs/pkt", 11))
-    /// Per N: ours, and Janus's figures or why Janus failed at that N.
-    var rows: [(ours: ForwardingResult, janus: Result<ForwardingResult, BenchError>?)] = []
+    /// Per N: ours, the floor's, and Janus's figures or why Janus failed at that N.
+    var rows: [(ours: ForwardingResult, floor: ForwardingResult?, janus: Result<ForwardingResult, BenchError>?)] = []
     for n in counts {
-        let ours = try measureOurs(n: n, run)
+        let (ours, floor) = try measureOurs(n: n, run, floor: withFloor)
         printRow(ours, "ours")
         printStarvation(ours)
         try checkEverySubscriber(ours, "ours")
+        if let floor {
+            printRow(floor, "floor")
+            if let io = floor.io, io.polls > 0 {
+                print(pad("", 11) + "  (floor: \(io.polls) wake-ups, \(fmt(Double(io.datagrams) / Double(io.polls), 2)) datagrams and "
+                      + "\(fmt(floor.cpu * 1e6 / Double(io.polls), 1)) µs CPU per wake-up)")
+            }
+            try checkEverySubscriber(floor, "floor")
+        }
         // A Janus failure at one N (under load its subscribers can miss packets) is reported in its row; the other N go on.
         let theirs = janus.map { measureJanusRow($0, n: n, run) }
         if case .failure(let e)? = theirs { print(pad("\(n)", 4) + pad("janus", 7) + "  failed: \(e)") }
-        rows.append((ours, theirs))
+        rows.append((ours, floor, theirs))
     }
-    guard janus != nil else { return }
-    print("\nours vs Janus, packets delivered per CPU-second (ours: router IO thread; Janus: whole process / hloop threads)")
-    print(pad("N", 4) + pad("ours", 10) + pad("Janus proc", 12) + pad("ours/Janus", 12) + pad("Janus hloop", 13) + pad("ours/hloop", 12))
-    for (o, result) in rows {
-        let j: ForwardingResult
+    guard withFloor else { return }
+    let perCPU = { (r: ForwardingResult) in Double(r.delivered) / max(r.cpu, 1e-9) }
+    print("\nours vs the floor" + (janus != nil ? " and Janus" : "") + ", packets delivered per CPU-second "
+          + "(ours: router IO thread; floor: its thread" + (janus != nil ? "; Janus: whole process / hloop threads)" : ")"))
+    print(pad("N", 4) + pad("ours", 10) + pad("floor", 10) + pad("ours/floor", 12)
+          + (janus != nil ? pad("Janus proc", 12) + pad("ours/Janus", 12) + pad("floor/Janus", 13) + pad("Janus hloop", 13) + pad("ours/hloop", 12) : ""))
+    for (o, f, result) in rows {
+        let op = perCPU(o), fp = f.map(perCPU)
+        var line = pad("\(o.n)", 4) + pad(whole(op), 10) + pad(fp.map { whole($0) } ?? "-", 10) + pad(fp.map { fmt(op / $0, 2) } ?? "-", 12)
         switch result {
-        case .success(let r)?: j = r
-        case .failure(let e)?:
-            print(pad("\(o.n)", 4) + pad(whole(Double(o.delivered) / max(o.cpu, 1e-9)), 10) + "  Janus failed: \(e)")
-            continue
-        case nil: continue
+        case .success(let j)?:
+            let jp = perCPU(j), jt = j.threadsCPU.map { Double(j.delivered) / max($0, 1e-9) }
+            line += pad(whole(jp), 12) + pad(fmt(op / jp, 2), 12) + pad(fp.map { fmt($0 / jp, 2) } ?? "-", 13)
+                + pad(jt.map { whole($0) } ?? "-", 13) + pad(jt.map { fmt(op / $0, 2) } ?? "-", 12)
+        case .failure(let e)?: line += "  Janus failed: \(e)"
+        case nil: break
         }
-        let op = Double(o.delivered) / max(o.cpu, 1e-9), jp = Double(j.delivered) / max(j.cpu, 1e-9)
-        let jt = j.threadsCPU.map { Double(j.delivered) / max($0, 1e-9) }
-        print(pad("\(o.n)", 4) + pad(whole(op), 10) + pad(whole(jp), 12) + pad(fmt(op / jp, 2), 12)
-              + pad(jt.map { whole($0) } ?? "-", 13) + pad(jt.map { fmt(op / $0, 2) } ?? "-", 12))
+        print(line)
     }
 }
 
