@@ -146,7 +146,7 @@ public final class DTLSEndpoint {
         guard otshim_ssl_ctx_dtls12_only(ctx) == 1,
               SSL_CTX_use_certificate(ctx, certificate.x509) == 1,
               SSL_CTX_use_PrivateKey(ctx, certificate.key) == 1,
-              SSL_CTX_set_tlsext_use_srtp(ctx, srtpProfiles.map(\.openSSLName).joined(separator: ":")) == 0,
+              SSL_CTX_set_tlsext_use_srtp(ctx, srtpProfiles.map(\.opensslName).joined(separator: ":")) == 0,
               SSL_CTX_set_cipher_list(ctx, "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-SHA") == 1,
               let ssl = SSL_new(ctx) else {
             SSL_CTX_free(ctx)

@@ -9,13 +9,6 @@ public enum SRTPProfile: UInt16, Sendable, CaseIterable {
     /// AEAD_AES_128_GCM (0x0007): preferred.
     case aeadAes128Gcm = 0x0007
 
-    /// The OpenSSL use_srtp profile name (DTLS-SRTP negotiation, RFC 5764 / RFC 7714).
-    public var openSSLName: String {
-        switch self {
-        case .aes128CmHmacSha1_80: "SRTP_AES128_CM_SHA1_80"
-        case .aeadAes128Gcm: "SRTP_AEAD_AES_128_GCM"
-        }
-    }
     /// Master key length in bytes.
     public var keyLength: Int { 16 }
     /// Master salt length in bytes.
@@ -27,9 +20,12 @@ public enum SRTPProfile: UInt16, Sendable, CaseIterable {
     /// Bytes of keying material to export from DTLS: client and server key and salt.
     public var keyingMaterialLength: Int { 2 * (keyLength + saltLength) }
 
-    /// The profile's name in OpenSSL's `SSL_CTX_set_tlsext_use_srtp` list.
+    /// The profile's name in OpenSSL's `SSL_CTX_set_tlsext_use_srtp` list (DTLS-SRTP negotiation, RFC 5764 / RFC 7714).
     public var opensslName: String {
-        self == .aeadAes128Gcm ? "SRTP_AEAD_AES_128_GCM" : "SRTP_AES128_CM_SHA1_80"
+        switch self {
+        case .aes128CmHmacSha1_80: "SRTP_AES128_CM_SHA1_80"
+        case .aeadAes128Gcm: "SRTP_AEAD_AES_128_GCM"
+        }
     }
 
     /// The profile for an OpenSSL name (as `SSL_get_selected_srtp_profile` reports it).
