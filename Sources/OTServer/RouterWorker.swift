@@ -131,6 +131,13 @@ final class RouterWorker: MediaEndpointOwner, @unchecked Sendable {
 
     func endpointTimer(now: Instant) { timer(now: now) }
 
+    /// The IO thread ended (also when its endpoint was stopped directly, not through `stop()`): from now on work runs on
+    /// the caller's thread, and callers waiting for work it will not run take it over.
+    func endpointStopped() {
+        stopped.store(true, ordering: .releasing)
+        performed.withLock { performed.broadcast() }
+    }
+
     private func timer(now: Instant) {
         guard !stopped.load(ordering: .relaxed), let d = deadline, d <= now else { return }
         deadline = nil

@@ -32,6 +32,7 @@ public final class MediaEndpoint: @unchecked Sendable {
             case .datagram(let bytes, let from, _, let now): e.route(bytes, from: from, now: now)
             case .timer(let now): e.timer(now: now)
             case .closed: break  // the shared endpoint is UDP only
+            case .stopped: e.owner.value?.endpointStopped()
             }
         }
         deadlines = ConnectionDeadlines(udp: udp)
@@ -132,6 +133,8 @@ public final class MediaEndpoint: @unchecked Sendable {
 public protocol MediaEndpointOwner: AnyObject, Sendable {
     /// Called on the IO thread at every timer event (the deadline set with `setTimerDeadline`, or queued work).
     func endpointTimer(now: Instant)
+    /// Called on the IO thread as its last act, however it was stopped: queued work that has not run will not run there.
+    func endpointStopped()
 }
 
 /// The endpoint's weak reference to its owner. (Not a closure in a `Mutex`: taking a closure out of `Mutex.withLock`

@@ -46,6 +46,7 @@ final class SharedUDPIO: Sendable {
             case .timer(let now): io.deadlines.fire(now: now)
             // Only TURN uses TCP: the connection's TURN client fails (its relayed candidate is gone).
             case .closed(let local, let now, let error): io.owner(of: local)?.turnConnectionClosed(local: local, now: now, reason: error)
+            case .stopped: break
             }
         }
         deadlines = ConnectionDeadlines(udp: udp)

@@ -35,6 +35,8 @@ public final class UDPDriver: Sendable {
         /// A TCP connection (from `connectTCP`, known by its local address) closed or failed; `error` says why
         /// when a layer failed (a TLS certificate refused, a proxy's refusal).
         case closed(local: TransportAddress, now: Instant, error: OTError?)
+        /// The IO thread ends (`stop()`, or its poll failed): the handler's last call.
+        case stopped
     }
 
     struct Socket: Sendable { let fd: Int32; let address: TransportAddress }
@@ -328,6 +330,7 @@ public final class UDPDriver: Sendable {
         _ = otshim_block_async_signals()
         ioThread.store(UInt(pthread_self()), ordering: .releasing)
         defer { ioThread.store(0, ordering: .releasing) }
+        defer { handler(.stopped) }
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
             let (running, sockets, deadline, tcp, retired, wakePending) = state.withLock { s in

@@ -1,3 +1,4 @@
+import Dispatch
 import OTBase
 @testable import OTServer
 import OTTransport
@@ -72,5 +73,15 @@ final class RouterWorkersTests: RouterTestCase {
         XCTAssertEqual(router.peerCount, 2)
         XCTAssertEqual(router.counters(streamId: "st0")?.subscribers, 0)
         XCTAssertEqual(router.endpoints.map(\.connectionCount), [1, 1])
+    }
+
+    /// A worker's endpoint stopped directly (its public `stop()`) ends that worker's IO thread; the router still stops,
+    /// running the worker's remaining work on the caller's thread, instead of waiting for a thread that has exited.
+    func testTheRouterStopsAfterAWorkersEndpointWasStoppedDirectly() throws {
+        let r = try MediaRouter(workers: 2)
+        r.endpoints[0].stop()
+        let done = XCTestExpectation(description: "MediaRouter.stop returned")
+        DispatchQueue.global().async { r.stop(); done.fulfill() }
+        XCTAssertEqual(XCTWaiter().wait(for: [done], timeout: 20), .completed, "MediaRouter.stop hung")
     }
 }

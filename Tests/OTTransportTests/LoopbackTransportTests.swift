@@ -27,6 +27,7 @@ final class LoopbackPeer: @unchecked Sendable {
             switch event {
             case .datagram(let bytes, let from, let local, let now): t.handleReceive(bytes, from: from, local: local, now: now)
             case .timer(let now), .closed(_, let now, _): t.handleTimeout(now: now)
+            case .stopped: return
             }
             while let x = t.pollTransmit() { driver.send(x.bytes, from: x.source, to: x.destination) }
             while let e = t.pollEvent() { events.withLock { $0.append(e) } }
@@ -126,6 +127,7 @@ final class LoopbackTransportTests: XCTestCase {
             case .datagram(let bytes, _, _, _): got.withLock { $0.append("dgram \(bytes)") }
             case .timer: got.withLock { $0.append("timer") }
             case .closed: got.withLock { $0.append("closed") }
+            case .stopped: break
             }
         }
         defer { d.stop() }

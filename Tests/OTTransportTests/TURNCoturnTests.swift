@@ -33,6 +33,7 @@ final class TURNHarness: @unchecked Sendable {
             case .datagram(let b, _, _, let now): c.handleReceive(b, now: now)
             case .timer(let now): c.handleTimeout(now: now)
             case .closed(_, let now, _): closed = true; c.handleTimeout(now: now)
+            case .stopped: break
             }
         }
     }
